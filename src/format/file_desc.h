@@ -1,0 +1,67 @@
+// In-memory description of an .fcb file: what the compiler writes and what the
+// runtime reads back after verification. Plain C++ structs; the FlatBuffers
+// schema (fcb.fbs) and its generated code stay private to src/format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fcb::format {
+
+enum class Storage : uint8_t {
+  kArena = 0,   // lives in the execution's arena at `offset` (inputs/outputs too)
+  kWeight = 1,  // read-only bytes of weight-pool blob `blob`, used in place
+};
+
+struct TensorDesc {
+  std::string name;
+  int32_t dtype = 1;          // ir::DType code
+  std::vector<int64_t> shape;
+  Storage storage = Storage::kArena;
+  uint64_t offset = 0;        // byte offset in the arena (kArena)
+  int32_t blob = -1;          // weight-pool blob id (kWeight)
+};
+
+// One attribute of a step: ints, floats or a string (unused fields empty).
+struct AttrDesc {
+  std::string name;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string str;
+};
+
+struct StepDesc {
+  std::string op;         // runtime op name, e.g. "ConvNhwc", "Add", "Transpose"
+  std::string node;       // originating ONNX node name, for errors
+  std::vector<int32_t> inputs;   // tensor indices in the context; -1 = absent optional
+  std::vector<int32_t> outputs;
+  std::vector<AttrDesc> attrs;
+};
+
+// The compiled plan of one method for one target.
+struct ContextDesc {
+  std::string method;
+  std::string target;         // target name, e.g. "x86-64-v3"
+  std::string options;        // the target options it was compiled with, canonical JSON
+  std::vector<TensorDesc> tensors;
+  std::vector<StepDesc> steps;
+  std::vector<int32_t> inputs;   // tensor indices of the method's inputs, in ONNX order
+  std::vector<int32_t> outputs;  // tensor indices of the method's outputs, in ONNX order
+  uint64_t arena_bytes = 0;
+};
+
+// A blob of the weight pool. `offset` is relative to the start of the pool.
+struct BlobDesc {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t hash_lo = 0, hash_hi = 0;  // XXH3-128 of the bytes
+};
+
+struct FileDesc {
+  std::string producer;              // e.g. "fcb 0.1.0"
+  std::vector<ContextDesc> contexts;
+  std::vector<BlobDesc> blobs;
+};
+
+}  // namespace fcb::format

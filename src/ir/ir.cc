@@ -1,0 +1,219 @@
+#include "ir/ir.h"
+
+#include <cstring>
+#include <set>
+
+namespace fcb::ir {
+
+size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kU8: return 1;
+    case DType::kI8: return 1;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kBool: return 1;
+    case DType::kF64: return 8;
+    default: return 0;
+  }
+}
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "float32";
+    case DType::kU8: return "uint8";
+    case DType::kI8: return "int8";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+    case DType::kBool: return "bool";
+    case DType::kF64: return "float64";
+    default: return "undefined";
+  }
+}
+
+int64_t NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& s) {
+  if (s.empty()) return "scalar";
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += "x";
+    out += std::to_string(s[i]);
+  }
+  return out;
+}
+
+double TensorData::GetDouble(int64_t i) const {
+  switch (dtype) {
+    case DType::kF32: return data<float>()[i];
+    case DType::kF64: return data<double>()[i];
+    case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kU8: return data<uint8_t>()[i];
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+    default: return 0;
+  }
+}
+
+int64_t TensorData::GetInt(int64_t i) const {
+  switch (dtype) {
+    case DType::kF32: return static_cast<int64_t>(data<float>()[i]);
+    case DType::kF64: return static_cast<int64_t>(data<double>()[i]);
+    case DType::kI64: return data<int64_t>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kU8: return data<uint8_t>()[i];
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kBool: return data<uint8_t>()[i] ? 1 : 0;
+    default: return 0;
+  }
+}
+
+std::vector<int64_t> TensorData::ToInts() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) v[i] = GetInt(i);
+  return v;
+}
+
+std::shared_ptr<TensorData> TensorData::Make(DType dtype, Shape shape) {
+  auto t = std::make_shared<TensorData>();
+  t->dtype = dtype;
+  t->shape = std::move(shape);
+  t->bytes.assign(static_cast<size_t>(NumElements(t->shape)) * DTypeSize(dtype), 0);
+  return t;
+}
+
+std::shared_ptr<TensorData> TensorData::FromFloats(Shape shape, const std::vector<float>& v) {
+  auto t = Make(DType::kF32, std::move(shape));
+  std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
+  return t;
+}
+
+std::shared_ptr<TensorData> TensorData::FromInts(Shape shape, const std::vector<int64_t>& v) {
+  auto t = Make(DType::kI64, std::move(shape));
+  std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
+  return t;
+}
+
+int64_t Node::GetInt(const std::string& a, int64_t def) const {
+  auto it = attrs.find(a);
+  return it == attrs.end() ? def : it->second.i;
+}
+float Node::GetFloat(const std::string& a, float def) const {
+  auto it = attrs.find(a);
+  return it == attrs.end() ? def : it->second.f;
+}
+std::string Node::GetString(const std::string& a, const std::string& def) const {
+  auto it = attrs.find(a);
+  return it == attrs.end() ? def : it->second.s;
+}
+std::vector<int64_t> Node::GetInts(const std::string& a, std::vector<int64_t> def) const {
+  auto it = attrs.find(a);
+  return it == attrs.end() ? def : it->second.ints;
+}
+std::vector<float> Node::GetFloats(const std::string& a, std::vector<float> def) const {
+  auto it = attrs.find(a);
+  return it == attrs.end() ? def : it->second.floats;
+}
+void Node::SetInt(const std::string& a, int64_t v) {
+  Attribute at;
+  at.kind = Attribute::Kind::kInt;
+  at.i = v;
+  attrs[a] = std::move(at);
+}
+void Node::SetFloat(const std::string& a, float v) {
+  Attribute at;
+  at.kind = Attribute::Kind::kFloat;
+  at.f = v;
+  attrs[a] = std::move(at);
+}
+void Node::SetInts(const std::string& a, std::vector<int64_t> v) {
+  Attribute at;
+  at.kind = Attribute::Kind::kInts;
+  at.ints = std::move(v);
+  attrs[a] = std::move(at);
+}
+void Node::SetString(const std::string& a, std::string v) {
+  Attribute at;
+  at.kind = Attribute::Kind::kString;
+  at.s = std::move(v);
+  attrs[a] = std::move(at);
+}
+std::string Node::Describe() const { return "node '" + name + "' (" + op_type + ")"; }
+
+int Graph::AddValue(Value v) {
+  values.push_back(std::move(v));
+  return static_cast<int>(values.size()) - 1;
+}
+
+int Graph::AddConstant(const std::string& name, TensorPtr t) {
+  Value v;
+  v.name = UniqueName(name);
+  v.dtype = t->dtype;
+  v.shape = t->shape;
+  v.has_shape = true;
+  v.constant = std::move(t);
+  return AddValue(std::move(v));
+}
+
+std::string Graph::UniqueName(const std::string& base) {
+  std::set<std::string> names;
+  for (const auto& v : values) names.insert(v.name);
+  if (!names.count(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string n = base + "_" + std::to_string(i);
+    if (!names.count(n)) return n;
+  }
+}
+
+std::vector<int> Graph::UseCounts() const {
+  std::vector<int> uses(values.size(), 0);
+  for (const auto& n : nodes)
+    for (int i : n.inputs)
+      if (i >= 0) uses[i]++;
+  for (int o : outputs) uses[o]++;
+  return uses;
+}
+
+std::vector<int> Graph::Producers() const {
+  std::vector<int> prod(values.size(), -1);
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (int o : nodes[n].outputs)
+      if (o >= 0) prod[o] = static_cast<int>(n);
+  return prod;
+}
+
+Status Graph::Validate() const {
+  std::vector<bool> ready(values.size(), false);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].is_constant()) ready[i] = true;
+  for (int i : inputs) {
+    if (i < 0 || i >= static_cast<int>(values.size())) return Internal("graph input index out of range");
+    ready[i] = true;
+  }
+  for (const auto& n : nodes) {
+    for (int i : n.inputs) {
+      if (i < -1 || i >= static_cast<int>(values.size()))
+        return Internal(n.Describe() + ": input index out of range");
+      if (i >= 0 && !ready[i])
+        return Internal(n.Describe() + ": input '" + values[i].name + "' is used before it is produced");
+      if (i >= 0 && !values[i].has_shape)
+        return Internal(n.Describe() + ": input '" + values[i].name + "' has no inferred shape");
+    }
+    for (int o : n.outputs) {
+      if (o < 0 || o >= static_cast<int>(values.size()))
+        return Internal(n.Describe() + ": output index out of range");
+      ready[o] = true;
+    }
+  }
+  for (int o : outputs)
+    if (o < 0 || o >= static_cast<int>(values.size()) || !ready[o])
+      return Internal("graph output is never produced");
+  return Status::Ok();
+}
+
+}  // namespace fcb::ir

@@ -1,0 +1,120 @@
+// The graph IR shared by import, passes and lowering.
+//
+// A Graph is a list of Values (tensors with a static dtype and shape, some
+// holding constant data) and a topologically ordered list of Nodes that read
+// and write them by index. Node semantics are ONNX's (op_type + attributes),
+// plus a few internal ops in the "fcb" domain created by passes (e.g. NHWC
+// convolution). After import every shape is static.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fcb/status.h"
+
+namespace fcb::ir {
+
+// Element types; numeric codes are ONNX TensorProto.DataType's.
+enum class DType : int32_t {
+  kUndefined = 0,
+  kF32 = 1,
+  kU8 = 2,
+  kI8 = 3,
+  kI32 = 6,
+  kI64 = 7,
+  kBool = 9,
+  kF64 = 11,
+};
+
+size_t DTypeSize(DType t);
+const char* DTypeName(DType t);
+
+using Shape = std::vector<int64_t>;
+int64_t NumElements(const Shape& s);
+std::string ShapeToString(const Shape& s);  // "1x3x224x224" ("scalar" for rank 0)
+
+// Constant tensor contents, row-major, little-endian.
+struct TensorData {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+
+  int64_t numel() const { return NumElements(shape); }
+  template <typename T> const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  template <typename T> T* mutable_data() { return reinterpret_cast<T*>(bytes.data()); }
+  // Reads element i converted to double / int64 (any numeric dtype).
+  double GetDouble(int64_t i) const;
+  int64_t GetInt(int64_t i) const;
+  std::vector<int64_t> ToInts() const;
+
+  static std::shared_ptr<TensorData> Make(DType dtype, Shape shape);
+  static std::shared_ptr<TensorData> FromFloats(Shape shape, const std::vector<float>& v);
+  static std::shared_ptr<TensorData> FromInts(Shape shape, const std::vector<int64_t>& v);
+};
+using TensorPtr = std::shared_ptr<const TensorData>;
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  bool has_shape = false;  // false only while import is still inferring
+  TensorPtr constant;      // set for initializers and folded values
+  bool is_constant() const { return constant != nullptr; }
+};
+
+struct Attribute {
+  enum class Kind { kInt, kFloat, kString, kInts, kFloats, kTensor, kStrings } kind = Kind::kInt;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+  TensorPtr t;
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;        // "" for ONNX, "fcb" for internal ops
+  std::vector<int> inputs;   // value ids; -1 = omitted optional input
+  std::vector<int> outputs;  // value ids
+  std::map<std::string, Attribute> attrs;
+
+  bool Has(const std::string& a) const { return attrs.count(a) != 0; }
+  int64_t GetInt(const std::string& a, int64_t def) const;
+  float GetFloat(const std::string& a, float def) const;
+  std::string GetString(const std::string& a, const std::string& def) const;
+  std::vector<int64_t> GetInts(const std::string& a, std::vector<int64_t> def = {}) const;
+  std::vector<float> GetFloats(const std::string& a, std::vector<float> def = {}) const;
+  void SetInt(const std::string& a, int64_t v);
+  void SetFloat(const std::string& a, float v);
+  void SetInts(const std::string& a, std::vector<int64_t> v);
+  void SetString(const std::string& a, std::string v);
+  // "node 'name' (OpType)" for error messages.
+  std::string Describe() const;
+};
+
+struct Graph {
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topological order
+  std::vector<int> inputs;  // graph inputs (non-constant values fed at run time)
+  std::vector<int> outputs;
+  int64_t opset = 13;       // default-domain opset the model was exported with
+
+  int AddValue(Value v);
+  int AddConstant(const std::string& name, TensorPtr t);
+  // A fresh value name derived from `base` that no value has yet.
+  std::string UniqueName(const std::string& base);
+  // Number of nodes reading each value, plus 1 for every graph output use.
+  std::vector<int> UseCounts() const;
+  // Index of the node producing each value (-1 if none).
+  std::vector<int> Producers() const;
+  // Checks indices, topological order and that every used value has a shape.
+  Status Validate() const;
+};
+
+}  // namespace fcb::ir

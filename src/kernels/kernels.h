@@ -1,0 +1,121 @@
+// Compute kernels: the contract between the runtime and the per-target code.
+//
+// Kernels are written once on Highway (kernels_hwy.cc) and compiled for every
+// target; GetKernelTable(target) returns that target's function pointers. The
+// runtime picks the table once, when a program is loaded, and then calls the
+// functions directly (Highway's advice: hoist dispatch, never per call).
+//
+// Kernels are pure: no allocation, no globals, no CPU probing. Every kernel
+// processes a half-open range [begin, end) of its outermost work items so the
+// runtime can split work across threads without the kernel knowing.
+//
+// Activations of 4-D convolution-family ops are NHWC. Weights are packed at
+// compile time into a target-neutral layout (see packing.h): panels of
+// kPanel = 16 output channels, one AVX-512 vector, two AVX2 vectors, four SSE
+// vectors, so every target reads the same stored bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/target.h"
+
+namespace fcb::kernels {
+
+inline constexpr int64_t kPanel = 16;
+
+// Activation fused into the epilogue of conv/gemm, and standalone unary ops.
+enum class Act : int32_t {
+  kNone = 0,
+  kRelu = 1,
+  kClip = 2,         // min(max(x, a), b)
+  kSigmoid = 3,
+  kHardSigmoid = 4,  // max(0, min(1, a*x + b))
+  kHardSwish = 5,    // x * max(0, min(1, x/6 + 0.5))
+  kTanh = 6,
+  kLeakyRelu = 7,    // x >= 0 ? x : a*x
+  kSilu = 8,         // x * sigmoid(x)
+};
+
+struct Epilogue {
+  Act act = Act::kNone;
+  float a = 0.f;
+  float b = 0.f;
+};
+
+// Geometry of an NHWC convolution. Input [n][ih][iw][ic], output [n][oh][ow][oc].
+// Channels of group g are [g*icg, (g+1)*icg) on input and [g*ocg, (g+1)*ocg) on output.
+struct ConvGeom {
+  int64_t n, ih, iw, ic;
+  int64_t oh, ow, oc;
+  int64_t kh, kw;
+  int64_t sh, sw;
+  int64_t dh, dw;
+  int64_t pad_top, pad_left;  // bottom/right padding is implied by oh/ow
+  int64_t groups;
+  // Row strides in floats of the input and output pixel (>= ic / oc), letting a
+  // conv read or write a channel slice of a wider tensor (Concat without copy).
+  int64_t in_pixel_stride, out_pixel_stride;
+};
+
+// Geometry of an NHWC pooling window op.
+struct PoolGeom {
+  int64_t n, ih, iw, c;
+  int64_t oh, ow;
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t pad_top, pad_left;
+  bool count_include_pad;  // AveragePool only
+};
+
+enum class BinaryOp : int32_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3, kMax = 4, kMin = 5, kPow = 6 };
+
+struct KernelTable {
+  const char* isa;  // Highway target name, for diagnostics
+
+  // Dense or grouped conv (groups may be 1). Weights packed by PackConv.
+  // bias: padded per PackConvBias (never null; zeros when the model has none).
+  // residual: optional tensor with the output's layout, added before the activation.
+  // Work items: output pixels in [0, n*oh*ow).
+  void (*conv)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+               const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end);
+
+  // Depthwise conv (groups == ic == oc). Weights packed by PackDepthwise.
+  // Work items: output pixels in [0, n*oh*ow).
+  void (*depthwise)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                    const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                    int64_t end);
+
+  // C[m][0..n) = A[m][0..k) * B + bias, B packed by PackGemmB (k x n, panels of 16 columns).
+  // bias may be null. Work items: rows m in [0, M).
+  void (*gemm)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
+               const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
+               int64_t end);
+
+  // C[m][n] = sum_k A[m][k] * B[k][n] on plain row-major operands (both variable).
+  // Work items: rows m in [0, M).
+  void (*matmul)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float* C, int64_t ldc, int64_t begin, int64_t end);
+
+  // Pooling, NHWC. Work items: output pixels in [0, n*oh*ow).
+  void (*maxpool)(const PoolGeom& g, const float* in, float* out, int64_t begin, int64_t end);
+  void (*avgpool)(const PoolGeom& g, const float* in, float* out, int64_t begin, int64_t end);
+
+  // in [n][hw][c] -> out [n][c], the mean over hw. Work items: images in [0, n).
+  void (*global_avgpool)(int64_t n, int64_t hw, int64_t c, const float* in, float* out,
+                         int64_t begin, int64_t end);
+
+  // y[i] = act(x[i]) for i in [begin, end). In-place (x == y) allowed.
+  void (*unary)(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end);
+
+  // y[i] = a[i*sa] op b[i*sb] for i in [0, n), sa and sb each 0 (broadcast) or 1.
+  void (*binary)(BinaryOp op, const float* a, int64_t sa, const float* b, int64_t sb, float* y,
+                 int64_t n);
+
+  // Softmax over the last axis of a [rows][cols] matrix. Work items: rows.
+  void (*softmax)(const float* x, float* y, int64_t cols, int64_t begin, int64_t end);
+};
+
+// The table compiled for `target` (every TargetId has one).
+const KernelTable& GetKernelTable(TargetId target);
+
+}  // namespace fcb::kernels

@@ -1,0 +1,30 @@
+// Target-neutral weight packing, done once at compile time.
+//
+// All layouts pad the output-channel (or column) dimension to whole panels of
+// kPanel = 16 floats, zero-filled, so that every target's kernel reads full
+// vectors and the stored bytes are identical for every target.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace fcb::kernels {
+
+// Dense/grouped conv weights, ONNX layout [oc][ic/groups][kh][kw] ->
+// [g][panel p of ceil(ocg/16)][ky][kx][icg][16] where lane j is output channel
+// g*ocg + p*16 + j of the group (zero when >= ocg).
+int64_t PackedConvFloats(int64_t oc, int64_t icg, int64_t kh, int64_t kw, int64_t groups);
+std::vector<float> PackConv(const float* w, int64_t oc, int64_t icg, int64_t kh, int64_t kw,
+                            int64_t groups);
+// Bias [oc] (or null for zeros) -> [g][ceil(ocg/16)*16].
+std::vector<float> PackConvBias(const float* bias, int64_t oc, int64_t groups);
+
+// Depthwise weights [c][1][kh][kw] -> [ky][kx][ceil(c/16)*16]; bias -> [ceil(c/16)*16].
+std::vector<float> PackDepthwise(const float* w, int64_t c, int64_t kh, int64_t kw);
+std::vector<float> PackDepthwiseBias(const float* bias, int64_t c);
+
+// GEMM B operand, logical [k][n] given with row stride ldb and column stride
+// ldcol (so a transposed source is ldb=1, ldcol=k) -> [ceil(n/16)][k][16].
+std::vector<float> PackGemmB(const float* b, int64_t k, int64_t n, int64_t ldb, int64_t ldcol);
+
+}  // namespace fcb::kernels
