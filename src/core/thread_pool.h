@@ -1,0 +1,59 @@
+// A fixed pool of worker threads for splitting one operator's work.
+//
+// Created with an execution, destroyed with it; ParallelFor does not allocate.
+// The calling thread takes part in the work, so a pool of 1 runs inline.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fcb {
+
+class ThreadPool {
+ public:
+  // Total threads including the caller; num_threads <= 1 means run inline.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), with chunks of at
+  // least `grain` items, and returns when all are done. Not reentrant.
+  template <typename Fn>
+  void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
+    if (n <= 0) return;
+    if (workers_.empty() || n <= grain) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    Run(n, grain, &Trampoline<Fn>, &fn);
+  }
+
+ private:
+  using TaskFn = void (*)(void* ctx, int64_t begin, int64_t end);
+  template <typename Fn>
+  static void Trampoline(void* ctx, int64_t begin, int64_t end) {
+    (*static_cast<Fn*>(ctx))(begin, end);
+  }
+  void Run(int64_t n, int64_t grain, TaskFn fn, void* ctx);
+  void WorkerLoop(int index);
+  void DoChunks(int self);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_work_, cv_done_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  // Current job.
+  TaskFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0, chunk_ = 0, num_chunks_ = 0;
+};
+
+}  // namespace fcb
