@@ -1,1 +1,73 @@
-int main() { return 0; }
+// fcb: compile / run / inspect / bench / targets / ops. See cli.h and README.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/cli.h"
+
+int main(int argc, char** argv) {
+  using namespace fcb::cli;
+  CLI::App app{"fcb: ahead-of-time compiler and runtime for multi-target Flexible Context Binaries"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("fcb ") + fcb::Version());
+
+  CompileArgs ca;
+  auto* compile = app.add_subcommand("compile", "compile ONNX model(s) into one .fcb");
+  compile->add_option("model", ca.model, "ONNX model (method 'main'); or use --method");
+  compile->add_option("-o,--output", ca.output, "output .fcb file")->required();
+  compile->add_option("--target", ca.targets, "target (repeatable; 'all' = every known target)");
+  compile->add_option("--target-options", ca.target_options, "JSON options, once per --target, same order");
+  compile->add_option("--spec", ca.spec_path, "JSON compile spec (flags given too override its fields)");
+  compile->add_option("--input-shape", ca.input_shapes, "[METHOD:]NAME=1x3x224x224 (repeatable)");
+  compile->add_option("--method", ca.methods, "NAME=MODEL.onnx (repeatable)");
+  compile->add_flag("--no-weight-sharing", ca.no_weight_sharing, "store per-target weight copies");
+
+  RunArgs ra;
+  auto* run = app.add_subcommand("run", "run a method of an .fcb on .npy inputs");
+  run->add_option("file", ra.file, ".fcb file")->required();
+  run->add_option("--method", ra.method, "method name (default: the only one)");
+  run->add_option("--target", ra.target, "target to force (default: auto)");
+  run->add_option("--threads", ra.threads, "threads (default 1)");
+  run->add_option("--input", ra.inputs, "NAME=FILE.npy (repeatable)");
+  run->add_option("--output-dir", ra.output_dir, "where to write <output>.npy (default .)");
+  run->add_flag("--no-verify", ra.no_verify, "skip checksum verification of the file");
+
+  std::string inspect_file;
+  bool inspect_json = false;
+  auto* inspect = app.add_subcommand("inspect", "describe an .fcb file");
+  inspect->add_option("file", inspect_file, ".fcb file")->required();
+  inspect->add_flag("--json", inspect_json, "machine-readable output");
+
+  BenchArgs ba;
+  auto* bench = app.add_subcommand("bench", "time loading and running a method");
+  bench->add_option("file", ba.file, ".fcb file")->required();
+  bench->add_option("--method", ba.method, "method name (default: the only one)");
+  bench->add_option("--target", ba.target, "target to force (default: auto)");
+  bench->add_option("--threads", ba.threads, "threads (default 1)");
+  bench->add_option("--iterations", ba.iterations, "timed runs (default 20)");
+  bench->add_flag("--json", ba.json, "machine-readable output");
+
+  bool targets_json = false, ops_json = false;
+  auto* targets = app.add_subcommand("targets", "list known targets and what this host runs");
+  targets->add_flag("--json", targets_json, "machine-readable output");
+  auto* ops = app.add_subcommand("ops", "list supported ONNX operators");
+  ops->add_flag("--json", ops_json, "machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << "\n(run 'fcb --help' or 'fcb SUBCOMMAND --help' for usage)\n";
+    return 2;
+  }
+  if (*compile) return CmdCompile(ca);
+  if (*run) return CmdRun(ra);
+  if (*inspect) return CmdInspect(inspect_file, inspect_json);
+  if (*bench) return CmdBench(ba);
+  if (*targets) return CmdTargets(targets_json);
+  if (*ops) return CmdOps(ops_json);
+  return Fail("no subcommand", 2);
+}

@@ -1,18 +1,45 @@
 // Writing and loading .fcb files.
 //
-// Byte layout, in order (all integers little-endian):
-//   [0, 128)        fixed header (see kHeader* in fcb_file.cc): magic "\x89FCB\r\n\x1a\n",
-//                   format version, producer version string, endianness marker,
-//                   file size, offset/size/XXH3-64 of the metadata and of the weight
-//                   pool, and an XXH3-64 of the header itself.
-//   [meta_offset)   FlatBuffers metadata (schema fcb.fbs): producer, contexts, blob table.
-//   [pool_offset)   weight pool, page aligned; each blob 64-byte aligned (4096 for
-//                   blobs of 64 KiB or more) so weights are used in place from the mapping.
+// Byte layout, in order (all integers little-endian; format version 1):
+//
+//   offset size  field
+//   0      8     magic "\x89FCB\r\n\x1a\n" (the PNG trick: catches 7-bit and
+//                CRLF/LF mangling, and stops `type` on DOS at \x1a)
+//   8      4     u32 format version (kFormatVersion = 1)
+//   12     4     u32 header size (128)
+//   16     4     u32 endianness marker 0x01020304 (bytes 04 03 02 01); a
+//                big-endian file is refused with a message saying so
+//   20     4     u32 flags, zero
+//   24     32    producer version string, e.g. "fcb 0.1.0", NUL padded
+//                (FileDesc.producer, cut to 32 bytes)
+//   56     8     u64 file size
+//   64     8     u64 metadata offset (8-byte aligned, >= 128)
+//   72     8     u64 metadata size
+//   80     8     u64 metadata XXH3-64
+//   88     8     u64 weight-pool offset (4096-byte aligned, after the metadata)
+//   96     8     u64 weight-pool size (the pool ends the file)
+//   104    8     u64 weight-pool XXH3-64 (of all pool bytes, padding included)
+//   112    8     reserved, zero
+//   120    8     u64 XXH3-64 of header bytes [0, 120)
+//   128    ...   metadata: a FlatBuffer (schema fcb.fbs, identifier "FCBM")
+//                mirroring FileDesc: producer, contexts, blob table
+//   ...          zero padding up to the pool offset
+//   pool   ...   weight pool: blobs in id order, each 64-byte aligned (4096
+//                for blobs of 64 KiB or more) relative to the pool start, zero
+//                padding between them, so weights are used in place from the
+//                mapping.
+//
+// Magic, version, header size and endianness marker keep their offsets in
+// every future version. Every byte of a valid file is covered by a check:
+// the header and metadata by their checksums, the padding after the metadata
+// by a zero check, the pool by its checksum (when verify_checksums).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fcb/status.h"
@@ -22,13 +49,18 @@ namespace fcb::format {
 
 inline constexpr uint32_t kFormatVersion = 1;
 
-// Builds the weight pool: identical byte strings are stored once.
+class MappedFile;
+
+// Builds the weight pool: identical byte strings are stored once. Not
+// thread-safe; ids are dense, in order of first addition.
 class WeightPoolBuilder {
  public:
   // Returns the id of a blob with exactly these bytes, adding it if new.
   // Identity is XXH3-128 plus length, confirmed by comparing the bytes.
+  // `data` may be null when `size` is 0; the bytes are copied.
   int32_t Add(const void* data, uint64_t size);
-  // Always adds a new blob, even if an identical one exists (weight_sharing: false).
+  // Always adds a new blob, even if an identical one exists (weight_sharing:
+  // false). Later Add calls never merge into a blob added this way.
   int32_t AddUnshared(const void* data, uint64_t size);
   size_t size() const { return blobs_.size(); }
   const std::vector<uint8_t>& bytes(int32_t id) const { return blobs_[id]; }
@@ -36,16 +68,25 @@ class WeightPoolBuilder {
   uint64_t hash_hi(int32_t id) const { return hashes_[id].second; }
 
  private:
+  int32_t Append(const void* data, uint64_t size, std::pair<uint64_t, uint64_t> hash);
+
   std::vector<std::vector<uint8_t>> blobs_;
   std::vector<std::pair<uint64_t, uint64_t>> hashes_;
+  // (hash lo, hash hi, size) -> ids added with Add; more than one id only on
+  // a true XXH3-128 collision between different bytes.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::vector<int32_t>> index_;
 };
 
 // Serializes `desc` (whose blobs table is filled in here from `pool`) and writes
-// it atomically: a temporary file in the destination folder, fsync, rename. On
-// any failure nothing is left behind and an existing file at `path` is untouched.
+// it atomically: a temporary file `.NAME.tmp.XXXXXX` in the destination folder,
+// fsync, rename. Deterministic: the same desc and pool give the same bytes.
+// InvalidArgument when `desc` refers to tensors or blobs that do not exist;
+// IoError (naming the path and the OS error) when the OS refuses. On any
+// failure nothing is left behind and an existing file at `path` is untouched.
 Status WriteFcbFile(FileDesc desc, const WeightPoolBuilder& pool, const std::string& path);
 
-// A mapped, verified file. Immutable; safe to share across threads.
+// A mapped, verified file. Immutable; safe to share across threads. Pointers
+// it hands out stay valid until it is destroyed.
 class LoadedFile {
  public:
   ~LoadedFile();
@@ -55,15 +96,16 @@ class LoadedFile {
   const FileDesc& desc() const { return desc_; }
   uint64_t file_size() const { return size_; }
   uint32_t format_version() const { return format_version_; }
-  // Pointer to blob `id`'s bytes inside the mapping (validated at load).
+  // Pointer to blob `id`'s bytes inside the mapping (bounds and alignment were
+  // validated at load); nullptr when `id` is out of range.
   const uint8_t* blob_data(int32_t id) const;
   uint64_t meta_bytes() const { return meta_size_; }
   uint64_t pool_offset() const { return pool_offset_; }
 
  private:
   friend Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string&, bool);
-  LoadedFile() = default;
-  void* map_ = nullptr;
+  LoadedFile();
+  std::unique_ptr<MappedFile> map_;
   uint64_t size_ = 0;
   uint32_t format_version_ = 0;
   uint64_t meta_size_ = 0;
@@ -71,10 +113,14 @@ class LoadedFile {
   FileDesc desc_;
 };
 
-// Maps and verifies `path`: header, every offset and size against the file size,
-// the FlatBuffers verifier, blob bounds and alignment, and (when
-// verify_checksums) the XXH3 checksums of header, metadata and weight pool.
-// Errors are kCorruptFile with the byte offset of what failed, or kIoError.
+// Maps `path` read-only and verifies, in order: the header (magic, endianness,
+// version, header checksum, file size, section bounds), the metadata checksum,
+// the FlatBuffers verifier, the structure (every index and blob range, blob
+// alignment), the zero padding before the pool, and, when verify_checksums,
+// the pool checksum (the one check whose cost grows with the weights).
+// Errors: CorruptFile naming the path and the byte offset of what failed;
+// NotFound when the file does not exist; IoError when it cannot be read
+// (a folder, no permission, mmap failure).
 Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
                                                bool verify_checksums = true);
 

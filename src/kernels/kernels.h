@@ -56,6 +56,8 @@ struct ConvGeom {
   // Row strides in floats of the input and output pixel (>= ic / oc), letting a
   // conv read or write a channel slice of a wider tensor (Concat without copy).
   int64_t in_pixel_stride, out_pixel_stride;
+  // Pixel stride of the residual tensor; 0 means the same as out_pixel_stride.
+  int64_t residual_pixel_stride = 0;
 };
 
 // Geometry of an NHWC pooling window op.
@@ -65,6 +67,9 @@ struct PoolGeom {
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t pad_top, pad_left;
   bool count_include_pad;  // AveragePool only
+  // Bottom/right padding, which bounds the window count_include_pad counts;
+  // -1 means implied by oh/ow: max(0, (oh-1)*sh + (kh-1)*dh + 1 - ih - pad_top).
+  int64_t pad_bottom = -1, pad_right = -1;
 };
 
 enum class BinaryOp : int32_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3, kMax = 4, kMin = 5, kPow = 6 };
@@ -86,7 +91,7 @@ struct KernelTable {
                     int64_t end);
 
   // C[m][0..n) = A[m][0..k) * B + bias, B packed by PackGemmB (k x n, panels of 16 columns).
-  // bias may be null. Work items: rows m in [0, M).
+  // bias [N] (unpadded) may be null. Work items: rows m in [0, M).
   void (*gemm)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
                const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
                int64_t end);

@@ -13,4 +13,12 @@ void RegisterReduceOps(std::vector<OpDef>* ops);       // reduce.cc: Reduce*, So
 void RegisterMatMulOps(std::vector<OpDef>* ops);       // matmul.cc: MatMul, Gemm (variable operands)
 void RegisterNnOps(std::vector<OpDef>* ops);           // nn.cc: Conv, pools, BatchNormalization and their NHWC/packed forms
 
+// Sub-families, called from the family hooks above (ops engineer's files).
+void RegisterUnaryOps(std::vector<OpDef>* ops);        // unary.cc: unary math, Clip, Cast, Identity, Dropout (from elementwise)
+void RegisterTransposeOps(std::vector<OpDef>* ops);    // transpose.cc: Transpose (from tensor)
+void RegisterCopyOps(std::vector<OpDef>* ops);         // copy_ops.cc: Concat, Split, Gather, Slice (from tensor)
+void RegisterPadTileOps(std::vector<OpDef>* ops);      // pad_tile.cc: Pad, Tile, Expand, Trilu (from tensor)
+void RegisterSoftmaxOps(std::vector<OpDef>* ops);      // softmax.cc: Softmax, LogSoftmax (from reduce)
+void RegisterLayerNormOps(std::vector<OpDef>* ops);    // layernorm.cc: LayerNormalization (from matmul)
+
 }  // namespace fcb::ops

@@ -1,7 +1,473 @@
+// The NN family: ONNX Conv / pools / BatchNormalization (shape inference; the
+// layout pass rewrites them into the NHWC forms below before lowering) and the
+// internal NHWC, packed-weight forms that the runtime executes.
+//
+// Internal ops (created by passes/layout.cc and compile/lower.cc):
+//   ConvNhwc(X[n,h,w,c], Wpacked, Bpacked[, residual]) -> Y[n,oh,ow,oc]
+//       attrs: kernel_shape, strides, dilations, pads(t,l,b,r), group, out_channels,
+//              depthwise (0/1: which packing), activation, activation_alpha/_beta
+//   MaxPoolNhwc / AvgPoolNhwc(X[n,h,w,c]) -> Y[n,oh,ow,c]   (ONNX pool attrs, explicit pads)
+//   GlobalAvgPoolNhwc(X[n,h,w,c]) -> Y[n,1,1,c]
+//   GemmPacked(A[..., k], Bpacked[, bias[n]]) -> Y[..., n]   attrs: n, activation*
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/packing.h"
+#include "ops/conv_geom.h"
 #include "ops/families.h"
 
 namespace fcb::ops {
+namespace {
 
-void RegisterNnOps(std::vector<OpDef>* ops) {}
+using ir::DType;
+using kernels::kPanel;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+Status ExpectF32(const TensorInfo& t, const char* what) {
+  if (t.dtype != DType::kF32)
+    return InvalidArgument(std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
+  return Status::Ok();
+}
+
+Status ExpectRank(const TensorInfo& t, size_t rank, const char* what) {
+  if (t.shape.size() != rank)
+    return InvalidArgument(std::string(what) + " must have rank " + std::to_string(rank) +
+                           ", got shape " + ir::ShapeToString(t.shape));
+  for (int64_t d : t.shape)
+    if (d < 1 || d > (int64_t{1} << 31))
+      return InvalidArgument(std::string(what) + " has an invalid dimension in " +
+                             ir::ShapeToString(t.shape));
+  return Status::Ok();
+}
+
+Result<kernels::Epilogue> ReadEpilogue(const Attrs& a) {
+  kernels::Epilogue ep;
+  const int64_t act = a.GetInt("activation", 0);
+  if (act < 0 || act > static_cast<int64_t>(kernels::Act::kSilu))
+    return InvalidArgument("activation code " + std::to_string(act) + " is out of range");
+  ep.act = static_cast<kernels::Act>(act);
+  ep.a = a.GetFloat("activation_alpha", 0.f);
+  ep.b = a.GetFloat("activation_beta", 0.f);
+  return ep;
+}
+
+// ---------------------------------------------------------------- ONNX forms
+
+Status InferConv(const InferContext& c, std::vector<TensorInfo>* out) {
+  const TensorInfo& x = c.inputs[0];
+  const TensorInfo& w = c.inputs[1];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "Conv input X"));
+  FCB_RETURN_IF_ERROR(ExpectF32(w, "Conv weight W"));
+  if (x.shape.size() != 4)
+    return Unsupported("Conv is supported for 2-D images (rank-4 input) only, got input shape " +
+                       ir::ShapeToString(x.shape));
+  FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "Conv input X"));
+  FCB_RETURN_IF_ERROR(ExpectRank(w, 4, "Conv weight W"));
+  const int64_t group = c.attrs.GetInt("group", 1);
+  if (group < 1 || x.shape[1] % group != 0 || w.shape[0] % group != 0)
+    return InvalidArgument("group " + std::to_string(group) + " must divide input channels " +
+                           std::to_string(x.shape[1]) + " and output channels " +
+                           std::to_string(w.shape[0]));
+  if (w.shape[1] * group != x.shape[1])
+    return InvalidArgument("weight shape " + ir::ShapeToString(w.shape) + " does not match input channels " +
+                           std::to_string(x.shape[1]) + " with group " + std::to_string(group));
+  if (c.inputs.size() > 2 && c.inputs[2].present()) {
+    FCB_RETURN_IF_ERROR(ExpectF32(c.inputs[2], "Conv bias B"));
+    if (c.inputs[2].shape != ir::Shape{w.shape[0]})
+      return InvalidArgument("bias shape " + ir::ShapeToString(c.inputs[2].shape) + " must be [" +
+                             std::to_string(w.shape[0]) + "]");
+  }
+  FCB_ASSIGN_OR_RETURN(Window2d win, ResolveWindow2d(c.attrs, x.shape[2], x.shape[3], w.shape[2], w.shape[3], false));
+  if (win.kh != w.shape[2] || win.kw != w.shape[3])
+    return InvalidArgument("kernel_shape does not match the weight's spatial size");
+  out->push_back({DType::kF32, {x.shape[0], w.shape[0], win.oh, win.ow}});
+  return Status::Ok();
+}
+
+Status InferPool(const InferContext& c, std::vector<TensorInfo>* out) {
+  const TensorInfo& x = c.inputs[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "pool input"));
+  if (x.shape.size() != 4)
+    return Unsupported(std::string(c.op) + " is supported for 2-D images (rank-4 input) only, got " +
+                       ir::ShapeToString(x.shape));
+  FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "pool input"));
+  if (!c.attrs.Has("kernel_shape")) return InvalidArgument("kernel_shape is required");
+  if (c.attrs.GetInt("storage_order", 0) != 0) return Unsupported("storage_order=1 is not supported");
+  FCB_ASSIGN_OR_RETURN(Window2d win, ResolveWindow2d(c.attrs, x.shape[2], x.shape[3], 1, 1, true));
+  out->push_back({DType::kF32, {x.shape[0], x.shape[1], win.oh, win.ow}});
+  if (c.num_outputs > 1) return Unsupported("MaxPool's Indices output is not supported");
+  return Status::Ok();
+}
+
+Status InferGlobalPool(const InferContext& c, std::vector<TensorInfo>* out) {
+  const TensorInfo& x = c.inputs[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "global pool input"));
+  if (x.shape.size() < 3) return InvalidArgument("global pool input must have rank >= 3");
+  FCB_RETURN_IF_ERROR(CheckedNumel(x.shape).status());
+  ir::Shape s = x.shape;
+  for (size_t i = 2; i < s.size(); ++i) s[i] = 1;
+  out->push_back({DType::kF32, s});
+  return Status::Ok();
+}
+
+// Global pooling over NCHW (any spatial rank): y[n][c] = reduce over spatial.
+class GlobalPoolNchw : public Kernel {
+ public:
+  GlobalPoolNchw(int64_t nc, int64_t spatial, bool is_max) : nc_(nc), sp_(spatial), max_(is_max) {}
+  Status Run(const RunContext&, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    float* y = static_cast<float*>(out[0]);
+    for (int64_t i = 0; i < nc_; ++i) {
+      const float* p = x + i * sp_;
+      if (max_) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < sp_; ++j) m = std::max(m, p[j]);
+        y[i] = m;
+      } else {
+        double s = 0;
+        for (int64_t j = 0; j < sp_; ++j) s += p[j];
+        y[i] = static_cast<float>(s / static_cast<double>(sp_));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t nc_, sp_;
+  bool max_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateGlobalPool(const CreateContext& c) {
+  const auto& s = c.inputs[0].shape;
+  int64_t sp = 1;
+  for (size_t i = 2; i < s.size(); ++i) sp *= s[i];
+  return std::unique_ptr<Kernel>(new GlobalPoolNchw(s[0] * s[1], sp, c.op == "GlobalMaxPool"));
+}
+
+Result<std::unique_ptr<Kernel>> CreateNeedsLowering(const CreateContext& c) {
+  return Unsupported(std::string(c.op) + " runs only after the layout pass rewrites it to NHWC");
+}
+
+Status InferBatchNorm(const InferContext& c, std::vector<TensorInfo>* out) {
+  const TensorInfo& x = c.inputs[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "BatchNormalization input"));
+  if (x.shape.size() < 2) return InvalidArgument("BatchNormalization input must have rank >= 2");
+  FCB_RETURN_IF_ERROR(CheckedNumel(x.shape).status());
+  for (int i = 1; i < 5; ++i) {
+    FCB_RETURN_IF_ERROR(ExpectF32(c.inputs[i], "BatchNormalization parameter"));
+    if (c.inputs[i].shape != ir::Shape{x.shape[1]})
+      return InvalidArgument("BatchNormalization parameter " + std::to_string(i) + " has shape " +
+                             ir::ShapeToString(c.inputs[i].shape) + ", expected [" +
+                             std::to_string(x.shape[1]) + "]");
+  }
+  if (c.attrs.GetInt("training_mode", 0) != 0) return Unsupported("training_mode=1 is not supported");
+  if (c.num_outputs > 1) return Unsupported("BatchNormalization's training outputs are not supported");
+  out->push_back(x);
+  return Status::Ok();
+}
+
+// Inference BatchNormalization over NCHW-like layout (channel axis 1).
+class BatchNormKernel : public Kernel {
+ public:
+  BatchNormKernel(int64_t n, int64_t c, int64_t sp, float eps) : n_(n), c_(c), sp_(sp), eps_(eps) {}
+  Status Run(const RunContext&, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    const float* scale = static_cast<const float*>(in[1]);
+    const float* bias = static_cast<const float*>(in[2]);
+    const float* mean = static_cast<const float*>(in[3]);
+    const float* var = static_cast<const float*>(in[4]);
+    float* y = static_cast<float*>(out[0]);
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t ch = 0; ch < c_; ++ch) {
+        const float s = scale[ch] / std::sqrt(var[ch] + eps_);
+        const float b = bias[ch] - mean[ch] * s;
+        const int64_t base = (n * c_ + ch) * sp_;
+        for (int64_t i = 0; i < sp_; ++i) y[base + i] = x[base + i] * s + b;
+      }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t n_, c_, sp_;
+  float eps_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateBatchNorm(const CreateContext& c) {
+  const auto& s = c.inputs[0].shape;
+  int64_t sp = 1;
+  for (size_t i = 2; i < s.size(); ++i) sp *= s[i];
+  return std::unique_ptr<Kernel>(new BatchNormKernel(s[0], s[1], sp, c.attrs.GetFloat("epsilon", 1e-5f)));
+}
+
+// ---------------------------------------------------------------- NHWC forms
+
+struct ConvConfig {
+  kernels::ConvGeom g{};
+  kernels::Epilogue ep{};
+  bool depthwise = false;
+  bool has_residual = false;
+};
+
+Result<ConvConfig> ResolveConvNhwc(const Attrs& a, const std::vector<TensorInfo>& in) {
+  if (in.size() < 3) return InvalidArgument("ConvNhwc needs input, packed weights and packed bias");
+  const TensorInfo& x = in[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "ConvNhwc input"));
+  FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "ConvNhwc input"));
+  ConvConfig cfg;
+  auto& g = cfg.g;
+  g.n = x.shape[0];
+  g.ih = x.shape[1];
+  g.iw = x.shape[2];
+  g.ic = x.shape[3];
+  g.oc = a.GetInt("out_channels", 0);
+  g.groups = a.GetInt("group", 1);
+  if (g.oc < 1 || g.oc > (int64_t{1} << 24)) return InvalidArgument("out_channels out of range");
+  if (g.groups < 1 || g.ic % g.groups != 0 || g.oc % g.groups != 0)
+    return InvalidArgument("group must divide input and output channels");
+  FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(a, g.ih, g.iw, 1, 1, false));
+  if (!a.Has("kernel_shape")) return InvalidArgument("ConvNhwc needs kernel_shape");
+  g.oh = w.oh;
+  g.ow = w.ow;
+  g.kh = w.kh;
+  g.kw = w.kw;
+  g.sh = w.sh;
+  g.sw = w.sw;
+  g.dh = w.dh;
+  g.dw = w.dw;
+  g.pad_top = w.pad_t;
+  g.pad_left = w.pad_l;
+  g.in_pixel_stride = g.ic;
+  g.out_pixel_stride = g.oc;
+  cfg.depthwise = a.GetInt("depthwise", 0) != 0;
+  FCB_ASSIGN_OR_RETURN(cfg.ep, ReadEpilogue(a));
+  const int64_t icg = g.ic / g.groups;
+  int64_t want_w, want_b;
+  if (cfg.depthwise) {
+    if (g.groups != g.ic || g.oc != g.ic) return InvalidArgument("depthwise packing needs group == channels");
+    want_w = g.kh * g.kw * RoundUp(g.ic, kPanel);
+    want_b = RoundUp(g.ic, kPanel);
+  } else {
+    want_w = kernels::PackedConvFloats(g.oc, icg, g.kh, g.kw, g.groups);
+    want_b = g.groups * RoundUp(g.oc / g.groups, kPanel);
+  }
+  FCB_RETURN_IF_ERROR(ExpectF32(in[1], "ConvNhwc packed weights"));
+  FCB_RETURN_IF_ERROR(ExpectF32(in[2], "ConvNhwc packed bias"));
+  if (in[1].shape != ir::Shape{want_w})
+    return InvalidArgument("packed weights have shape " + ir::ShapeToString(in[1].shape) + ", expected " +
+                           std::to_string(want_w));
+  if (in[2].shape != ir::Shape{want_b})
+    return InvalidArgument("packed bias has shape " + ir::ShapeToString(in[2].shape) + ", expected " +
+                           std::to_string(want_b));
+  FCB_RETURN_IF_ERROR(CheckedNumel({g.n, g.oh, g.ow, g.oc}).status());
+  if (in.size() > 3 && in[3].present()) {
+    FCB_RETURN_IF_ERROR(ExpectF32(in[3], "ConvNhwc residual"));
+    if (in[3].shape != ir::Shape{g.n, g.oh, g.ow, g.oc})
+      return InvalidArgument("residual shape " + ir::ShapeToString(in[3].shape) + " does not match the output");
+    cfg.has_residual = true;
+  }
+  return cfg;
+}
+
+Status InferConvNhwc(const InferContext& c, std::vector<TensorInfo>* out) {
+  FCB_ASSIGN_OR_RETURN(ConvConfig cfg, ResolveConvNhwc(c.attrs, c.inputs));
+  out->push_back({DType::kF32, {cfg.g.n, cfg.g.oh, cfg.g.ow, cfg.g.oc}});
+  return Status::Ok();
+}
+
+// Work is split over output pixels; aim for chunks worth ~64K MACs.
+int64_t PixelGrain(const kernels::ConvGeom& g) {
+  const int64_t macs = std::max<int64_t>(1, g.kh * g.kw * (g.ic / g.groups) * g.oc);
+  return std::max<int64_t>(1, 65536 / macs);
+}
+
+class ConvNhwcKernel : public Kernel {
+ public:
+  explicit ConvNhwcKernel(ConvConfig cfg) : cfg_(cfg) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    const float* w = static_cast<const float*>(in[1]);
+    const float* b = static_cast<const float*>(in[2]);
+    const float* r = cfg_.has_residual ? static_cast<const float*>(in[3]) : nullptr;
+    float* y = static_cast<float*>(out[0]);
+    const auto fn = cfg_.depthwise ? ctx.k->depthwise : ctx.k->conv;
+    const int64_t pixels = cfg_.g.n * cfg_.g.oh * cfg_.g.ow;
+    ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
+      fn(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
+    });
+    return Status::Ok();
+  }
+
+ private:
+  ConvConfig cfg_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateConvNhwc(const CreateContext& c) {
+  FCB_ASSIGN_OR_RETURN(ConvConfig cfg, ResolveConvNhwc(c.attrs, c.inputs));
+  return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg));
+}
+
+Result<kernels::PoolGeom> ResolvePoolNhwc(const Attrs& a, const TensorInfo& x) {
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "pool input"));
+  FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "pool input"));
+  if (!a.Has("kernel_shape")) return InvalidArgument("kernel_shape is required");
+  FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(a, x.shape[1], x.shape[2], 1, 1, true));
+  kernels::PoolGeom g{};
+  g.n = x.shape[0];
+  g.ih = x.shape[1];
+  g.iw = x.shape[2];
+  g.c = x.shape[3];
+  g.oh = w.oh;
+  g.ow = w.ow;
+  g.kh = w.kh;
+  g.kw = w.kw;
+  g.sh = w.sh;
+  g.sw = w.sw;
+  g.dh = w.dh;
+  g.dw = w.dw;
+  g.pad_top = w.pad_t;
+  g.pad_left = w.pad_l;
+  g.count_include_pad = a.GetInt("count_include_pad", 0) != 0;
+  FCB_RETURN_IF_ERROR(CheckedNumel({g.n, g.oh, g.ow, g.c}).status());
+  return g;
+}
+
+Status InferPoolNhwc(const InferContext& c, std::vector<TensorInfo>* out) {
+  FCB_ASSIGN_OR_RETURN(kernels::PoolGeom g, ResolvePoolNhwc(c.attrs, c.inputs[0]));
+  out->push_back({DType::kF32, {g.n, g.oh, g.ow, g.c}});
+  return Status::Ok();
+}
+
+class PoolNhwcKernel : public Kernel {
+ public:
+  PoolNhwcKernel(kernels::PoolGeom g, bool is_max) : g_(g), max_(is_max) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    float* y = static_cast<float*>(out[0]);
+    const auto fn = max_ ? ctx.k->maxpool : ctx.k->avgpool;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g_.kh * g_.kw * g_.c));
+    ctx.pool->ParallelFor(g_.n * g_.oh * g_.ow, grain,
+                          [&](int64_t b, int64_t e) { fn(g_, x, y, b, e); });
+    return Status::Ok();
+  }
+
+ private:
+  kernels::PoolGeom g_;
+  bool max_;
+};
+
+Result<std::unique_ptr<Kernel>> CreatePoolNhwc(const CreateContext& c) {
+  FCB_ASSIGN_OR_RETURN(kernels::PoolGeom g, ResolvePoolNhwc(c.attrs, c.inputs[0]));
+  return std::unique_ptr<Kernel>(new PoolNhwcKernel(g, c.op == "MaxPoolNhwc"));
+}
+
+Status InferGlobalAvgNhwc(const InferContext& c, std::vector<TensorInfo>* out) {
+  const TensorInfo& x = c.inputs[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "GlobalAvgPoolNhwc input"));
+  FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "GlobalAvgPoolNhwc input"));
+  FCB_RETURN_IF_ERROR(CheckedNumel(x.shape).status());
+  out->push_back({DType::kF32, {x.shape[0], 1, 1, x.shape[3]}});
+  return Status::Ok();
+}
+
+class GlobalAvgNhwcKernel : public Kernel {
+ public:
+  GlobalAvgNhwcKernel(int64_t n, int64_t hw, int64_t c) : n_(n), hw_(hw), c_(c) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    float* y = static_cast<float*>(out[0]);
+    ctx.pool->ParallelFor(n_, 1, [&](int64_t b, int64_t e) { ctx.k->global_avgpool(n_, hw_, c_, x, y, b, e); });
+    return Status::Ok();
+  }
+
+ private:
+  int64_t n_, hw_, c_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateGlobalAvgNhwc(const CreateContext& c) {
+  const auto& s = c.inputs[0].shape;
+  return std::unique_ptr<Kernel>(new GlobalAvgNhwcKernel(s[0], s[1] * s[2], s[3]));
+}
+
+struct GemmConfig {
+  int64_t m = 0, n = 0, k = 0;
+  bool has_bias = false;
+  kernels::Epilogue ep;
+};
+
+Result<GemmConfig> ResolveGemmPacked(const Attrs& a, const std::vector<TensorInfo>& in) {
+  const TensorInfo& x = in[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "GemmPacked input"));
+  if (x.shape.empty()) return InvalidArgument("GemmPacked input must have rank >= 1");
+  GemmConfig g;
+  g.k = x.shape.back();
+  FCB_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(x.shape));
+  if (g.k < 1) return InvalidArgument("GemmPacked reduction size must be >= 1");
+  g.m = numel / g.k;
+  g.n = a.GetInt("n", 0);
+  if (g.n < 1 || g.n > (int64_t{1} << 24)) return InvalidArgument("GemmPacked n out of range");
+  FCB_RETURN_IF_ERROR(ExpectF32(in[1], "GemmPacked weights"));
+  const int64_t want = RoundUp(g.n, kPanel) * g.k;
+  if (in[1].shape != ir::Shape{want})
+    return InvalidArgument("packed weights have shape " + ir::ShapeToString(in[1].shape) + ", expected " +
+                           std::to_string(want));
+  if (in.size() > 2 && in[2].present()) {
+    FCB_RETURN_IF_ERROR(ExpectF32(in[2], "GemmPacked bias"));
+    if (in[2].shape != ir::Shape{g.n}) return InvalidArgument("GemmPacked bias must have shape [n]");
+    g.has_bias = true;
+  }
+  FCB_ASSIGN_OR_RETURN(g.ep, ReadEpilogue(a));
+  FCB_RETURN_IF_ERROR(CheckedNumel({g.m, g.n}).status());
+  return g;
+}
+
+Status InferGemmPacked(const InferContext& c, std::vector<TensorInfo>* out) {
+  FCB_ASSIGN_OR_RETURN(GemmConfig g, ResolveGemmPacked(c.attrs, c.inputs));
+  ir::Shape s = c.inputs[0].shape;
+  s.back() = g.n;
+  out->push_back({DType::kF32, s});
+  return Status::Ok();
+}
+
+class GemmPackedKernel : public Kernel {
+ public:
+  explicit GemmPackedKernel(GemmConfig g) : g_(g) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const float* a = static_cast<const float*>(in[0]);
+    const float* b = static_cast<const float*>(in[1]);
+    const float* bias = g_.has_bias ? static_cast<const float*>(in[2]) : nullptr;
+    float* y = static_cast<float*>(out[0]);
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g_.n * g_.k));
+    ctx.pool->ParallelFor(g_.m, grain, [&](int64_t b0, int64_t e0) {
+      ctx.k->gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0);
+    });
+    return Status::Ok();
+  }
+
+ private:
+  GemmConfig g_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateGemmPacked(const CreateContext& c) {
+  FCB_ASSIGN_OR_RETURN(GemmConfig g, ResolveGemmPacked(c.attrs, c.inputs));
+  return std::unique_ptr<Kernel>(new GemmPackedKernel(g));
+}
+
+}  // namespace
+
+void RegisterNnOps(std::vector<OpDef>* ops) {
+  ops->push_back({"Conv", false, 2, 3, 1, 1, InferConv, CreateNeedsLowering});
+  ops->push_back({"MaxPool", false, 1, 1, 1, 2, InferPool, CreateNeedsLowering});
+  ops->push_back({"AveragePool", false, 1, 1, 1, 1, InferPool, CreateNeedsLowering});
+  ops->push_back({"GlobalAveragePool", false, 1, 1, 1, 1, InferGlobalPool, CreateGlobalPool});
+  ops->push_back({"GlobalMaxPool", false, 1, 1, 1, 1, InferGlobalPool, CreateGlobalPool});
+  ops->push_back({"BatchNormalization", false, 5, 5, 1, 3, InferBatchNorm, CreateBatchNorm});
+  ops->push_back({"ConvNhwc", true, 3, 4, 1, 1, InferConvNhwc, CreateConvNhwc});
+  ops->push_back({"MaxPoolNhwc", true, 1, 1, 1, 1, InferPoolNhwc, CreatePoolNhwc});
+  ops->push_back({"AvgPoolNhwc", true, 1, 1, 1, 1, InferPoolNhwc, CreatePoolNhwc});
+  ops->push_back({"GlobalAvgPoolNhwc", true, 1, 1, 1, 1, InferGlobalAvgNhwc, CreateGlobalAvgNhwc});
+  ops->push_back({"GemmPacked", true, 2, 3, 1, 1, InferGemmPacked, CreateGemmPacked});
+}
 
 }  // namespace fcb::ops

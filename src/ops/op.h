@@ -56,6 +56,10 @@ class Attrs {
 // attribute becomes its elements as ints or floats).
 Attrs AttrsFromNode(const ir::Node& node);
 
+// Constant inputs up to this size are given to infer/create (at compile time and
+// at load time alike); larger ones (weights) are passed as null.
+inline constexpr size_t kMaxInferConstantBytes = 65536;
+
 struct InferContext {
   std::string_view op;
   const Attrs& attrs;

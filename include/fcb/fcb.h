@@ -1,0 +1,138 @@
+// fcb public API: compile ONNX models into one multi-target .fcb, load it, run it.
+//
+// Ownership and threading, in one sentence each:
+// - Compile*/ParseSpecJson are reentrant and thread-safe; they own nothing after returning.
+// - A Program is immutable after Load and safe to share across threads (shared_ptr).
+// - An Execution is mutable and used by one thread at a time; it keeps its
+//   Program alive and owns its arena and thread pool.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fcb/status.h"
+
+namespace fcb {
+
+// ----------------------------------------------------------------- compiling
+
+// Options of one target. Defaults are documented in the README.
+struct TargetOptions {
+  int optimization_level = 2;    // 0: no fusion, straightforward kernels; 1-3: optimizing pipeline
+  std::string precision = "fp32";  // "fp32" or "bf16" (weights stored as bfloat16)
+  bool operator==(const TargetOptions&) const = default;
+};
+
+struct CompileSpec {
+  // Ordered target names ("generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"; "all" = every known).
+  std::vector<std::string> targets;
+  // Empty (every target uses defaults), or exactly one per target, position i for target i.
+  std::vector<TargetOptions> target_options;
+  bool weight_sharing = true;
+  // "NAME" applies to every method, "METHOD:NAME" to one; dims fix symbolic input shapes.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+struct CompileReport {
+  std::vector<std::string> warnings;  // "weight sharing defeated: ...", already formatted
+  uint64_t file_size = 0;
+};
+
+// Progress callback: (stage, method, target). May be null.
+using ProgressFn = void (*)(void* user, const std::string& stage, const std::string& method,
+                            const std::string& target);
+
+struct CompileHooks {
+  ProgressFn progress = nullptr;
+  void* user = nullptr;
+};
+
+// Compiles one model; the method is named "main". Same as CompileMethods({{"main", model}}).
+Result<CompileReport> Compile(const std::string& model_path, const CompileSpec& spec,
+                              const std::string& out_path, const CompileHooks& hooks = {});
+// Compiles several methods (name -> ONNX path) into one file with a shared weight pool.
+Result<CompileReport> CompileMethods(const std::map<std::string, std::string>& methods,
+                                     const CompileSpec& spec, const std::string& out_path,
+                                     const CompileHooks& hooks = {});
+
+// Parses a JSON compile spec (see README). Validation errors name the fix.
+Result<CompileSpec> ParseSpecJson(const std::string& json_text);
+// Checks a spec before any work: targets, lengths, duplicates, options.
+Status ValidateSpec(const CompileSpec& spec);
+
+// ------------------------------------------------------------------- running
+
+enum class DType : int32_t { kF32 = 1, kU8 = 2, kI8 = 3, kI32 = 6, kI64 = 7, kBool = 9, kF64 = 11 };
+const char* DTypeName(DType t);
+size_t DTypeSize(DType t);
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t bytes() const;
+};
+
+struct MethodInfo {
+  std::string name;
+  std::vector<TensorSpec> inputs, outputs;
+};
+
+struct LoadOptions {
+  std::string target = "auto";   // "auto" = best the host can run, or a target name to force
+  bool verify_checksums = true;
+};
+
+class ProgramImpl;
+
+class Program {
+ public:
+  // Maps and verifies `path`, then selects the target. Errors: CorruptFile (with
+  // the byte offset), Unavailable (forced target not runnable or none runnable:
+  // the message lists what the file holds and what the host supports).
+  static Result<std::shared_ptr<const Program>> Load(const std::string& path,
+                                                     const LoadOptions& options = {});
+  ~Program();
+
+  const std::string& target() const;           // the selected target
+  std::vector<std::string> targets_in_file() const;
+  std::vector<std::string> methods() const;
+  // The method's inputs/outputs; NotFound lists the methods.
+  Result<MethodInfo> method(const std::string& name) const;
+  // The only method's name, or InvalidArgument listing them when there are several.
+  Result<std::string> default_method() const;
+
+  const ProgramImpl& impl() const { return *impl_; }
+
+ private:
+  explicit Program(std::unique_ptr<ProgramImpl> impl);
+  std::unique_ptr<ProgramImpl> impl_;
+};
+
+class ExecutionImpl;
+
+class Execution {
+ public:
+  // num_threads >= 1 (1 = run on the calling thread only).
+  static Result<std::unique_ptr<Execution>> Create(std::shared_ptr<const Program> program,
+                                                   const std::string& method, int num_threads = 1);
+  ~Execution();
+
+  const MethodInfo& info() const;
+  // Copies `bytes` bytes into input `name`; the size must match its spec.
+  Status SetInput(const std::string& name, const void* data, size_t bytes);
+  Status Run();
+  // Pointer to output i's bytes, valid until the next Run or destruction.
+  const void* output_data(size_t i) const;
+
+ private:
+  explicit Execution(std::unique_ptr<ExecutionImpl> impl);
+  std::unique_ptr<ExecutionImpl> impl_;
+};
+
+const char* Version();
+
+}  // namespace fcb

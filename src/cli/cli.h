@@ -1,0 +1,57 @@
+// The fcb command-line tool: one function per subcommand, sharing helpers.
+// Contract (DESIGN.md): exit 0 on success; otherwise non-zero with
+// "error: ..." on stderr; warnings as "warning: ...".
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fcb/fcb.h"
+
+namespace fcb::cli {
+
+struct CompileArgs {
+  std::string model, output, spec_path;
+  std::vector<std::string> targets, target_options, input_shapes, methods;
+  bool no_weight_sharing = false;
+};
+struct RunArgs {
+  std::string file, method, target = "auto", output_dir = ".";
+  int threads = 1;
+  std::vector<std::string> inputs;
+  bool no_verify = false;
+};
+struct BenchArgs {
+  std::string file, method, target = "auto";
+  int threads = 1, iterations = 20;
+  bool json = false;
+};
+
+int CmdCompile(const CompileArgs& a);
+int CmdRun(const RunArgs& a);
+int CmdInspect(const std::string& file, bool json);
+int CmdBench(const BenchArgs& a);
+int CmdTargets(bool json);
+int CmdOps(bool json);
+
+// Prints "error: <msg>" and returns 1 (2 for usage errors).
+int Fail(const Status& s);
+int Fail(const std::string& msg, int code = 1);
+void Warn(const std::string& msg);
+
+// Splits "NAME=VALUE" at the last '=' ... first '='; errors name the flag.
+Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, const std::string& flag);
+// "1x3x224x224" -> dims.
+Result<std::vector<int64_t>> ParseDims(const std::string& s, const std::string& flag);
+
+// Shared by run and bench: loads the program and picks the method.
+struct Loaded {
+  std::shared_ptr<const Program> program;
+  std::string method;
+  double load_ms = 0;
+};
+Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
+                          bool verify);
+
+}  // namespace fcb::cli

@@ -1,0 +1,61 @@
+#include <chrono>
+#include <iostream>
+
+#include "cli/cli.h"
+
+namespace fcb::cli {
+
+int Fail(const Status& s) {
+  std::cerr << "error: " << s.message() << "\n";
+  return 1;
+}
+
+int Fail(const std::string& msg, int code) {
+  std::cerr << "error: " << msg << "\n";
+  return code;
+}
+
+void Warn(const std::string& msg) { std::cerr << "warning: " << msg << "\n"; }
+
+Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, const std::string& flag) {
+  const auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    return InvalidArgument(flag + " '" + s + "' must look like NAME=VALUE");
+  return std::make_pair(s.substr(0, eq), s.substr(eq + 1));
+}
+
+Result<std::vector<int64_t>> ParseDims(const std::string& s, const std::string& flag) {
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t x = s.find('x', pos);
+    const std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12)
+      return InvalidArgument(flag + " dims '" + s + "' must be positive integers joined by 'x', e.g. 1x3x224x224");
+    dims.push_back(std::stoll(part));
+    if (dims.back() < 1) return InvalidArgument(flag + " dims '" + s + "' must all be >= 1");
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return dims;
+}
+
+Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
+                          bool verify) {
+  Loaded l;
+  LoadOptions lo;
+  lo.target = target;
+  lo.verify_checksums = verify;
+  const auto t0 = std::chrono::steady_clock::now();
+  FCB_ASSIGN_OR_RETURN(l.program, Program::Load(file, lo));
+  l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (method.empty()) {
+    FCB_ASSIGN_OR_RETURN(l.method, l.program->default_method());
+  } else {
+    FCB_RETURN_IF_ERROR(l.program->method(method).status());
+    l.method = method;
+  }
+  return l;
+}
+
+}  // namespace fcb::cli

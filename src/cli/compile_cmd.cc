@@ -1,0 +1,80 @@
+// `fcb compile`: flags and an optional --spec file combine as documented in
+// the README: the spec is read first; --target / --target-options given on the
+// command line replace the spec's lists; --input-shape entries are added to
+// (and override) the spec's; --no-weight-sharing turns sharing off.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/cli.h"
+
+namespace fcb::cli {
+namespace {
+
+void ShowProgress(void* user, const std::string& stage, const std::string& method, const std::string& target) {
+  std::string line = "[fcb] " + stage;
+  if (!method.empty()) line += " " + method;
+  if (!target.empty()) line += " for " + target;
+  std::cerr << "\r\033[K" << line << std::flush;
+}
+
+}  // namespace
+
+int CmdCompile(const CompileArgs& a) {
+  CompileSpec spec;
+  if (!a.spec_path.empty()) {
+    std::ifstream f(a.spec_path);
+    if (!f) return Fail("cannot read spec file '" + a.spec_path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto parsed = ParseSpecJson(ss.str());
+    if (!parsed.ok()) return Fail(parsed.TakeStatus().Annotate("spec '" + a.spec_path + "'"));
+    spec = parsed.value();
+  }
+  if (!a.targets.empty()) spec.targets = a.targets;
+  if (!a.target_options.empty()) {
+    spec.target_options.clear();
+    for (size_t i = 0; i < a.target_options.size(); ++i) {
+      // Reuse the JSON spec parser so CLI and spec files validate identically.
+      auto one = ParseSpecJson("{\"targets\": \"all\", \"target_options\": " + a.target_options[i] + "}");
+      if (!one.ok())
+        return Fail(one.TakeStatus().Annotate("--target-options #" + std::to_string(i + 1) + " '" + a.target_options[i] + "'"));
+      spec.target_options.push_back(one.value().target_options.at(0));
+    }
+  } else if (!a.targets.empty() && !spec.target_options.empty() && spec.target_options.size() != a.targets.size()) {
+    spec.target_options.clear();  // the spec's options belonged to the spec's targets
+  }
+  if (spec.targets.empty()) spec.targets = {"all"};
+  for (const auto& s : a.input_shapes) {
+    auto kv = SplitAssign(s, "--input-shape");
+    if (!kv.ok()) return Fail(kv.status());
+    auto dims = ParseDims(kv.value().second, "--input-shape");
+    if (!dims.ok()) return Fail(dims.status());
+    spec.input_shapes[kv.value().first] = dims.value();
+  }
+  if (a.no_weight_sharing) spec.weight_sharing = false;
+  if (Status s = ValidateSpec(spec); !s.ok()) return Fail(s);
+
+  std::map<std::string, std::string> methods;
+  if (!a.model.empty()) methods["main"] = a.model;
+  for (const auto& m : a.methods) {
+    auto kv = SplitAssign(m, "--method");
+    if (!kv.ok()) return Fail(kv.status());
+    if (methods.count(kv.value().first)) return Fail("method '" + kv.value().first + "' is given twice; name each method once", 2);
+    methods[kv.value().first] = kv.value().second;
+  }
+  if (methods.empty()) return Fail("no model given: fcb compile MODEL.onnx -o OUT.fcb, or --method NAME=MODEL.onnx", 2);
+
+  CompileHooks hooks;
+  const bool tty = isatty(STDERR_FILENO);
+  if (tty) hooks.progress = ShowProgress;
+  auto report = CompileMethods(methods, spec, a.output, hooks);
+  if (tty) std::cerr << "\r\033[K" << std::flush;
+  if (!report.ok()) return Fail(report.status());
+  for (const auto& w : report.value().warnings) Warn(w);
+  return 0;
+}
+
+}  // namespace fcb::cli

@@ -1,0 +1,149 @@
+// `fcb run` and `fcb bench`.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "core/npy.h"
+
+namespace fcb::cli {
+namespace {
+
+std::string SafeName(const std::string& n) {
+  std::string s = n;
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+  return s;
+}
+
+// Deterministic values in [-1, 1) for inputs the user did not give.
+std::vector<uint8_t> PatternInput(const TensorSpec& t) {
+  std::vector<uint8_t> bytes(t.bytes());
+  uint32_t s = 12345;
+  const size_t n = bytes.size() / std::max<size_t>(DTypeSize(t.dtype), 1);
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    const float v = static_cast<float>(s >> 8) / 8388608.0f - 1.0f;
+    if (t.dtype == DType::kF32) std::memcpy(bytes.data() + 4 * i, &v, 4);
+    if (t.dtype == DType::kI64) {
+      const int64_t x = 0;
+      std::memcpy(bytes.data() + 8 * i, &x, 8);
+    }
+  }
+  return bytes;
+}
+
+Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool quiet) {
+  std::vector<std::string> bound;
+  for (const auto& g : given) {
+    FCB_ASSIGN_OR_RETURN(auto kv, SplitAssign(g, "--input"));
+    FCB_ASSIGN_OR_RETURN(NpyArray a, ReadNpy(kv.second));
+    const TensorSpec* spec = nullptr;
+    for (const auto& in : ex.info().inputs)
+      if (in.name == kv.first) spec = &in;
+    if (!spec) {
+      std::string names;
+      for (const auto& in : ex.info().inputs) names += (names.empty() ? "" : ", ") + in.name;
+      return NotFound("--input '" + kv.first + "': method '" + ex.info().name + "' has no such input; its inputs are: " + names);
+    }
+    if (a.dtype != static_cast<int32_t>(spec->dtype) || a.shape != spec->shape) {
+      std::string dims;
+      for (auto d : a.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      std::string want;
+      for (auto d : spec->shape) want += (want.empty() ? "" : "x") + std::to_string(d);
+      return InvalidArgument("--input '" + kv.first + "' from " + kv.second + " is " + DTypeName(static_cast<DType>(a.dtype)) +
+                             " " + dims + ", but the method expects " + DTypeName(spec->dtype) + " " + want);
+    }
+    FCB_RETURN_IF_ERROR(ex.SetInput(kv.first, a.data.data(), a.data.size()));
+    bound.push_back(kv.first);
+  }
+  for (const auto& in : ex.info().inputs) {
+    if (std::find(bound.begin(), bound.end(), in.name) != bound.end()) continue;
+    if (!quiet) Warn("input '" + in.name + "' not given; using deterministic pseudo-random values");
+    auto bytes = PatternInput(in);
+    FCB_RETURN_IF_ERROR(ex.SetInput(in.name, bytes.data(), bytes.size()));
+  }
+  return Status::Ok();
+}
+
+double Ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+int CmdRun(const RunArgs& a) {
+  auto loaded = LoadForRun(a.file, a.target, a.method, !a.no_verify);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const auto& l = loaded.value();
+  auto ex = Execution::Create(l.program, l.method, a.threads);
+  if (!ex.ok()) return Fail(ex.status());
+  if (Status s = BindInputs(*ex.value(), a.inputs, false); !s.ok()) return Fail(s);
+  if (Status s = ex.value()->Run(); !s.ok()) return Fail(s);
+  std::cout << "target: " << l.program->target() << (a.target == "auto" ? " (auto-selected)" : " (forced)")
+            << "; file holds:";
+  for (const auto& t : l.program->targets_in_file()) std::cout << " " << t;
+  std::cout << "\nmethod: " << l.method << "\n";
+  std::error_code ec;
+  std::filesystem::create_directories(a.output_dir, ec);
+  const auto& outs = ex.value()->info().outputs;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    NpyArray arr;
+    arr.dtype = static_cast<int32_t>(outs[i].dtype);
+    arr.shape = outs[i].shape;
+    const auto* p = static_cast<const uint8_t*>(ex.value()->output_data(i));
+    arr.data.assign(p, p + outs[i].bytes());
+    const std::string path = (std::filesystem::path(a.output_dir) / (SafeName(outs[i].name) + ".npy")).string();
+    if (Status s = WriteNpy(path, arr); !s.ok()) return Fail(s);
+    std::string dims;
+    for (auto d : outs[i].shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    std::cout << "output: " << outs[i].name << " " << DTypeName(outs[i].dtype) << " " << dims << " -> " << path << "\n";
+  }
+  return 0;
+}
+
+int CmdBench(const BenchArgs& a) {
+  if (a.iterations < 1) return Fail("--iterations must be at least 1", 2);
+  auto loaded = LoadForRun(a.file, a.target, a.method, true);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const auto& l = loaded.value();
+  auto ex = Execution::Create(l.program, l.method, a.threads);
+  if (!ex.ok()) return Fail(ex.status());
+  if (Status s = BindInputs(*ex.value(), {}, true); !s.ok()) return Fail(s);
+  auto t0 = std::chrono::steady_clock::now();
+  if (Status s = ex.value()->Run(); !s.ok()) return Fail(s);
+  const double first = Ms(t0, std::chrono::steady_clock::now());
+  std::vector<double> times;
+  for (int i = 0; i < a.iterations; ++i) {
+    t0 = std::chrono::steady_clock::now();
+    if (Status s = ex.value()->Run(); !s.ok()) return Fail(s);
+    times.push_back(Ms(t0, std::chrono::steady_clock::now()));
+  }
+  std::sort(times.begin(), times.end());
+  const double med = times[times.size() / 2];
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["target"] = l.program->target();
+    j["method"] = l.method;
+    j["threads"] = a.threads;
+    j["iterations"] = a.iterations;
+    j["load_ms"] = l.load_ms;
+    j["first_run_ms"] = first;
+    j["min_ms"] = times.front();
+    j["median_ms"] = med;
+    j["max_ms"] = times.back();
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("target %s, method %s, %d thread(s), %d iterations\n", l.program->target().c_str(), l.method.c_str(),
+                a.threads, a.iterations);
+    std::printf("load %.2f ms, first run %.2f ms, min %.3f ms, median %.3f ms, max %.3f ms\n", l.load_ms, first,
+                times.front(), med, times.back());
+  }
+  return 0;
+}
+
+}  // namespace fcb::cli

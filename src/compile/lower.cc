@@ -1,0 +1,284 @@
+#include "compile/lower.h"
+
+#include <climits>
+#include <cstring>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "compile/memory_plan.h"
+#include "kernels/packing.h"
+#include "ops/op.h"
+
+namespace fcb::compile {
+namespace {
+
+using format::ContextDesc;
+using format::Storage;
+using format::TensorDesc;
+using ir::Graph;
+using ir::Node;
+
+class Lowerer {
+ public:
+  Lowerer(const Graph& g, const LowerOptions& o, format::WeightPoolBuilder& pool)
+      : g_(g), opt_(o), pool_(pool), tensor_of_(g.values.size(), -1) {}
+
+  Result<ContextDesc> Run(const std::string& method) {
+    ctx_.method = method;
+    ctx_.target = TargetName(opt_.target);
+    ctx_.options = OptionsToJson(opt_.options);
+    for (int v : g_.inputs) ctx_.inputs.push_back(ValueTensor(v));
+    for (const Node& n : g_.nodes) {
+      Status s = LowerNode(n);
+      if (!s.ok()) return s.Annotate(n.Describe());
+    }
+    for (int v : g_.outputs) ctx_.outputs.push_back(ValueTensor(v));
+    FCB_RETURN_IF_ERROR(CheckSteps());
+    PlanArena();
+    return std::move(ctx_);
+  }
+
+ private:
+  int32_t AddBlob(const void* data, uint64_t size) {
+    return opt_.weight_sharing ? pool_.Add(data, size) : pool_.AddUnshared(data, size);
+  }
+
+  int32_t AddWeightTensor(const std::string& name, ir::DType dtype, ir::Shape shape,
+                          const void* data, uint64_t size) {
+    TensorDesc t;
+    t.name = name;
+    t.dtype = static_cast<int32_t>(dtype);
+    t.shape = std::move(shape);
+    t.storage = Storage::kWeight;
+    t.blob = AddBlob(data, size);
+    ctx_.tensors.push_back(std::move(t));
+    return static_cast<int32_t>(ctx_.tensors.size()) - 1;
+  }
+
+  int32_t AddFloats(const std::string& name, const std::vector<float>& v) {
+    return AddWeightTensor(name, ir::DType::kF32, {static_cast<int64_t>(v.size())}, v.data(),
+                           v.size() * sizeof(float));
+  }
+
+  // The tensor for a graph value: a weight for constants, an arena slot otherwise.
+  int32_t ValueTensor(int v) {
+    if (v < 0) return -1;
+    if (tensor_of_[v] >= 0) return tensor_of_[v];
+    const ir::Value& val = g_.values[v];
+    if (val.is_constant()) {
+      tensor_of_[v] = AddWeightTensor(val.name, val.dtype, val.shape, val.constant->bytes.data(),
+                                      val.constant->bytes.size());
+    } else {
+      TensorDesc t;
+      t.name = val.name;
+      t.dtype = static_cast<int32_t>(val.dtype);
+      t.shape = val.shape;
+      t.storage = Storage::kArena;
+      ctx_.tensors.push_back(std::move(t));
+      tensor_of_[v] = static_cast<int32_t>(ctx_.tensors.size()) - 1;
+    }
+    return tensor_of_[v];
+  }
+
+  format::StepDesc BaseStep(const Node& n, const std::string& op) {
+    format::StepDesc s;
+    s.op = op;
+    s.node = n.name;
+    s.attrs = ops::AttrsFromNode(n).list();
+    return s;
+  }
+
+  void Push(format::StepDesc s) {
+    while (!s.inputs.empty() && s.inputs.back() < 0) s.inputs.pop_back();
+    ctx_.steps.push_back(std::move(s));
+  }
+
+  const ir::TensorData* Const(const Node& n, size_t i) const {
+    if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
+    return g_.values[n.inputs[i]].constant.get();
+  }
+
+  Status LowerNode(const Node& n) {
+    if (n.op_type == "ConvNhwc") return LowerConv(n);
+    if ((n.op_type == "Gemm" || n.op_type == "MatMul") && TryLowerGemm(n)) return Status::Ok();
+    auto s = BaseStep(n, n.op_type);
+    for (int v : n.inputs) s.inputs.push_back(ValueTensor(v));
+    for (int v : n.outputs) s.outputs.push_back(ValueTensor(v));
+    Push(std::move(s));
+    return Status::Ok();
+  }
+
+  Status LowerConv(const Node& n) {
+    const ir::TensorData* w = Const(n, 1);
+    if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4)
+      return Unsupported("Conv weights must be a float32 constant of rank 4");
+    const ir::TensorData* b = Const(n, 2);
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !b) return Unsupported("Conv bias must be a constant");
+    const int64_t oc = w->shape[0], icg = w->shape[1], kh = w->shape[2], kw = w->shape[3];
+    const int64_t group = n.GetInt("group", 1);
+    const int64_t ic = g_.values[n.inputs[0]].shape[3];
+    const bool depthwise = group > 1 && group == ic && oc == ic && icg == 1;
+    const float* bias = b ? b->data<float>() : nullptr;
+    auto s = BaseStep(n, "ConvNhwc");
+    s.inputs.push_back(ValueTensor(n.inputs[0]));
+    if (depthwise) {
+      s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackDepthwise(w->data<float>(), oc, kh, kw)));
+      s.inputs.push_back(AddFloats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc)));
+    } else {
+      s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackConv(w->data<float>(), oc, icg, kh, kw, group)));
+      s.inputs.push_back(AddFloats(n.name + ".b", kernels::PackConvBias(bias, oc, group)));
+    }
+    format::AttrDesc dw;
+    dw.name = "depthwise";
+    dw.ints = {depthwise ? 1 : 0};
+    s.attrs.push_back(dw);
+    if (n.inputs.size() > 3) s.inputs.push_back(ValueTensor(n.inputs[3]));
+    s.outputs.push_back(ValueTensor(n.outputs[0]));
+    Push(std::move(s));
+    return Status::Ok();
+  }
+
+  // Gemm/MatMul whose B is a constant matrix: pack B (alpha folded in) and
+  // turn a vector-shaped C (beta folded in) into the bias.
+  bool TryLowerGemm(const Node& n) {
+    const ir::TensorData* b = Const(n, 1);
+    if (!b || b->dtype != ir::DType::kF32 || b->shape.size() != 2) return false;
+    const auto& a_shape = g_.values[n.inputs[0]].shape;
+    if (g_.values[n.inputs[0]].dtype != ir::DType::kF32 || a_shape.size() < 2) return false;
+    const bool gemm = n.op_type == "Gemm";
+    if (gemm && (n.GetInt("transA", 0) != 0 || a_shape.size() != 2)) return false;
+    const bool trans_b = gemm && n.GetInt("transB", 0) != 0;
+    const int64_t k = trans_b ? b->shape[1] : b->shape[0];
+    const int64_t nn = trans_b ? b->shape[0] : b->shape[1];
+    std::vector<float> bias;
+    if (gemm && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const ir::TensorData* c = Const(n, 2);
+      if (!c || c->dtype != ir::DType::kF32) return false;
+      const int64_t cn = c->numel();
+      const bool vec = (c->shape.size() == 1 && (cn == nn || cn == 1)) ||
+                       (c->shape.size() == 2 && c->shape[0] == 1 && (c->shape[1] == nn || c->shape[1] == 1)) ||
+                       c->shape.empty();
+      if (!vec) return false;
+      const float beta = n.GetFloat("beta", 1.f);
+      bias.resize(nn);
+      for (int64_t j = 0; j < nn; ++j) bias[j] = beta * c->data<float>()[cn == 1 ? 0 : j];
+    }
+    const float alpha = gemm ? n.GetFloat("alpha", 1.f) : 1.f;
+    std::vector<float> src(b->data<float>(), b->data<float>() + b->numel());
+    if (alpha != 1.f)
+      for (float& x : src) x *= alpha;
+    const int64_t ldb = trans_b ? 1 : nn, ldcol = trans_b ? k : 1;
+    auto s = BaseStep(n, "GemmPacked");
+    s.attrs.clear();
+    for (const char* a : {"activation", "activation_alpha", "activation_beta"})
+      for (const auto& d : ops::AttrsFromNode(n).list())
+        if (d.name == a) s.attrs.push_back(d);
+    format::AttrDesc an;
+    an.name = "n";
+    an.ints = {nn};
+    s.attrs.push_back(an);
+    s.inputs.push_back(ValueTensor(n.inputs[0]));
+    s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackGemmB(src.data(), k, nn, ldb, ldcol)));
+    s.inputs.push_back(bias.empty() ? -1 : AddFloats(n.name + ".b", bias));
+    s.outputs.push_back(ValueTensor(n.outputs[0]));
+    Push(std::move(s));
+    return true;
+  }
+
+  // Runs each step's shape inference on the lowered tensors, as the runtime will.
+  Status CheckSteps() {
+    for (const auto& s : ctx_.steps) {
+      const ops::OpDef* def = ops::FindOp(s.op);
+      if (!def) return Unsupported("node '" + s.node + "': operator " + s.op + " is not supported");
+      std::vector<ops::TensorInfo> in;
+      std::vector<const ir::TensorData*> consts;
+      for (int32_t t : s.inputs) {
+        if (t < 0) {
+          in.push_back({});
+          consts.push_back(nullptr);
+          continue;
+        }
+        const auto& d = ctx_.tensors[t];
+        in.push_back({static_cast<ir::DType>(d.dtype), d.shape});
+        consts.push_back(nullptr);
+        if (d.storage == Storage::kWeight && pool_.bytes(d.blob).size() <= ops::kMaxInferConstantBytes) {
+          auto td = std::make_shared<ir::TensorData>();
+          td->dtype = static_cast<ir::DType>(d.dtype);
+          td->shape = d.shape;
+          td->bytes = pool_.bytes(d.blob);
+          keep_.push_back(td);
+          consts.back() = td.get();
+        }
+      }
+      ops::Attrs attrs(s.attrs);
+      std::vector<ops::TensorInfo> out;
+      ops::InferContext ictx{s.op, attrs, in, consts, static_cast<int>(s.outputs.size())};
+      Status st = ops::InferOutputs(*def, ictx, &out);
+      if (!st.ok()) return st.Annotate("node '" + s.node + "' (" + s.op + ")");
+      for (size_t i = 0; i < out.size(); ++i) {
+        const auto& d = ctx_.tensors[s.outputs[i]];
+        if (static_cast<ir::DType>(d.dtype) != out[i].dtype || d.shape != out[i].shape)
+          return Internal("node '" + s.node + "' (" + s.op + "): lowered output " + d.name + " is " +
+                          ir::ShapeToString(d.shape) + " but the op infers " +
+                          ir::ShapeToString(out[i].shape));
+      }
+      keep_.clear();
+    }
+    return Status::Ok();
+  }
+
+  void PlanArena() {
+    const int nsteps = static_cast<int>(ctx_.steps.size());
+    std::vector<int> arena_index(ctx_.tensors.size(), -1);
+    std::vector<BufferLifetime> bufs;
+    auto touch = [&](int32_t t, int step, bool def) {
+      if (t < 0 || ctx_.tensors[t].storage != Storage::kArena) return;
+      if (arena_index[t] < 0) {
+        arena_index[t] = static_cast<int>(bufs.size());
+        const auto& d = ctx_.tensors[t];
+        BufferLifetime b;
+        b.bytes = static_cast<uint64_t>(ir::NumElements(d.shape)) * ir::DTypeSize(static_cast<ir::DType>(d.dtype));
+        b.first = def ? step : -1;
+        b.last = step;
+        bufs.push_back(b);
+      }
+      auto& b = bufs[arena_index[t]];
+      b.first = std::min(b.first, step);
+      b.last = std::max(b.last, step);
+    };
+    for (int32_t t : ctx_.inputs) touch(t, -1, true);
+    for (int i = 0; i < nsteps; ++i) {
+      for (int32_t t : ctx_.steps[i].inputs) touch(t, i, false);
+      for (int32_t t : ctx_.steps[i].outputs) touch(t, i, true);
+    }
+    for (int32_t t : ctx_.outputs) touch(t, nsteps, false);
+    MemoryPlan plan = PlanMemory(bufs);
+    for (size_t t = 0; t < ctx_.tensors.size(); ++t)
+      if (arena_index[t] >= 0) ctx_.tensors[t].offset = plan.offsets[arena_index[t]];
+    ctx_.arena_bytes = plan.arena_bytes;
+  }
+
+  const Graph& g_;
+  LowerOptions opt_;
+  format::WeightPoolBuilder& pool_;
+  std::vector<int32_t> tensor_of_;
+  ContextDesc ctx_;
+  std::vector<std::shared_ptr<ir::TensorData>> keep_;
+};
+
+}  // namespace
+
+std::string OptionsToJson(const TargetOptions& o) {
+  nlohmann::ordered_json j;
+  j["optimization_level"] = o.optimization_level;
+  j["precision"] = o.precision;
+  return j.dump();
+}
+
+Result<format::ContextDesc> LowerGraph(const ir::Graph& graph, const std::string& method,
+                                       const LowerOptions& options, format::WeightPoolBuilder& pool) {
+  return Lowerer(graph, options, pool).Run(method);
+}
+
+}  // namespace fcb::compile

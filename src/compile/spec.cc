@@ -1,0 +1,190 @@
+// Compile-spec parsing and validation: every rule is checked before any work
+// starts, and every error names the problem and the fix.
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/target.h"
+#include "fcb/fcb.h"
+
+namespace fcb {
+namespace {
+
+using nlohmann::json;
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string Nearest(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& k : known) {
+    const size_t d = EditDistance(key, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+const std::vector<std::string>& OptionKeys() {
+  static const std::vector<std::string> k = {"optimization_level", "precision"};
+  return k;
+}
+
+Result<TargetOptions> ParseOptions(const json& j, const std::string& where) {
+  if (!j.is_object())
+    return InvalidArgument(where + " must be a JSON object such as {\"optimization_level\": 2}");
+  TargetOptions o;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "optimization_level") {
+      if (!it->is_number_integer())
+        return InvalidArgument(where + ": optimization_level must be an integer from 0 to 3");
+      o.optimization_level = it->get<int>();
+    } else if (key == "precision") {
+      if (!it->is_string()) return InvalidArgument(where + ": precision must be \"fp32\" or \"bf16\"");
+      o.precision = it->get<std::string>();
+    } else {
+      return InvalidArgument(where + ": unknown option '" + key + "'; did you mean '" +
+                             Nearest(key, OptionKeys()) + "'? Known options: " + Join(OptionKeys()));
+    }
+  }
+  return o;
+}
+
+Result<std::vector<int64_t>> ParseDims(const json& j, const std::string& name) {
+  if (!j.is_array() || j.empty())
+    return InvalidArgument("input_shapes['" + name + "'] must be a non-empty list of positive integers, e.g. [1, 3, 224, 224]");
+  std::vector<int64_t> dims;
+  for (const auto& d : j) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 1)
+      return InvalidArgument("input_shapes['" + name + "'] must be a list of positive integers, e.g. [1, 3, 224, 224]");
+    dims.push_back(d.get<int64_t>());
+  }
+  return dims;
+}
+
+}  // namespace
+
+Status ValidateSpec(const CompileSpec& spec) {
+  if (spec.targets.empty())
+    return InvalidArgument("the compile spec lists no targets; give at least one, e.g. --target x86-64-v3, "
+                           "\"targets\": [\"generic\", \"x86-64-v3\"], or --target all");
+  const bool all = std::find(spec.targets.begin(), spec.targets.end(), "all") != spec.targets.end();
+  if (all && spec.targets.size() > 1)
+    return InvalidArgument("'all' already names every target; use 'all' alone or list targets individually");
+  if (!spec.target_options.empty() && spec.target_options.size() != spec.targets.size())
+    return InvalidArgument("targets has " + std::to_string(spec.targets.size()) + " entries but target_options has " +
+                           std::to_string(spec.target_options.size()) +
+                           "; give one options object per target, in the same order (or none for defaults)");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < spec.targets.size(); ++i) {
+    const std::string& t = spec.targets[i];
+    if (t != "all" && !TargetFromName(t)) {
+      std::vector<std::string> names;
+      for (const auto& k : KnownTargets()) names.push_back(k.name);
+      return InvalidArgument("unknown target '" + t + "' (position " + std::to_string(i) + "); did you mean '" +
+                             Nearest(t, names) + "'? Known targets: " + KnownTargetNames() + ", or all");
+    }
+    if (!seen.insert(t).second)
+      return InvalidArgument("target '" + t + "' is listed more than once; list each target once");
+  }
+  for (size_t i = 0; i < spec.target_options.size(); ++i) {
+    const TargetOptions& o = spec.target_options[i];
+    const std::string where = "target_options[" + std::to_string(i) + "] (target '" + spec.targets[i] + "')";
+    if (o.optimization_level < 0 || o.optimization_level > 3)
+      return InvalidArgument(where + ": optimization_level " + std::to_string(o.optimization_level) +
+                             " is out of range; use an integer from 0 to 3");
+    if (o.precision != "fp32" && o.precision != "bf16")
+      return InvalidArgument(where + ": precision '" + o.precision + "' is not valid; use \"fp32\" or \"bf16\"");
+    if (o.precision == "bf16" && o.optimization_level == 0)
+      return InvalidArgument(where + ": precision bf16 needs the optimizing pipeline; set optimization_level to 1 or "
+                             "higher, or use precision fp32");
+  }
+  for (const auto& [name, dims] : spec.input_shapes) {
+    if (name.empty() || name.back() == ':')
+      return InvalidArgument("an input shape has an empty input name; write NAME=1x3x224x224 or METHOD:NAME=...");
+    if (dims.empty())
+      return InvalidArgument("input shape for '" + name + "' has no dimensions; write e.g. " + name + "=1x3x224x224");
+    for (int64_t d : dims)
+      if (d < 1) return InvalidArgument("input shape for '" + name + "' has a dimension < 1; all dims must be positive");
+  }
+  return Status::Ok();
+}
+
+Result<CompileSpec> ParseSpecJson(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("the spec is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return InvalidArgument("the spec must be a JSON object with a \"targets\" key");
+  static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes"};
+  CompileSpec spec;
+  bool options_is_object = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "targets") {
+      if (it->is_string()) {
+        spec.targets = {it->get<std::string>()};
+      } else if (it->is_array()) {
+        for (const auto& t : *it) {
+          if (!t.is_string()) return InvalidArgument("\"targets\" must be a string or a list of strings");
+          spec.targets.push_back(t.get<std::string>());
+        }
+      } else {
+        return InvalidArgument("\"targets\" must be a string or a list of strings, e.g. [\"generic\", \"x86-64-v3\"]");
+      }
+    } else if (key == "target_options") {
+      if (it->is_object()) {
+        options_is_object = true;
+        FCB_ASSIGN_OR_RETURN(TargetOptions o, ParseOptions(*it, "target_options"));
+        spec.target_options = {o};
+      } else if (it->is_array()) {
+        for (size_t i = 0; i < it->size(); ++i) {
+          FCB_ASSIGN_OR_RETURN(TargetOptions o, ParseOptions((*it)[i], "target_options[" + std::to_string(i) + "]"));
+          spec.target_options.push_back(o);
+        }
+      } else {
+        return InvalidArgument("\"target_options\" must be an object or a list of objects, one per target");
+      }
+    } else if (key == "weight_sharing") {
+      if (!it->is_boolean()) return InvalidArgument("\"weight_sharing\" must be true or false");
+      spec.weight_sharing = it->get<bool>();
+    } else if (key == "input_shapes") {
+      if (!it->is_object())
+        return InvalidArgument("\"input_shapes\" must be an object mapping input name to dims, e.g. {\"input\": [1, 3, 224, 224]}");
+      for (auto s = it->begin(); s != it->end(); ++s) {
+        FCB_ASSIGN_OR_RETURN(spec.input_shapes[s.key()], ParseDims(*s, s.key()));
+      }
+    } else {
+      return InvalidArgument("unknown spec key '" + key + "'; did you mean '" + Nearest(key, kKeys) +
+                             "'? Known keys: " + Join(kKeys));
+    }
+  }
+  // Scalar form: one options object for a scalar target (or for "all").
+  if (options_is_object && spec.targets.size() != 1)
+    return InvalidArgument("\"target_options\" is a single object but \"targets\" lists " +
+                           std::to_string(spec.targets.size()) +
+                           " targets; give a list with one options object per target, in the same order");
+  FCB_RETURN_IF_ERROR(ValidateSpec(spec));
+  return spec;
+}
+
+}  // namespace fcb

@@ -1,0 +1,234 @@
+#include "format/metadata.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <limits>
+
+#include "fcb_generated.h"
+#include "format/fcb_header.h"
+
+namespace fcb::format {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+// Shared strings: tensor and op names repeat in every target's context, and
+// sharing them keeps an extra target cheap. Still deterministic.
+Offset<flatbuffers::String> Str(FlatBufferBuilder& fbb, const std::string& s) {
+  return fbb.CreateSharedString(s);
+}
+
+Offset<fb::Step> EncodeStep(FlatBufferBuilder& fbb, const StepDesc& s) {
+  std::vector<Offset<fb::Attr>> attrs;
+  for (const AttrDesc& a : s.attrs) {
+    auto name = Str(fbb, a.name);
+    // Empty lists and strings are left out; absent reads back as empty.
+    auto ints = a.ints.empty() ? 0 : fbb.CreateVector(a.ints);
+    auto floats = a.floats.empty() ? 0 : fbb.CreateVector(a.floats);
+    auto str = a.str.empty() ? 0 : Str(fbb, a.str);
+    attrs.push_back(fb::CreateAttr(fbb, name, ints, floats, str));
+  }
+  auto op = Str(fbb, s.op);
+  auto node = Str(fbb, s.node);
+  auto inputs = fbb.CreateVector(s.inputs);
+  auto outputs = fbb.CreateVector(s.outputs);
+  auto attr_vec = attrs.empty() ? 0 : fbb.CreateVector(attrs);
+  return fb::CreateStep(fbb, op, node, inputs, outputs, attr_vec);
+}
+
+Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c) {
+  std::vector<Offset<fb::Tensor>> tensors;
+  for (const TensorDesc& t : c.tensors) {
+    auto name = Str(fbb, t.name);
+    auto shape = fbb.CreateVector(t.shape);
+    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape,
+                                       static_cast<fb::Storage>(t.storage), t.offset, t.blob));
+  }
+  std::vector<Offset<fb::Step>> steps;
+  for (const StepDesc& s : c.steps) steps.push_back(EncodeStep(fbb, s));
+  auto method = Str(fbb, c.method);
+  auto target = Str(fbb, c.target);
+  auto options = Str(fbb, c.options);
+  auto tensor_vec = fbb.CreateVector(tensors);
+  auto step_vec = fbb.CreateVector(steps);
+  auto inputs = fbb.CreateVector(c.inputs);
+  auto outputs = fbb.CreateVector(c.outputs);
+  return fb::CreateContext(fbb, method, target, options, tensor_vec, step_vec, inputs, outputs,
+                           c.arena_bytes);
+}
+
+std::string ToString(const flatbuffers::String* s) {
+  return s == nullptr ? std::string() : std::string(s->c_str(), s->size());
+}
+
+template <typename T>
+std::vector<T> ToVector(const flatbuffers::Vector<T>* v) {
+  return v == nullptr ? std::vector<T>() : std::vector<T>(v->begin(), v->end());
+}
+
+StepDesc DecodeStep(const fb::Step& s) {
+  StepDesc out;
+  out.op = ToString(s.op());
+  out.node = ToString(s.node());
+  out.inputs = ToVector(s.inputs());
+  out.outputs = ToVector(s.outputs());
+  if (s.attrs() != nullptr) {
+    for (const fb::Attr* a : *s.attrs()) {
+      AttrDesc attr;
+      attr.name = ToString(a->name());
+      attr.ints = ToVector(a->ints());
+      attr.floats = ToVector(a->floats());
+      attr.str = ToString(a->str());
+      out.attrs.push_back(std::move(attr));
+    }
+  }
+  return out;
+}
+
+ContextDesc DecodeContext(const fb::Context& c) {
+  ContextDesc out;
+  out.method = ToString(c.method());
+  out.target = ToString(c.target());
+  out.options = ToString(c.options());
+  out.tensors.reserve(c.tensors()->size());
+  for (const fb::Tensor* t : *c.tensors()) {
+    TensorDesc td;
+    td.name = ToString(t->name());
+    td.dtype = t->dtype();
+    td.shape = ToVector(t->shape());
+    td.storage = static_cast<Storage>(t->storage());
+    td.offset = t->offset();
+    td.blob = t->blob();
+    out.tensors.push_back(std::move(td));
+  }
+  out.steps.reserve(c.steps()->size());
+  for (const fb::Step* s : *c.steps()) out.steps.push_back(DecodeStep(*s));
+  out.inputs = ToVector(c.inputs());
+  out.outputs = ToVector(c.outputs());
+  out.arena_bytes = c.arena_bytes();
+  return out;
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string CheckIndex(int64_t index, size_t count, bool allow_absent) {
+  if (allow_absent && index == -1) return "";
+  if (index < 0 || static_cast<uint64_t>(index) >= count)
+    return "is tensor " + std::to_string(index) + ", out of range (context has " +
+           std::to_string(count) + " tensors)";
+  return "";
+}
+
+std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
+  const size_t n = c.tensors.size();
+  for (size_t i = 0; i < n; ++i) {
+    const TensorDesc& t = c.tensors[i];
+    std::string where = "tensor " + std::to_string(i) + " " + Quote(t.name) + ": ";
+    if (t.storage != Storage::kArena && t.storage != Storage::kWeight)
+      return where + "unknown storage kind " + std::to_string(static_cast<int>(t.storage));
+    if (t.storage == Storage::kWeight &&
+        (t.blob < 0 || static_cast<uint64_t>(t.blob) >= num_blobs))
+      return where + "blob id " + std::to_string(t.blob) + " out of range (file has " +
+             std::to_string(num_blobs) + " blobs)";
+  }
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    const StepDesc& s = c.steps[i];
+    std::string where = "step " + std::to_string(i) + " " + Quote(s.op) + " (node " +
+                        Quote(s.node) + "): ";
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      std::string err = CheckIndex(s.inputs[k], n, /*allow_absent=*/true);
+      if (!err.empty()) return where + "input " + std::to_string(k) + " " + err;
+    }
+    for (size_t k = 0; k < s.outputs.size(); ++k) {
+      std::string err = CheckIndex(s.outputs[k], n, false);
+      if (!err.empty()) return where + "output " + std::to_string(k) + " " + err;
+    }
+  }
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    std::string err = CheckIndex(c.inputs[k], n, false);
+    if (!err.empty()) return "method input " + std::to_string(k) + " " + err;
+  }
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    std::string err = CheckIndex(c.outputs[k], n, false);
+    if (!err.empty()) return "method output " + std::to_string(k) + " " + err;
+  }
+  return "";
+}
+
+std::string CheckBlob(const BlobDesc& b, size_t id, uint64_t pool_offset, uint64_t pool_size) {
+  std::string where = "blob " + std::to_string(id) + " [pool offset " +
+                      std::to_string(b.offset) + ", size " + std::to_string(b.size) + "]";
+  uint64_t end = 0;
+  if (__builtin_add_overflow(b.offset, b.size, &end) || end > pool_size)
+    return where + " extends past the end of the weight pool [offset " +
+           std::to_string(pool_offset) + ", size " + std::to_string(pool_size) + "]";
+  uint64_t align = b.size >= kLargeBlob ? kPoolAlign : kBlobAlign;
+  if (b.offset % align != 0)
+    return where + " (file offset " + std::to_string(pool_offset + b.offset) + ") is not " +
+           std::to_string(align) + "-byte aligned";
+  return "";
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeMetadata(const FileDesc& desc) {
+  FlatBufferBuilder fbb(4096);
+  std::vector<Offset<fb::Context>> contexts;
+  for (const ContextDesc& c : desc.contexts) contexts.push_back(EncodeContext(fbb, c));
+  std::vector<fb::Blob> blobs;
+  for (const BlobDesc& b : desc.blobs) blobs.emplace_back(b.offset, b.size, b.hash_lo, b.hash_hi);
+  auto producer = Str(fbb, desc.producer);
+  auto context_vec = fbb.CreateVector(contexts);
+  auto blob_vec = fbb.CreateVectorOfStructs(blobs);
+  fbb.Finish(fb::CreateFile(fbb, producer, context_vec, blob_vec), fb::FileIdentifier());
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t meta_offset,
+                                uint64_t pool_offset, uint64_t pool_size) {
+  std::string where = "metadata [offset " + std::to_string(meta_offset) + ", size " +
+                      std::to_string(size) + "]";
+  if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return CorruptFile(where + " is larger than FlatBuffers allows (" +
+                       std::to_string(FLATBUFFERS_MAX_BUFFER_SIZE) + " bytes)");
+  flatbuffers::Verifier::Options opts;
+  opts.max_depth = 16;  // the schema nests 5 levels deep
+  // A table takes at least 4 bytes, so no honest buffer has more than size/4;
+  // the bound keeps verification linear even when offsets are shared.
+  opts.max_tables = static_cast<flatbuffers::uoffset_t>(size / 4 + 16);
+  flatbuffers::Verifier verifier(data, static_cast<size_t>(size), opts);
+  if (!fb::VerifyFileBuffer(verifier))
+    return CorruptFile(where + ": FlatBuffers verification failed (malformed metadata, a "
+                       "missing required field, or wrong file identifier)");
+
+  const fb::File* file = fb::GetFile(data);
+  FileDesc desc;
+  desc.producer = ToString(file->producer());
+  desc.contexts.reserve(file->contexts()->size());
+  for (const fb::Context* c : *file->contexts()) desc.contexts.push_back(DecodeContext(*c));
+  desc.blobs.reserve(file->blobs()->size());
+  for (const fb::Blob* b : *file->blobs())
+    desc.blobs.push_back(BlobDesc{b->offset(), b->size(), b->hash_lo(), b->hash_hi()});
+
+  std::string err = CheckDescStructure(desc, pool_offset, pool_size);
+  if (!err.empty()) return CorruptFile(where + ": " + err);
+  return desc;
+}
+
+std::string CheckDescStructure(const FileDesc& desc, uint64_t pool_offset, uint64_t pool_size) {
+  for (size_t i = 0; i < desc.blobs.size(); ++i) {
+    std::string err = CheckBlob(desc.blobs[i], i, pool_offset, pool_size);
+    if (!err.empty()) return err;
+  }
+  for (size_t i = 0; i < desc.contexts.size(); ++i) {
+    const ContextDesc& c = desc.contexts[i];
+    std::string err = CheckContext(c, desc.blobs.size());
+    if (!err.empty())
+      return "context " + std::to_string(i) + " (method " + Quote(c.method) + ", target " +
+             Quote(c.target) + "): " + err;
+  }
+  return "";
+}
+
+}  // namespace fcb::format

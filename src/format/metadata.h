@@ -1,0 +1,34 @@
+// The metadata section: FileDesc <-> FlatBuffer (schema fcb.fbs), and the
+// structural checks shared by the writer (which refuses to write a broken
+// description) and the loader (which refuses to load one).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fcb/status.h"
+#include "format/file_desc.h"
+
+namespace fcb::format {
+
+// Serializes `desc` deterministically (same desc -> same bytes). The result is
+// a whole FlatBuffer with file identifier "FCBM".
+std::vector<uint8_t> EncodeMetadata(const FileDesc& desc);
+
+// Runs the FlatBuffers verifier over `data` (bounded depth and table count),
+// then converts it to a FileDesc and runs CheckDescStructure. `meta_offset` is
+// the file offset of `data`, used only in messages. Errors are CorruptFile
+// without the file name (the caller adds it).
+Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t meta_offset,
+                                uint64_t pool_offset, uint64_t pool_size);
+
+// Structure that the loader can check without knowing the operators: every
+// index (tensor, blob) in range, storage kinds known, every blob inside a pool
+// of `pool_size` bytes and aligned (64 bytes; 4096 for blobs >= 64 KiB).
+// Returns "" when fine, else what is wrong and where. Shapes, dtypes and step
+// semantics are the runtime's to validate.
+// `pool_offset` (the pool's file offset) only appears in messages.
+std::string CheckDescStructure(const FileDesc& desc, uint64_t pool_offset, uint64_t pool_size);
+
+}  // namespace fcb::format

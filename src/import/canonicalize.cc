@@ -1,0 +1,208 @@
+// Opset canonicalization: every node reaches the op registry in the latest
+// (opset-18) form, so an op implementation handles one form only. Attributes
+// that later opsets turned into inputs become constant inputs; removed
+// attributes are dropped; renamed or retired ops map to their successors.
+#include <set>
+
+#include "import/import_state.h"
+
+namespace fcb::import {
+namespace {
+
+ir::TensorPtr Ints1D(const std::vector<int64_t>& v) {
+  return ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v);
+}
+
+void SetInput(ir::Node& n, size_t index, int id) {
+  if (n.inputs.size() <= index) n.inputs.resize(index + 1, -1);
+  n.inputs[index] = id;
+}
+
+// Moves an ints attribute to a constant int64 1-D input at `index`.
+void IntsAttrToInput(ImportState& s, ir::Node& n, const std::string& attr, size_t index) {
+  if (!n.Has(attr)) return;
+  int id = s.AddConst(n.name + "/" + attr, Ints1D(n.GetInts(attr)));
+  n.attrs.erase(attr);
+  SetInput(n, index, id);
+}
+
+bool ShapeKnown(const ImportState& s, int id) {
+  return id >= 0 && s.Known(id) && s.value(id).has_shape;
+}
+
+// Softmax / LogSoftmax / Hardmax before opset 13 coerce the input to 2-D at
+// `axis` ([prod(d[:axis]), prod(d[axis:])]) and normalize each row.
+Status ExpandCoercedSoftmax(ImportState& s, ir::Node n) {
+  const int x = n.inputs.empty() ? -1 : n.inputs[0];
+  if (!ShapeKnown(s, x) || n.outputs.size() != 1) return s.Emit(std::move(n));
+  const ir::Shape shape = s.value(x).shape;
+  const int64_t r = static_cast<int64_t>(shape.size());
+  int64_t axis = n.GetInt("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r)
+    return InvalidArgument(n.Describe() + ": axis " + std::to_string(n.GetInt("axis", 1)) +
+                           " out of range for input of rank " + std::to_string(r));
+  if (r == 0 || axis == r - 1) {  // already the same as the opset-13 form
+    n.SetInt("axis", -1);
+    return s.Emit(std::move(n));
+  }
+  ir::Node flat;
+  flat.name = n.name + "/flatten";
+  flat.op_type = "Flatten";
+  flat.inputs = {x};
+  flat.outputs = {s.AddTemp(flat.name)};
+  flat.SetInt("axis", axis);
+  const int flat_out = flat.outputs[0];
+  FCB_RETURN_IF_ERROR(s.Emit(std::move(flat)));
+
+  ir::Node soft = n;
+  soft.inputs = {flat_out};
+  soft.outputs = {s.AddTemp(n.name + "/2d")};
+  soft.SetInt("axis", -1);
+  const int soft_out = soft.outputs[0];
+  FCB_RETURN_IF_ERROR(s.Emit(std::move(soft)));
+
+  ir::Node back;
+  back.name = n.name + "/reshape";
+  back.op_type = "Reshape";
+  back.inputs = {soft_out, s.AddConst(n.name + "/shape", Ints1D(shape))};
+  back.outputs = n.outputs;
+  return s.Emit(std::move(back));
+}
+
+// Split into n outputs without sizes: explicit sizes, so Split has one form.
+// Opset 18's num_outputs allows a smaller last chunk; earlier opsets need equal parts.
+void ExplicitSplitSizes(ImportState& s, ir::Node& n) {
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) return;
+  if (!ShapeKnown(s, n.inputs[0])) return;
+  const ir::Shape& shape = s.value(n.inputs[0]).shape;
+  const int64_t r = static_cast<int64_t>(shape.size());
+  int64_t axis = n.GetInt("axis", 0);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return;  // Split's own inference reports it
+  const int64_t parts = n.GetInt("num_outputs", static_cast<int64_t>(n.outputs.size()));
+  if (parts <= 0) return;
+  const int64_t dim = shape[axis];
+  const int64_t chunk = (dim + parts - 1) / parts;
+  if (!n.Has("num_outputs") && dim % parts != 0) return;  // invalid; let inference report it
+  std::vector<int64_t> sizes;
+  for (int64_t p = 0, left = dim; p < parts; ++p) {
+    sizes.push_back(std::min(chunk, left));
+    left -= sizes.back();
+  }
+  n.attrs.erase("num_outputs");
+  SetInput(n, 1, s.AddConst(n.name + "/split", Ints1D(sizes)));
+}
+
+// Pad at opset 18 may name the padded axes; expand to pads over every axis.
+void ExpandPadAxes(ImportState& s, ir::Node& n) {
+  if (n.inputs.size() < 4 || n.inputs[3] < 0) return;
+  if (!ShapeKnown(s, n.inputs[0]) || n.inputs[1] < 0) return;
+  const ir::Value& axes_v = s.value(n.inputs[3]);
+  const ir::Value& pads_v = s.value(n.inputs[1]);
+  if (!axes_v.is_constant() || !pads_v.is_constant()) return;
+  const int64_t r = static_cast<int64_t>(s.value(n.inputs[0]).shape.size());
+  const auto axes = axes_v.constant->ToInts();
+  const auto pads = pads_v.constant->ToInts();
+  if (pads.size() != 2 * axes.size()) return;  // let inference report it
+  std::vector<int64_t> full(2 * r, 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = axes[k] < 0 ? axes[k] + r : axes[k];
+    if (a < 0 || a >= r) return;
+    full[a] = pads[k];
+    full[a + r] = pads[k + axes.size()];
+  }
+  n.inputs[1] = s.AddConst(n.name + "/pads", Ints1D(full));
+  n.inputs.resize(3);
+}
+
+const std::set<std::string> kReduceOps = {
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+    "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"};
+
+}  // namespace
+
+Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
+  const int64_t opset = s.opset;
+  const std::string& op = n.op_type;
+
+  if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && opset < 13)
+    return ExpandCoercedSoftmax(s, std::move(n));
+
+  if ((op == "Squeeze" || op == "Unsqueeze") && opset < 13) {
+    IntsAttrToInput(s, n, "axes", 1);
+  } else if (op == "Slice" && opset < 10) {
+    IntsAttrToInput(s, n, "starts", 1);
+    IntsAttrToInput(s, n, "ends", 2);
+    IntsAttrToInput(s, n, "axes", 3);
+  } else if (kReduceOps.count(op) && (opset < 18 && !(op == "ReduceSum" && opset >= 13))) {
+    IntsAttrToInput(s, n, "axes", 1);
+  } else if (op == "Split") {
+    if (opset < 13) IntsAttrToInput(s, n, "split", 1);
+    ExplicitSplitSizes(s, n);
+  } else if (op == "TopK" && opset < 10) {
+    if (n.Has("k")) {
+      SetInput(n, 1, s.AddConst(n.name + "/k", Ints1D({n.GetInt("k", 0)})));
+      n.attrs.erase("k");
+    }
+  } else if (op == "Clip" && opset < 11) {
+    // Clip-6 is float-only; its min/max become scalar inputs.
+    for (const auto& [attr, index] : {std::pair<std::string, size_t>{"min", 1}, {"max", 2}}) {
+      if (!n.Has(attr)) continue;
+      SetInput(n, index, s.AddConst(n.name + "/" + attr,
+                                    ir::TensorData::FromFloats({}, {n.GetFloat(attr, 0)})));
+      n.attrs.erase(attr);
+    }
+  } else if (op == "Pad") {
+    if (opset < 11) {
+      IntsAttrToInput(s, n, "pads", 1);
+      if (n.Has("value")) {
+        // constant_value has the data's dtype.
+        const float v = n.GetFloat("value", 0);
+        n.attrs.erase("value");
+        if (v != 0 && ShapeKnown(s, n.inputs[0])) {
+          auto t = ir::TensorData::Make(s.value(n.inputs[0]).dtype, {});
+          if (t->dtype == ir::DType::kF32) *t->mutable_data<float>() = v;
+          else if (t->dtype == ir::DType::kF64) *t->mutable_data<double>() = v;
+          else return Unsupported(n.Describe() + ": Pad value on non-float data");
+          SetInput(n, 2, s.AddConst(n.name + "/value", t));
+        }
+      }
+    }
+    ExpandPadAxes(s, n);
+  } else if (op == "Upsample" || (op == "Resize" && opset < 11)) {
+    // Both mean asymmetric coordinates with floor rounding in Resize-13 terms.
+    std::vector<int> in = n.inputs;
+    int scales = in.size() > 1 ? in[1] : -1;
+    if (n.Has("scales")) {
+      std::vector<float> f = n.GetFloats("scales");
+      scales = s.AddConst(n.name + "/scales",
+                          ir::TensorData::FromFloats({static_cast<int64_t>(f.size())}, f));
+    }
+    std::string mode = n.GetString("mode", "nearest");
+    if (mode == "bilinear") mode = "linear";
+    n.attrs.clear();
+    n.op_type = "Resize";
+    n.inputs = {in.empty() ? -1 : in[0], -1, scales};
+    n.SetString("mode", mode);
+    n.SetString("coordinate_transformation_mode", "asymmetric");
+    n.SetString("nearest_mode", "floor");
+  } else if (op == "BatchNormalization") {
+    // Attributes removed in later opsets; training outputs are not computed.
+    n.attrs.erase("spatial");
+    n.attrs.erase("consumed_inputs");
+    n.attrs.erase("is_test");
+    n.attrs.erase("momentum");
+    n.attrs.erase("training_mode");
+    n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
+  } else if (op == "Dropout") {
+    // Inference: identity; the mask output is not supported (rarely consumed).
+    n.op_type = "Identity";
+    n.attrs.clear();
+    n.inputs.resize(std::min<size_t>(n.inputs.size(), 1));
+    n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
+  }
+  return s.Emit(std::move(n));
+}
+
+}  // namespace fcb::import

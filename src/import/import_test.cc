@@ -1,0 +1,498 @@
+// Import unit tests: small models built with the ONNX protobuf API.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "import/onnx_builder_test.h"
+#include "import/onnx_import.h"
+#include "ops/op.h"
+#include "passes/test_interpreter.h"
+#include "test_util.h"
+
+namespace fcb::import {
+namespace {
+
+using namespace fcb::testing;  // NOLINT
+
+Result<ir::Graph> Import(const onnx::ModelProto& m, const std::string& dir = "",
+                         ImportOptions opts = {}) {
+  return ImportOnnxBytes(m.SerializeAsString(), dir, opts);
+}
+
+int ValueId(const ir::Graph& g, const std::string& name) {
+  for (size_t i = 0; i < g.values.size(); ++i)
+    if (g.values[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+const ir::Value& V(const ir::Graph& g, const std::string& name) {
+  int id = ValueId(g, name);
+  EXPECT_GE(id, 0) << "no value " << name;
+  return g.values.at(id < 0 ? 0 : id);
+}
+
+// Ops a test needs; a missing one fails the test with a clear message.
+void RequireOps(std::initializer_list<const char*> ops) {
+  for (const char* op : ops)
+    ASSERT_NE(ops::FindOp(op), nullptr) << "op " << op << " is not registered yet (src/ops)";
+}
+
+TEST(Import, InitializersOfEveryDtypeRawAndTyped) {
+  auto m = MakeModel(13);
+  AddInit(m, FloatTensor("f_raw", {2}, {1.5f, -2.f}, true));
+  AddInit(m, FloatTensor("f_typed", {2}, {3.f, 4.25f}, false));
+  AddInit(m, Int64Tensor("i64_raw", {3}, {1, -2, 1LL << 40}, true));
+  AddInit(m, Int64Tensor("i64_typed", {}, {7}, false));
+  {
+    onnx::TensorProto t;  // double, typed
+    t.set_name("f64");
+    t.set_data_type(onnx::TensorProto::DOUBLE);
+    t.add_dims(2);
+    t.add_double_data(0.1);
+    t.add_double_data(-1e300);
+    AddInit(m, t);
+  }
+  struct Small { const char* name; int type; std::vector<int32_t> v; };
+  for (const Small& s : {Small{"i32", onnx::TensorProto::INT32, {-5, 100000}},
+                         Small{"i8", onnx::TensorProto::INT8, {-128, 127}},
+                         Small{"u8", onnx::TensorProto::UINT8, {0, 255}},
+                         Small{"b", onnx::TensorProto::BOOL, {0, 1}}}) {
+    onnx::TensorProto t;
+    t.set_name(s.name);
+    t.set_data_type(s.type);
+    t.add_dims(2);
+    for (int32_t x : s.v) t.add_int32_data(x);
+    AddInit(m, t);
+  }
+  {
+    onnx::TensorProto t;  // int8 as raw bytes
+    t.set_name("i8_raw");
+    t.set_data_type(onnx::TensorProto::INT8);
+    t.add_dims(3);
+    t.set_raw_data(std::string("\xff\x01\x80", 3));
+    AddInit(m, t);
+  }
+  for (const char* n : {"f_raw", "f_typed", "i64_raw", "i64_typed", "f64", "i32", "i8", "u8", "b", "i8_raw"})
+    AddOutput(m, n);
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(V(*g, "f_raw").constant->GetDouble(1), -2.0);
+  EXPECT_EQ(V(*g, "f_typed").constant->GetDouble(1), 4.25);
+  EXPECT_EQ(V(*g, "i64_raw").constant->GetInt(2), 1LL << 40);
+  EXPECT_EQ(V(*g, "i64_typed").shape, ir::Shape{});
+  EXPECT_EQ(V(*g, "i64_typed").constant->GetInt(0), 7);
+  EXPECT_EQ(V(*g, "f64").dtype, ir::DType::kF64);
+  EXPECT_EQ(V(*g, "f64").constant->GetDouble(1), -1e300);
+  EXPECT_EQ(V(*g, "i32").constant->GetInt(0), -5);
+  EXPECT_EQ(V(*g, "i8").constant->GetInt(0), -128);
+  EXPECT_EQ(V(*g, "u8").constant->GetInt(1), 255);
+  EXPECT_EQ(V(*g, "b").dtype, ir::DType::kBool);
+  EXPECT_EQ(V(*g, "b").constant->GetInt(1), 1);
+  EXPECT_EQ(V(*g, "i8_raw").constant->ToInts(), (std::vector<int64_t>{-1, 1, -128}));
+  EXPECT_TRUE(g->inputs.empty());
+}
+
+TEST(Import, RawDataOfWrongSizeIsCorrupt) {
+  auto m = MakeModel(13);
+  auto t = FloatTensor("w", {3}, {1, 2, 3});
+  t.mutable_raw_data()->resize(8);
+  AddInit(m, t);
+  AddOutput(m, "w");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kCorruptFile);
+  EXPECT_NE(g.status().message().find("initializer 'w'"), std::string::npos) << g.status().ToString();
+}
+
+TEST(Import, UnsupportedInitializerDtypeNamesIt) {
+  auto m = MakeModel(13);
+  onnx::TensorProto t;
+  t.set_name("half");
+  t.set_data_type(onnx::TensorProto::FLOAT16);
+  t.add_dims(1);
+  t.add_int32_data(0);
+  AddInit(m, t);
+  AddOutput(m, "half");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(g.status().message().find("initializer 'half'"), std::string::npos);
+  EXPECT_NE(g.status().message().find("FLOAT16"), std::string::npos);
+}
+
+onnx::TensorProto ExternalTensor(const std::string& location, int64_t offset, int64_t length) {
+  onnx::TensorProto t;
+  t.set_name("ext");
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(4);
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto kv = [&](const char* k, const std::string& v) {
+    auto* e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", location);
+  kv("offset", std::to_string(offset));
+  if (length >= 0) kv("length", std::to_string(length));
+  return t;
+}
+
+class ExternalData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<float> data = {0, 0, 1.f, 2.f, 3.f, 4.f};  // 8 bytes of padding first
+    std::vector<uint8_t> bytes(data.size() * 4);
+    std::memcpy(bytes.data(), data.data(), bytes.size());
+    WriteBytes(dir_.File("weights.bin"), bytes);
+  }
+  Result<ir::Graph> ImportWith(onnx::TensorProto t) {
+    auto m = MakeModel(13);
+    AddInit(m, std::move(t));
+    AddOutput(m, "ext");
+    std::ofstream(dir_.File("model.onnx"), std::ios::binary) << m.SerializeAsString();
+    return ImportOnnx(dir_.File("model.onnx"), {});
+  }
+  TempDir dir_;
+};
+
+TEST_F(ExternalData, ReadsTheRangeRelativeToTheModel) {
+  auto g = ImportWith(ExternalTensor("weights.bin", 8, 16));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(Floats(V(*g, "ext").constant), (std::vector<float>{1, 2, 3, 4}));
+  auto g2 = ImportWith(ExternalTensor("weights.bin", 8, -1));  // no length key
+  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
+  EXPECT_EQ(Floats(V(*g2, "ext").constant), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST_F(ExternalData, RejectsPathsEscapingTheFolder) {
+  for (std::string loc : {"../weights.bin", "sub/../../weights.bin", "/etc/passwd"}) {
+    auto g = ImportWith(ExternalTensor(loc, 0, 16));
+    ASSERT_FALSE(g.ok()) << loc;
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << g.status().ToString();
+    EXPECT_NE(g.status().message().find("initializer 'ext'"), std::string::npos) << g.status().ToString();
+  }
+}
+
+TEST_F(ExternalData, RejectsRangesOutsideTheFile) {
+  auto g = ImportWith(ExternalTensor("weights.bin", 16, 16));  // 24-byte file
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kCorruptFile);
+  EXPECT_NE(g.status().message().find("outside"), std::string::npos) << g.status().ToString();
+  auto g2 = ImportWith(ExternalTensor("weights.bin", 0, 12));  // length != 4 floats
+  ASSERT_FALSE(g2.ok());
+  EXPECT_EQ(g2.status().code(), StatusCode::kCorruptFile);
+  auto g3 = ImportWith(ExternalTensor("missing.bin", 0, 16));
+  ASSERT_FALSE(g3.ok());
+  EXPECT_EQ(g3.status().code(), StatusCode::kNotFound) << g3.status().ToString();
+}
+
+TEST(Import, ExternalDataFromBytesWithoutFolderIsRefused) {
+  auto m = MakeModel(13);
+  AddInit(m, ExternalTensor("weights.bin", 0, 16));
+  AddOutput(m, "ext");
+  auto g = Import(m, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("external data"), std::string::npos);
+}
+
+onnx::ModelProto PassThroughModel(std::vector<Dim> dims) {
+  auto m = MakeModel(13);
+  AddInput(m, "input", std::move(dims));
+  AddOutput(m, "input");
+  return m;
+}
+
+TEST(Import, SymbolicDimNeedsInputShape) {
+  auto g = Import(PassThroughModel({"batch", 3, 4, 4}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("input 'input' has symbolic dim 0 ('batch')"), std::string::npos)
+      << g.status().ToString();
+  EXPECT_NE(g.status().message().find("--input-shape input=1x3x4x4"), std::string::npos)
+      << g.status().ToString();
+
+  ImportOptions opts;
+  opts.input_shapes["input"] = {2, 3, 4, 4};
+  auto g2 = Import(PassThroughModel({"batch", 3, 4, 4}), "", opts);
+  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
+  ASSERT_EQ(g2->inputs.size(), 1u);
+  EXPECT_EQ(g2->values[g2->inputs[0]].shape, (ir::Shape{2, 3, 4, 4}));
+  EXPECT_TRUE(g2->values[g2->inputs[0]].has_shape);
+}
+
+TEST(Import, UnknownDimNeedsInputShape) {
+  auto g = Import(PassThroughModel({Dim(""), 8}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("unknown dim 0"), std::string::npos) << g.status().ToString();
+}
+
+TEST(Import, InputShapeOptionsAreChecked) {
+  ImportOptions wrong_name;
+  wrong_name.input_shapes["image"] = {1, 3, 4, 4};
+  auto g = Import(PassThroughModel({"batch", 3, 4, 4}), "", wrong_name);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(g.status().message().find("'image'"), std::string::npos);
+  EXPECT_NE(g.status().message().find("inputs are 'input'"), std::string::npos) << g.status().ToString();
+
+  ImportOptions contradicts;
+  contradicts.input_shapes["input"] = {1, 4, 4, 4};
+  auto g2 = Import(PassThroughModel({"batch", 3, 4, 4}), "", contradicts);
+  ASSERT_FALSE(g2.ok());
+  EXPECT_NE(g2.status().message().find("dim 1 is fixed to 3"), std::string::npos) << g2.status().ToString();
+
+  ImportOptions wrong_rank;
+  wrong_rank.input_shapes["input"] = {1, 3, 4};
+  EXPECT_FALSE(Import(PassThroughModel({"batch", 3, 4, 4}), "", wrong_rank).ok());
+}
+
+TEST(Import, InitializerListedAsInputIsAConstant) {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {2});
+  AddInput(m, "w", {2});
+  AddInit(m, FloatTensor("w", {2}, {1, 2}));
+  AddOutput(m, "w");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->inputs.size(), 1u);
+  EXPECT_EQ(g->values[g->inputs[0]].name, "x");
+  EXPECT_TRUE(V(*g, "w").is_constant());
+}
+
+TEST(Import, NonTensorInputIsRejected) {
+  auto m = MakeModel(13);
+  auto* vi = m.mutable_graph()->add_input();
+  vi->set_name("seq");
+  vi->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
+  AddOutput(m, "seq");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("input 'seq' is not a tensor"), std::string::npos);
+}
+
+TEST(Import, ConstantNodesBecomeConstants) {
+  auto m = MakeModel(13);
+  AttrFloats(AddNode(m, "Constant", {}, {"cf"}), "value_floats", {1.f, 2.f});
+  AttrInt(AddNode(m, "Constant", {}, {"ci"}), "value_int", 42);
+  AttrFloat(AddNode(m, "Constant", {}, {"cs"}), "value_float", 0.5f);
+  AttrInts(AddNode(m, "Constant", {}, {"cis"}), "value_ints", {3, 4, 5});
+  {
+    auto* n = AddNode(m, "Constant", {}, {"ct"});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = FloatTensor("", {2, 1}, {7.f, 8.f}, false);
+  }
+  for (const char* o : {"cf", "ci", "cs", "cis", "ct"}) AddOutput(m, o);
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->nodes.empty());
+  EXPECT_EQ(Floats(V(*g, "cf").constant), (std::vector<float>{1, 2}));
+  EXPECT_EQ(V(*g, "ci").shape, ir::Shape{});
+  EXPECT_EQ(V(*g, "ci").constant->GetInt(0), 42);
+  EXPECT_EQ(V(*g, "cs").constant->GetDouble(0), 0.5);
+  EXPECT_EQ(V(*g, "cis").constant->ToInts(), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(V(*g, "ct").shape, (ir::Shape{2, 1}));
+  EXPECT_EQ(Floats(V(*g, "ct").constant), (std::vector<float>{7, 8}));
+}
+
+TEST(Import, OpsetsOutsideSevenToEighteenAreRejected) {
+  for (int64_t opset : {6, 19}) {
+    auto m = PassThroughModel({1, 2});
+    m.mutable_opset_import(0)->set_version(opset);
+    auto g = Import(m);
+    ASSERT_FALSE(g.ok()) << opset;
+    EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(g.status().message().find("opset " + std::to_string(opset)), std::string::npos)
+        << g.status().ToString();
+  }
+  auto m = PassThroughModel({1, 2});
+  m.mutable_opset_import(0)->set_domain("ai.onnx");
+  m.mutable_opset_import(0)->set_version(18);
+  EXPECT_TRUE(Import(m).ok());
+  m.mutable_opset_import(0)->set_domain("ai.onnx.ml");
+  EXPECT_FALSE(Import(m).ok());  // no default-domain opset at all
+}
+
+TEST(Import, GarbageAndMissingFilesAreRejected) {
+  auto g = ImportOnnxBytes(std::string("\x0a\xff\xff\xff\xff\x0f garbage", 14), "", {});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kCorruptFile);
+  auto g2 = ImportOnnx("/nonexistent/model.onnx", {});
+  ASSERT_FALSE(g2.ok());
+  EXPECT_EQ(g2.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(g2.status().message().find("/nonexistent/model.onnx"), std::string::npos);
+}
+
+TEST(Import, AllUnsupportedNodesAreReportedTogether) {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {1, 4});
+  AddNode(m, "NonMaxSuppression", {"x", "x"}, {"nms"}, "n1");
+  {
+    auto* loop = AddNode(m, "Loop", {"", ""}, {"loop_out"}, "n7");
+    auto* a = loop->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name("body");
+  }
+  AddNode(m, "FusedGemm", {"x"}, {"ms"}, "n9")->set_domain("com.microsoft");
+  AddNode(m, "Abs", {"nms"}, {"downstream"}, "n10");  // after an unsupported node: not reported
+  AddOutput(m, "downstream");
+  AddOutput(m, "loop_out");
+  AddOutput(m, "ms");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("3 unsupported operators"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'n1' (NonMaxSuppression)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'n7' (Loop)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'n9' (FusedGemm): operator domain 'com.microsoft'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("n10"), std::string::npos) << msg;
+}
+
+TEST(Import, UndefinedInputIsAnError) {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {2});
+  AddNode(m, "Relu", {"nope"}, {"y"}, "r");
+  AddOutput(m, "y");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'r' (Relu): input 'nope'"), std::string::npos)
+      << g.status().ToString();
+}
+
+// PyTorch-style dynamic reshape: x.view(x.size(0), -1).
+TEST(Import, ShapeGatherUnsqueezeConcatReshapeFoldsToAConstantShape) {
+  RequireOps({"Gather", "Unsqueeze", "Concat", "Reshape"});
+  auto m = MakeModel(13);
+  AddInput(m, "x", {"n", 3, 4});
+  AddInit(m, Int64Tensor("zero", {}, {0}));
+  AddInit(m, Int64Tensor("axes0", {1}, {0}));
+  AddInit(m, Int64Tensor("minus1", {1}, {-1}));
+  AddNode(m, "Shape", {"x"}, {"s"});
+  AddNode(m, "Gather", {"s", "zero"}, {"s0"});
+  AddNode(m, "Unsqueeze", {"s0", "axes0"}, {"s0u"});
+  AttrInt(AddNode(m, "Concat", {"s0u", "minus1"}, {"shape"}), "axis", 0);
+  AddNode(m, "Reshape", {"x", "shape"}, {"y"}, "reshape");
+  AddOutput(m, "y");
+  ImportOptions opts;
+  opts.input_shapes["x"] = {2, 3, 4};
+  auto g = Import(m, "", opts);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->nodes.size(), 1u);
+  EXPECT_EQ(g->nodes[0].op_type, "Reshape");
+  ASSERT_TRUE(g->values[g->nodes[0].inputs[1]].is_constant());
+  EXPECT_EQ(g->values[g->nodes[0].inputs[1]].constant->ToInts(), (std::vector<int64_t>{2, -1}));
+  EXPECT_EQ(V(*g, "y").shape, (ir::Shape{2, 12}));
+  EXPECT_EQ(g->values[g->outputs[0]].name, "y");
+}
+
+TEST(Import, ShapeOfAStaticInputFoldsWithoutTheRegistry) {
+  auto m = MakeModel(15);
+  AddInput(m, "x", {2, 3, 5});
+  AttrInt(AddNode(m, "Shape", {"x"}, {"s"}), "start", -2);
+  AddNode(m, "Size", {"x"}, {"n"});
+  AddOutput(m, "s");
+  AddOutput(m, "n");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->nodes.empty());
+  EXPECT_EQ(V(*g, "s").constant->ToInts(), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(V(*g, "n").constant->ToInts(), (std::vector<int64_t>{30}));
+}
+
+// Softmax-11 normalizes over all dims from `axis` on (coerced to 2-D).
+TEST(Import, Opset11SoftmaxIsCanonicalized) {
+  RequireOps({"Softmax", "Flatten", "Reshape"});
+  auto m = MakeModel(11);
+  AddInput(m, "x", {2, 3, 4});
+  AttrInt(AddNode(m, "Softmax", {"x"}, {"y"}, "sm"), "axis", 1);
+  AttrInt(AddNode(m, "Softmax", {"x"}, {"z"}, "sm_last"), "axis", 2);
+  AddOutput(m, "y");
+  AddOutput(m, "z");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::vector<std::string> ops;
+  for (const auto& n : g->nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Flatten", "Softmax", "Reshape", "Softmax"}));
+  EXPECT_EQ(g->nodes[1].GetInt("axis", 0), -1);
+  EXPECT_EQ(g->nodes[3].GetInt("axis", 0), -1);
+  EXPECT_EQ(V(*g, "y").shape, (ir::Shape{2, 3, 4}));
+
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[i] = std::sin(0.7f * i);
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({2, 3, 4}, x)}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  std::vector<float> y = Floats(vals.value()[ValueId(*g, "y")]);
+  for (int b = 0; b < 2; ++b) {  // reference: softmax over each run of 12
+    double sum = 0;
+    for (int k = 0; k < 12; ++k) sum += std::exp(x[b * 12 + k]);
+    for (int k = 0; k < 12; ++k) EXPECT_NEAR(y[b * 12 + k], std::exp(x[b * 12 + k]) / sum, 1e-6);
+  }
+}
+
+TEST(Import, AttributeFormsBecomeConstantInputs) {
+  RequireOps({"Unsqueeze", "Squeeze", "Clip"});
+  auto m = MakeModel(10);
+  AddInput(m, "x", {3, 4});
+  AttrInts(AddNode(m, "Unsqueeze", {"x"}, {"u"}, "unsq"), "axes", {0, 3});
+  AttrInts(AddNode(m, "Squeeze", {"u"}, {"s"}, "sq"), "axes", {0});
+  auto* clip = AddNode(m, "Clip", {"s"}, {"c"}, "clip");
+  AttrFloat(clip, "min", -1.f);
+  AttrFloat(clip, "max", 2.f);
+  AddOutput(m, "c");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->nodes.size(), 3u);
+  EXPECT_EQ(V(*g, "u").shape, (ir::Shape{1, 3, 4, 1}));
+  EXPECT_EQ(V(*g, "s").shape, (ir::Shape{3, 4, 1}));
+  const ir::Node& unsq = g->nodes[0];
+  EXPECT_FALSE(unsq.Has("axes"));
+  ASSERT_EQ(unsq.inputs.size(), 2u);
+  EXPECT_EQ(g->values[unsq.inputs[1]].constant->ToInts(), (std::vector<int64_t>{0, 3}));
+  const ir::Node& c = g->nodes[2];
+  ASSERT_EQ(c.inputs.size(), 3u);
+  EXPECT_EQ(g->values[c.inputs[1]].constant->GetDouble(0), -1.0);
+  EXPECT_EQ(g->values[c.inputs[2]].constant->GetDouble(0), 2.0);
+}
+
+TEST(Import, DropoutBecomesIdentityAndBatchNormLosesRemovedAttrs) {
+  RequireOps({"Identity", "BatchNormalization"});
+  auto m = MakeModel(7);
+  AddInput(m, "x", {1, 2, 3, 3});
+  for (const char* n : {"sc", "bi", "me", "va"}) AddInit(m, FloatTensor(n, {2}, {1.f, 0.5f}));
+  auto* bn = AddNode(m, "BatchNormalization", {"x", "sc", "bi", "me", "va"}, {"b"}, "bn");
+  AttrInt(bn, "spatial", 1);
+  AttrFloat(bn, "epsilon", 1e-3f);
+  AttrFloat(AddNode(m, "Dropout", {"b"}, {"d", "mask"}, "drop"), "ratio", 0.5f);
+  AddOutput(m, "d");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->nodes.size(), 2u);
+  EXPECT_FALSE(g->nodes[0].Has("spatial"));
+  EXPECT_EQ(g->nodes[1].op_type, "Identity");
+  EXPECT_EQ(g->nodes[1].outputs.size(), 1u);
+  EXPECT_EQ(V(*g, "d").shape, (ir::Shape{1, 2, 3, 3}));
+}
+
+TEST(Import, AllConstantNodesAreFolded) {
+  RequireOps({"Add", "ConstantOfShape"});
+  auto m = MakeModel(13);
+  AddInput(m, "x", {2});
+  AddInit(m, FloatTensor("a", {2}, {1, 2}));
+  AddInit(m, Int64Tensor("shape", {1}, {2}));
+  AddNode(m, "ConstantOfShape", {"shape"}, {"zeros"});
+  AddNode(m, "Add", {"a", "zeros"}, {"c"});
+  AddNode(m, "Add", {"x", "c"}, {"y"}, "add_x");
+  AddOutput(m, "y");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->nodes.size(), 1u);
+  EXPECT_EQ(g->nodes[0].name, "add_x");
+  EXPECT_EQ(Floats(V(*g, "c").constant), (std::vector<float>{1, 2}));
+}
+
+}  // namespace
+}  // namespace fcb::import

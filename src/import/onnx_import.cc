@@ -1,0 +1,326 @@
+// ONNX ModelProto -> ir::Graph: model checks, initializers, graph inputs with
+// their shapes fixed, then every node converted, canonicalized and inferred.
+//
+// onnx::checker::check_model is not used: libonnx 1.12 knows opsets up to 17
+// and rejects valid opset-18 nodes (e.g. ReduceMean with an axes input); the
+// checks here cover what fcb relies on.
+#include "import/onnx_import.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include <onnx/onnx_pb.h>
+
+#include "import/import_state.h"
+#include "import/tensor_proto.h"
+
+namespace fcb::import {
+namespace {
+
+constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
+// IR versions 3 (opset 7's) to 10: newer IR versions only add types fcb
+// rejects per tensor anyway.
+constexpr int64_t kMinIrVersion = 3, kMaxIrVersion = 10;
+
+Result<int64_t> DefaultOpset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") {
+      if (o.version() < kMinOpset || o.version() > kMaxOpset)
+        return Unsupported("model uses opset " + std::to_string(o.version()) +
+                           " of the default ONNX domain; fcb supports opsets " +
+                           std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+      return static_cast<int64_t>(o.version());
+    }
+  }
+  return InvalidArgument("model has no opset_import entry for the default ONNX domain");
+}
+
+std::string DimsToString(const std::vector<int64_t>& d) { return ir::ShapeToString(d); }
+
+// Converts attributes; subgraphs and sparse tensors have no IR form.
+Status ConvertAttrs(const onnx::NodeProto& p, const std::string& base_dir, ir::Node* n,
+                    std::string* unsupported_why) {
+  using AP = onnx::AttributeProto;
+  for (const auto& a : p.attribute()) {
+    ir::Attribute at;
+    using K = ir::Attribute::Kind;
+    switch (a.type()) {
+      case AP::INT: at.kind = K::kInt; at.i = a.i(); break;
+      case AP::FLOAT: at.kind = K::kFloat; at.f = a.f(); break;
+      case AP::STRING: at.kind = K::kString; at.s = a.s(); break;
+      case AP::INTS: at.kind = K::kInts; at.ints.assign(a.ints().begin(), a.ints().end()); break;
+      case AP::FLOATS: at.kind = K::kFloats; at.floats.assign(a.floats().begin(), a.floats().end()); break;
+      case AP::STRINGS: at.kind = K::kStrings; at.strings.assign(a.strings().begin(), a.strings().end()); break;
+      case AP::TENSOR: {
+        at.kind = K::kTensor;
+        auto t = TensorFromProto(a.t(), base_dir, n->Describe() + " attribute '" + a.name() + "'");
+        if (!t.ok()) {
+          if (t.status().code() != StatusCode::kUnsupported) return t.TakeStatus();
+          *unsupported_why = t.status().message();
+          continue;
+        }
+        at.t = std::move(t).value();
+        break;
+      }
+      default:
+        *unsupported_why = "attribute '" + a.name() + "' is a " +
+                           AP::AttributeType_Name(a.type()) + " (subgraphs and sparse tensors are not supported)";
+        continue;
+    }
+    n->attrs[a.name()] = std::move(at);
+  }
+  return Status::Ok();
+}
+
+// A Constant node's value as a tensor (nullptr + `why` if unsupported).
+Result<std::shared_ptr<ir::TensorData>> ConstantValue(const onnx::NodeProto& p,
+                                                      const std::string& base_dir,
+                                                      const std::string& what, std::string* why) {
+  for (const auto& a : p.attribute()) {
+    const std::string& k = a.name();
+    if (k == "value") return TensorFromProto(a.t(), base_dir, what);
+    if (k == "value_float") return ir::TensorData::FromFloats({}, {a.f()});
+    if (k == "value_floats")
+      return ir::TensorData::FromFloats({a.floats_size()}, {a.floats().begin(), a.floats().end()});
+    if (k == "value_int") return ir::TensorData::FromInts({}, {a.i()});
+    if (k == "value_ints")
+      return ir::TensorData::FromInts({a.ints_size()}, {a.ints().begin(), a.ints().end()});
+    if (k == "sparse_value" || k == "value_string" || k == "value_strings") {
+      *why = "Constant attribute '" + k + "' is not supported";
+      return std::shared_ptr<ir::TensorData>();
+    }
+  }
+  return InvalidArgument(what + " has no value attribute");
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& m, std::string base_dir, const ImportOptions& opts)
+      : m_(m), g_(m.graph()), base_dir_(std::move(base_dir)), opts_(opts) {}
+
+  Result<ir::Graph> Run() {
+    FCB_RETURN_IF_ERROR(CheckModel());
+    for (const auto& t : g_.initializer()) s_.ReserveName(t.name());
+    for (const auto& v : g_.input()) s_.ReserveName(v.name());
+    for (const auto& n : g_.node())
+      for (const auto& o : n.output()) s_.ReserveName(o);
+    FCB_RETURN_IF_ERROR(AddInitializers());
+    FCB_RETURN_IF_ERROR(AddInputs());
+    for (int i = 0; i < g_.node_size(); ++i) FCB_RETURN_IF_ERROR(AddNode(g_.node(i), i));
+    if (!s_.unsupported.empty()) {
+      std::string msg = "model uses " + std::to_string(s_.unsupported.size()) +
+                        " unsupported operator" + (s_.unsupported.size() > 1 ? "s" : "") + ": ";
+      for (size_t i = 0; i < s_.unsupported.size(); ++i) msg += (i ? "; " : "") + s_.unsupported[i];
+      return Unsupported(msg);
+    }
+    FCB_RETURN_IF_ERROR(AddOutputs());
+    s_.g.opset = s_.opset;
+    FCB_RETURN_IF_ERROR(s_.g.Validate());
+    return std::move(s_.g);
+  }
+
+ private:
+  Status CheckModel() {
+    if (m_.ir_version() < kMinIrVersion || m_.ir_version() > kMaxIrVersion)
+      return Unsupported("model has IR version " + std::to_string(m_.ir_version()) +
+                         "; fcb reads IR versions " + std::to_string(kMinIrVersion) + " to " +
+                         std::to_string(kMaxIrVersion));
+    FCB_ASSIGN_OR_RETURN(s_.opset, DefaultOpset(m_));
+    if (!m_.has_graph()) return InvalidArgument("model has no graph");
+    if (g_.output_size() == 0) return InvalidArgument("model graph has no outputs");
+    return Status::Ok();
+  }
+
+  Status AddInitializers() {
+    for (const auto& t : g_.initializer()) {
+      const std::string what = "initializer '" + t.name() + "'";
+      if (t.name().empty()) return InvalidArgument("an initializer has no name");
+      FCB_ASSIGN_OR_RETURN(auto data, TensorFromProto(t, base_dir_, what));
+      FCB_ASSIGN_OR_RETURN(int id, s_.AddNamed(t.name()));
+      ir::Value& v = s_.g.values[id];
+      v.dtype = data->dtype;
+      v.shape = data->shape;
+      v.has_shape = true;
+      v.constant = std::move(data);
+    }
+    return Status::Ok();
+  }
+
+  Status AddInputs() {
+    std::vector<const onnx::ValueInfoProto*> runtime;
+    for (const auto& vi : g_.input())
+      if (!s_.by_name.count(vi.name())) runtime.push_back(&vi);  // else: an initializer = constant
+    std::string names;
+    for (const auto* vi : runtime) names += (names.empty() ? "'" : ", '") + vi->name() + "'";
+    for (const auto& [name, dims] : opts_.input_shapes) {
+      bool found = false;
+      for (const auto* vi : runtime) found = found || vi->name() == name;
+      if (!found)
+        return NotFound("--input-shape names '" + name + "', which is not an input of the model; "
+                        "its inputs are " + (names.empty() ? "(none)" : names));
+    }
+    for (const auto* vi : runtime) {
+      const std::string& name = vi->name();
+      if (!vi->type().has_tensor_type())
+        return Unsupported("input '" + name + "' is not a tensor (sequence, map and optional "
+                           "inputs are not supported)");
+      const auto& tt = vi->type().tensor_type();
+      const ir::DType dtype = DTypeFromOnnx(tt.elem_type());
+      if (dtype == ir::DType::kUndefined)
+        return Unsupported("input '" + name + "' has element type " + OnnxTypeName(tt.elem_type()) +
+                           ", which is not supported");
+      FCB_ASSIGN_OR_RETURN(ir::Shape shape, InputShape(*vi));
+      FCB_ASSIGN_OR_RETURN(int id, s_.AddNamed(name));
+      ir::Value& v = s_.g.values[id];
+      v.dtype = dtype;
+      v.shape = std::move(shape);
+      v.has_shape = true;
+      s_.g.inputs.push_back(id);
+    }
+    return Status::Ok();
+  }
+
+  // The model's dims, with symbolic/unknown ones fixed by opts.input_shapes.
+  Result<ir::Shape> InputShape(const onnx::ValueInfoProto& vi) {
+    const std::string& name = vi.name();
+    const auto& tt = vi.type().tensor_type();
+    auto given = opts_.input_shapes.find(name);
+    const bool has_given = given != opts_.input_shapes.end();
+    if (has_given)
+      for (int64_t d : given->second)
+        if (d < 0) return InvalidArgument("--input-shape " + name + "=" + DimsToString(given->second) +
+                                          ": dims must not be negative");
+    if (!tt.has_shape()) {
+      if (has_given) return ir::Shape(given->second);
+      return InvalidArgument("input '" + name + "' has no shape in the model; pass --input-shape " +
+                             name + "=DIMS (e.g. 1x3x224x224)");
+    }
+    const auto& dims = tt.shape().dim();
+    if (has_given && static_cast<int>(given->second.size()) != dims.size())
+      return InvalidArgument("--input-shape " + name + "=" + DimsToString(given->second) + " has rank " +
+                             std::to_string(given->second.size()) + ", but the model's input has rank " +
+                             std::to_string(dims.size()));
+    ir::Shape shape;
+    for (int i = 0; i < dims.size(); ++i) {
+      const auto& d = dims[i];
+      if (d.has_dim_value() && d.dim_value() >= 0) {
+        if (has_given && given->second[i] != d.dim_value())
+          return InvalidArgument("--input-shape " + name + "=" + DimsToString(given->second) +
+                                 " contradicts the model: dim " + std::to_string(i) + " is fixed to " +
+                                 std::to_string(d.dim_value()));
+        shape.push_back(d.dim_value());
+      } else if (has_given) {
+        shape.push_back(given->second[i]);
+      } else {
+        // Suggest a full shape: the fixed dims, 1 for the free ones.
+        std::vector<int64_t> example;
+        for (const auto& e : dims) example.push_back(e.has_dim_value() && e.dim_value() > 0 ? e.dim_value() : 1);
+        const std::string kind = d.has_dim_param() ? "symbolic dim " + std::to_string(i) + " ('" +
+                                                         d.dim_param() + "')"
+                                                   : "unknown dim " + std::to_string(i);
+        return InvalidArgument("input '" + name + "' has " + kind + "; pass --input-shape " + name +
+                               "=" + DimsToString(example) + " (with the dims you need)");
+      }
+    }
+    return shape;
+  }
+
+  Status AddNode(const onnx::NodeProto& p, int index) {
+    ir::Node n;
+    n.name = p.name().empty() ? p.op_type() + "_" + std::to_string(index) : p.name();
+    n.op_type = p.op_type();
+    n.domain = p.domain();
+    // Inputs: "" is an omitted optional input; trailing ones are dropped.
+    for (const auto& in : p.input()) {
+      if (in.empty()) {
+        n.inputs.push_back(-1);
+        continue;
+      }
+      auto it = s_.by_name.find(in);
+      if (it == s_.by_name.end())
+        return InvalidArgument(n.Describe() + ": input '" + in +
+                               "' is not a graph input, initializer or output of an earlier node");
+      const ir::Value& v = s_.value(it->second);
+      if (s_.Known(it->second) && !v.has_shape)
+        return Unsupported(n.Describe() + ": input '" + in +
+                           "' is an optional output fcb does not compute (e.g. a Dropout mask)");
+      n.inputs.push_back(it->second);
+    }
+    while (!n.inputs.empty() && n.inputs.back() < 0) n.inputs.pop_back();
+    // Outputs: trailing omitted ones are dropped; inner ones get a fresh name.
+    int last = p.output_size();
+    while (last > 0 && p.output(last - 1).empty()) --last;
+    for (int k = 0; k < last; ++k) {
+      if (p.output(k).empty()) {
+        n.outputs.push_back(s_.AddTemp(n.name + "/unused"));
+      } else {
+        FCB_ASSIGN_OR_RETURN(int id, s_.AddNamed(p.output(k)));
+        n.outputs.push_back(id);
+      }
+    }
+
+    std::string why;
+    if (n.op_type == "Constant" && (n.domain.empty() || n.domain == "ai.onnx")) {
+      FCB_ASSIGN_OR_RETURN(auto t, ConstantValue(p, base_dir_, n.Describe(), &why));
+      if (t && n.outputs.size() == 1) {
+        ir::Value& v = s_.g.values[n.outputs[0]];
+        v.dtype = t->dtype;
+        v.shape = t->shape;
+        v.has_shape = true;
+        v.constant = std::move(t);
+        return Status::Ok();
+      }
+      if (why.empty()) why = "Constant must have exactly one output";
+    }
+    if (why.empty()) FCB_RETURN_IF_ERROR(ConvertAttrs(p, base_dir_, &n, &why));
+    if (!why.empty()) {
+      s_.unsupported.push_back(n.Describe() + ": " + why);
+      for (int o : n.outputs) s_.MarkUnknown(o);
+      return Status::Ok();
+    }
+    return CanonicalizeAndEmit(s_, std::move(n));
+  }
+
+  Status AddOutputs() {
+    std::set<int> seen;
+    for (const auto& o : g_.output()) {
+      auto it = s_.by_name.find(o.name());
+      if (it == s_.by_name.end() || !s_.value(it->second).has_shape)
+        return InvalidArgument("graph output '" + o.name() + "' is not produced by any node");
+      s_.g.outputs.push_back(it->second);
+    }
+    return Status::Ok();
+  }
+
+  const onnx::ModelProto& m_;
+  const onnx::GraphProto& g_;
+  const std::string base_dir_;
+  const ImportOptions& opts_;
+  ImportState s_;
+};
+
+}  // namespace
+
+Result<ir::Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+                                  const ImportOptions& opts) {
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes))
+    return CorruptFile("not a valid ONNX model (protobuf parsing failed, " +
+                       std::to_string(bytes.size()) + " bytes)");
+  return Importer(m, base_dir, opts).Run();
+}
+
+Result<ir::Graph> ImportOnnx(const std::string& path, const ImportOptions& opts) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound("cannot open model '" + path + "'");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return IoError("reading model '" + path + "' failed");
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto g = ImportOnnxBytes(bytes, dir.empty() ? "." : dir.string(), opts);
+  if (!g.ok()) return g.TakeStatus().Annotate("model '" + path + "'");
+  return g;
+}
+
+}  // namespace fcb::import

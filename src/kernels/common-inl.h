@@ -1,0 +1,93 @@
+// Per-target vector helpers shared by the kernel families: partial loads and
+// stores that never touch memory outside the valid lanes, and the activation
+// epilogue. Included once per Highway target from kernels_hwy.cc.
+//
+// Partial accesses go through a small stack buffer instead of Highway's
+// BlendedStore: on SSE4 that one reads and rewrites the masked-off lanes, which
+// would race with another thread writing the neighbouring channels (a conv
+// writing a slice of a Concat) and could read past the end of the tensor.
+
+#if defined(FCB_KERNELS_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FCB_KERNELS_COMMON_INL_H_
+#undef FCB_KERNELS_COMMON_INL_H_
+#else
+#define FCB_KERNELS_COMMON_INL_H_
+#endif
+
+#include <cstring>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fcb::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+// Lanes of one vector; a packed panel of 16 floats is kPanel / kN vectors.
+inline constexpr int kN = static_cast<int>(HWY_LANES(float));
+static_assert(kN >= 1 && kN <= kPanel && kPanel % kN == 0, "panel must be whole vectors");
+
+// Loads the first `n` (< kN) floats of p, zeros elsewhere.
+HWY_INLINE VF LoadPartial(DF d, const float* p, int64_t n) {
+  HWY_ALIGN float buf[kN] = {};
+  std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(float));
+  return hn::Load(d, buf);
+}
+// Loads min(n, kN) floats.
+HWY_INLINE VF LoadN(DF d, const float* p, int64_t n) {
+  return n >= kN ? hn::LoadU(d, p) : LoadPartial(d, p, n);
+}
+// Stores the first min(n, kN) lanes of v; n <= 0 stores nothing.
+HWY_INLINE void StoreN(VF v, DF d, float* p, int64_t n) {
+  if (n >= kN) {
+    hn::StoreU(v, d, p);
+  } else if (n > 0) {
+    HWY_ALIGN float buf[kN];
+    hn::Store(v, d, buf);
+    std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+// sigmoid(x) = 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) otherwise, so that neither
+// branch overflows nor loses relative accuracy for large |x|.
+HWY_INLINE VF Sigmoid(DF d, VF x) {
+  const VF one = hn::Set(d, 1.f);
+  const VF e = hn::Exp(d, hn::Neg(hn::Abs(x)));
+  const VF r = hn::Div(one, hn::Add(one, e));
+  return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r));
+}
+
+HWY_INLINE VF ApplyAct(DF d, VF x, const Epilogue& ep) {
+  switch (ep.act) {
+    case Act::kNone:
+      return x;
+    case Act::kRelu:
+      return hn::Max(x, hn::Zero(d));
+    case Act::kClip:
+      return hn::Min(hn::Max(x, hn::Set(d, ep.a)), hn::Set(d, ep.b));
+    case Act::kSigmoid:
+      return Sigmoid(d, x);
+    case Act::kHardSigmoid:
+      return hn::Min(hn::Max(hn::MulAdd(hn::Set(d, ep.a), x, hn::Set(d, ep.b)), hn::Zero(d)),
+                     hn::Set(d, 1.f));
+    case Act::kHardSwish: {
+      const VF t = hn::MulAdd(x, hn::Set(d, 1.f / 6.f), hn::Set(d, 0.5f));
+      return hn::Mul(x, hn::Min(hn::Max(t, hn::Zero(d)), hn::Set(d, 1.f)));
+    }
+    case Act::kTanh:
+      return hn::Tanh(d, x);
+    case Act::kLeakyRelu:
+      return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), x, hn::Mul(x, hn::Set(d, ep.a)));
+    case Act::kSilu:
+      return hn::Mul(x, Sigmoid(d, x));
+  }
+  return x;
+}
+
+}  // namespace fcb::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FCB_KERNELS_COMMON_INL_H_

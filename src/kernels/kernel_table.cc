@@ -1,0 +1,53 @@
+// One KernelTable per TargetId, built once and never changed afterwards.
+
+#include <hwy/targets.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/kernel_table_internal.h"
+#include "kernels/kernels.h"
+
+namespace fcb::kernels {
+namespace {
+
+constexpr int kNumTargets = static_cast<int>(TargetId::kX86_64_V4) + 1;
+
+// A table whose functions are missing, or that was filled by another Highway
+// target than the one its TargetId maps to, would run the wrong code silently;
+// that is a build defect, so it stops the process with a message. A target
+// this build has no code for (an x86 level on another CPU family) gets a table
+// named "unavailable" with null functions; HostCanRun rules it out anyway.
+KernelTable BuildChecked(TargetId target) {
+  KernelTable t{};
+  const int64_t hwy_target = internal::FillKernelTable(target, &t);
+  const char* problem = nullptr;
+  if (hwy_target == 0) {
+    t.isa = "unavailable";
+    return t;
+  }
+  if (t.isa == nullptr || std::strcmp(t.isa, hwy::TargetName(hwy_target)) != 0) {
+    problem = "table filled by the wrong Highway target";
+  } else if (!t.conv || !t.depthwise || !t.gemm || !t.matmul || !t.maxpool || !t.avgpool ||
+             !t.global_avgpool || !t.unary || !t.binary || !t.softmax) {
+    problem = "table has a null kernel";
+  }
+  if (problem != nullptr) {
+    std::fprintf(stderr, "fcb: kernel table for target %s: %s\n", TargetName(target), problem);
+    std::abort();
+  }
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& GetKernelTable(TargetId target) {
+  static const KernelTable kTables[kNumTargets] = {
+      BuildChecked(TargetId::kGeneric), BuildChecked(TargetId::kX86_64_V2),
+      BuildChecked(TargetId::kX86_64_V3), BuildChecked(TargetId::kX86_64_V4)};
+  const int i = static_cast<int>(target);
+  return kTables[i < kNumTargets ? i : 0];
+}
+
+}  // namespace fcb::kernels

@@ -1,0 +1,123 @@
+// The kernels, compiled once per Highway target. foreach_target.h re-includes
+// this file for every target in HWY_TARGETS; each pass defines the kernels in
+// a namespace unique to that target (fcb::kernels::N_AVX3, ...), which lets
+// the code for all targets co-exist in one translation unit.
+//
+// Which targets: generic -> HWY_SCALAR (GCC 12.2 sets HWY_BROKEN_EMU128, so
+// the portable fallback is HWY_SCALAR), x86-64-v2 -> HWY_SSE4, x86-64-v3 ->
+// HWY_AVX2, x86-64-v4 -> HWY_AVX3. SSSE3 and AVX3_DL are not used, so they
+// are not compiled. HWY_COMPILE_ALL_ATTAINABLE keeps HWY_SCALAR (and every
+// lower target) even when the build's baseline (-march) is above it.
+//
+// Dispatch is not Highway's: HWY_DYNAMIC_DISPATCH would consult process-wide
+// state. We index HWY_EXPORT's table ourselves, once per TargetId.
+
+// Must precede every Highway header (detect_targets.h reads them once).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#endif
+#ifndef HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_COMPILE_ALL_ATTAINABLE
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/kernels_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include "kernels/common-inl.h"
+#include "kernels/conv_gemm-inl.h"
+#include "kernels/eltwise-inl.h"
+#include "kernels/spatial-inl.h"
+#include "kernels/tile-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fcb::kernels::HWY_NAMESPACE {
+
+// This target's entry points; the only function exported per target.
+void FillTable(KernelTable* t) {
+  t->isa = hwy::TargetName(HWY_TARGET);
+  t->conv = &Conv;
+  t->depthwise = &Depthwise;
+  t->gemm = &Gemm;
+  t->matmul = &MatMul;
+  t->maxpool = &MaxPool;
+  t->avgpool = &AvgPool;
+  t->global_avgpool = &GlobalAvgPool;
+  t->unary = &Unary;
+  t->binary = &Binary;
+  t->softmax = &Softmax;
+}
+
+}  // namespace fcb::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "kernels/kernel_table_internal.h"
+
+namespace fcb::kernels {
+HWY_EXPORT(FillTable);
+
+namespace internal {
+namespace {
+
+constexpr int CountTrailingZeros(uint64_t x) {
+  int n = 0;
+  while (x != 0 && (x & 1) == 0) {
+    x >>= 1;
+    ++n;
+  }
+  return n;
+}
+
+// Index of a Highway target's entry in an HWY_EXPORT table. Entry 0 is
+// Highway's own initialising trampoline and is never used here.
+constexpr int DispatchIndex(int64_t hwy_target) {
+  return hwy_target == HWY_SCALAR
+             ? CountTrailingZeros(static_cast<uint64_t>(HWY_CHOSEN_TARGET_MASK_SCALAR))
+             : CountTrailingZeros(static_cast<uint64_t>(HWY_CHOSEN_TARGET_SHIFT(hwy_target)));
+}
+
+static_assert((HWY_TARGETS & HWY_SCALAR) != 0, "the generic target needs HWY_SCALAR code");
+#if HWY_ARCH_X86
+static_assert((HWY_TARGETS & (HWY_SSE4 | HWY_AVX2 | HWY_AVX3)) == (HWY_SSE4 | HWY_AVX2 | HWY_AVX3),
+              "x86-64-v2/v3/v4 need SSE4/AVX2/AVX3 code");
+static_assert(DispatchIndex(HWY_AVX3) != DispatchIndex(HWY_AVX2) &&
+                  DispatchIndex(HWY_AVX2) != DispatchIndex(HWY_SSE4) &&
+                  DispatchIndex(HWY_SSE4) != DispatchIndex(HWY_SCALAR) && DispatchIndex(HWY_AVX3) > 0,
+              "dispatch indices must be distinct and skip the trampoline");
+#endif
+
+int64_t HwyTargetFor(TargetId target) {
+  switch (target) {
+    case TargetId::kGeneric:
+      return HWY_SCALAR;
+#if HWY_ARCH_X86
+    case TargetId::kX86_64_V2:
+      return HWY_SSE4;
+    case TargetId::kX86_64_V3:
+      return HWY_AVX2;
+    case TargetId::kX86_64_V4:
+      return HWY_AVX3;
+#endif
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+int64_t FillKernelTable(TargetId target, KernelTable* table) {
+  const int64_t hwy_target = HwyTargetFor(target);
+  if (hwy_target == 0) return 0;
+  const int index = DispatchIndex(hwy_target);
+  constexpr int kEntries = sizeof(HWY_DISPATCH_TABLE(FillTable)) / sizeof(HWY_DISPATCH_TABLE(FillTable)[0]);
+  if (index <= 0 || index >= kEntries || HWY_DISPATCH_TABLE(FillTable)[index] == nullptr) return 0;
+  HWY_DISPATCH_TABLE(FillTable)[index](table);
+  return hwy_target;
+}
+
+}  // namespace internal
+}  // namespace fcb::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,109 @@
+// Plain scalar reference implementations for the kernel tests: direct loops
+// in double precision over ONNX-layout weights (never over packed data), so a
+// packing mistake and a kernel mistake cannot cancel out. Test-only.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace fcb::kernels::reference {
+
+inline double Act(const Epilogue& ep, double x) {
+  switch (ep.act) {
+    case Act::kNone: return x;
+    case Act::kRelu: return std::max(x, 0.0);
+    case Act::kClip: return std::min(std::max(x, double{ep.a}), double{ep.b});
+    case Act::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Act::kHardSigmoid: return std::max(0.0, std::min(1.0, ep.a * x + ep.b));
+    case Act::kHardSwish: return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
+    case Act::kTanh: return std::tanh(x);
+    case Act::kLeakyRelu: return x >= 0 ? x : ep.a * x;
+    case Act::kSilu: return x / (1.0 + std::exp(-x));
+  }
+  return x;
+}
+
+// NHWC conv with ONNX weights [oc][ic/groups][kh][kw]; writes only channels
+// [0, oc) of each output pixel. residual uses `res_stride` floats per pixel.
+inline void Conv(const ConvGeom& g, const float* in, const float* w, const float* bias,
+                 const float* residual, int64_t res_stride, const Epilogue& ep, float* out) {
+  const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t p = (b * g.oh + oy) * g.ow + ox;
+        for (int64_t o = 0; o < g.oc; ++o) {
+          const int64_t grp = o / ocg;
+          double s = bias ? bias[o] : 0.0;
+          for (int64_t c = 0; c < icg; ++c)
+            for (int64_t ky = 0; ky < g.kh; ++ky)
+              for (int64_t kx = 0; kx < g.kw; ++kx) {
+                const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+                const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
+                if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw) continue;
+                s += double{in[((b * g.ih + iy) * g.iw + ix) * g.in_pixel_stride + grp * icg + c]} *
+                     w[((o * icg + c) * g.kh + ky) * g.kw + kx];
+              }
+          if (residual) s += residual[p * res_stride + o];
+          out[p * g.out_pixel_stride + o] = static_cast<float>(Act(ep, s));
+        }
+      }
+}
+
+// C = act(A B + bias), A [M][K] (lda), B [K][N] (ldb), C (ldc).
+inline void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, const float* bias, const Epilogue& ep, float* C, int64_t ldc) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = bias ? bias[n] : 0.0;
+      for (int64_t k = 0; k < K; ++k) s += double{A[m * lda + k]} * B[k * ldb + n];
+      C[m * ldc + n] = static_cast<float>(Act(ep, s));
+    }
+}
+
+// Max (is_max) or average pooling, NHWC.
+inline void Pool(const PoolGeom& g, bool is_max, int64_t pad_bottom, int64_t pad_right,
+                 const float* in, float* out) {
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        for (int64_t c = 0; c < g.c; ++c) {
+          double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+          int64_t count = 0;
+          for (int64_t ky = 0; ky < g.kh; ++ky)
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+              const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
+              const bool inside = iy >= 0 && iy < g.ih && ix >= 0 && ix < g.iw;
+              const bool in_padded = iy >= -g.pad_top && iy < g.ih + pad_bottom &&
+                                     ix >= -g.pad_left && ix < g.iw + pad_right;
+              if (inside) {
+                const double v = in[((b * g.ih + iy) * g.iw + ix) * g.c + c];
+                acc = is_max ? std::max(acc, v) : acc + v;
+              }
+              count += g.count_include_pad ? in_padded : inside;
+            }
+          out[((b * g.oh + oy) * g.ow + ox) * g.c + c] =
+              static_cast<float>(is_max ? acc : acc / static_cast<double>(count));
+        }
+}
+
+inline double Binary(BinaryOp op, double a, double b) {
+  switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kMax: return std::max(a, b);
+    case BinaryOp::kMin: return std::min(a, b);
+    case BinaryOp::kPow: return std::pow(a, b);
+  }
+  return 0;
+}
+
+}  // namespace fcb::kernels::reference

@@ -1,0 +1,351 @@
+// Data-moving ops that copy blocks of bytes: Concat, Split, Gather, Slice.
+// They never look at element values (except Gather's indices), so one kernel
+// serves every dtype.
+#include "ops/families.h"
+#include "ops/op_util.h"
+#include "ops/strided.h"
+
+namespace fcb::ops {
+namespace {
+
+using ir::DType;
+
+// --- Concat -------------------------------------------------------------------------
+
+Status InferConcat(const InferContext& c, std::vector<TensorInfo>* outs) {
+  if (c.inputs.empty() || !Input(c, 0).present()) return OpError(c.op, "needs an input");
+  const TensorInfo& x0 = Input(c, 0);
+  const int64_t r = static_cast<int64_t>(x0.shape.size());
+  if (r == 0) return OpError(c.op, "cannot concatenate scalars");
+  if (!c.attrs.Has("axis")) return OpError(c.op, "attribute 'axis' is required");
+  int64_t axis;
+  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0), r, &axis));
+  ir::Shape s = x0.shape;
+  s[axis] = 0;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorInfo& x = c.inputs[i];
+    if (!x.present()) return OpError(c.op, "input " + std::to_string(i) + " is missing");
+    if (x.dtype != x0.dtype) return OpError(c.op, "inputs have different dtypes");
+    if (x.shape.size() != x0.shape.size()) return OpError(c.op, "inputs have different ranks");
+    for (int64_t d = 0; d < r; ++d)
+      if (d != axis && x.shape[d] != x0.shape[d])
+        return OpError(c.op, "input " + std::to_string(i) + " shape " +
+                                 ir::ShapeToString(x.shape) + " does not match " +
+                                 ir::ShapeToString(x0.shape));
+    s[axis] += x.shape[axis];
+    if (s[axis] > kMaxElements) return OpError(c.op, "output too large");
+  }
+  outs->push_back(TensorInfo{x0.dtype, s});
+  return Status::Ok();
+}
+
+// Shared by Concat (many blocks in, one out) and Split (one in, many out):
+// per outer index, the tensor's row is the concatenation of the pieces' blocks.
+struct BlockPlan {
+  int64_t outer = 0;
+  size_t row_bytes = 0;
+  std::vector<size_t> block, offset;  // per piece: bytes per outer index, offset in the row
+};
+
+BlockPlan MakeBlocks(const ir::Shape& whole, int64_t axis, const std::vector<int64_t>& sizes,
+                     size_t es) {
+  BlockPlan p;
+  p.outer = SafeProduct(whole, 0, static_cast<size_t>(axis));
+  const int64_t inner = SafeProduct(whole, static_cast<size_t>(axis) + 1, whole.size());
+  size_t off = 0;
+  for (int64_t n : sizes) {
+    p.block.push_back(static_cast<size_t>(n * inner) * es);
+    p.offset.push_back(off);
+    off += p.block.back();
+  }
+  p.row_bytes = off;
+  return p;
+}
+
+Result<std::unique_ptr<Kernel>> CreateConcat(const CreateContext& c) {
+  int64_t axis;
+  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0),
+                                    static_cast<int64_t>(c.inputs[0].shape.size()), &axis));
+  std::vector<int64_t> sizes;
+  for (const auto& x : c.inputs) sizes.push_back(x.shape[axis]);
+  BlockPlan p = MakeBlocks(c.outputs[0].shape, axis, sizes, ir::DTypeSize(c.inputs[0].dtype));
+  return MakeKernel([p = std::move(p)](const RunContext& ctx, const void* const* in,
+                                       void* const* out) -> Status {
+    uint8_t* y = static_cast<uint8_t*>(out[0]);
+    ctx.pool->ParallelFor(p.outer, GrainFor(static_cast<int64_t>(p.row_bytes), 1 << 16),
+                          [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        for (size_t i = 0; i < p.block.size(); ++i)
+          if (p.block[i])
+            std::memcpy(y + o * p.row_bytes + p.offset[i],
+                        static_cast<const uint8_t*>(in[i]) + o * p.block[i], p.block[i]);
+    });
+    return Status::Ok();
+  });
+}
+
+// --- Split ---------------------------------------------------------------------------
+
+Status SplitSizes(const InferContext& c, int64_t* axis, std::vector<int64_t>* sizes) {
+  const TensorInfo& x = Input(c, 0);
+  if (!x.present()) return OpError(c.op, "input is missing");
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0), r, axis));
+  const int64_t dim = x.shape[*axis];
+  const int64_t n = c.num_outputs;
+  bool present = false;
+  FCB_RETURN_IF_ERROR(IntsParam(c, 1, "split", sizes, &present));
+  if (present) {
+    if (static_cast<int64_t>(sizes->size()) != n)
+      return OpError(c.op, "split has " + std::to_string(sizes->size()) + " entries for " +
+                               std::to_string(n) + " outputs");
+    int64_t sum = 0;
+    for (int64_t s : *sizes) {
+      if (s < 0 || s > dim) return OpError(c.op, "split has an invalid size");
+      sum += s;
+    }
+    if (sum != dim) return OpError(c.op, "split sizes do not add up to " + std::to_string(dim));
+    return Status::Ok();
+  }
+  if (n <= 0) return OpError(c.op, "no outputs");
+  sizes->assign(n, 0);
+  if (c.attrs.Has("num_outputs")) {
+    // Opset 18: chunks of ceil(dim / n), the last one smaller.
+    if (c.attrs.GetInt("num_outputs", 0) != n)
+      return OpError(c.op, "num_outputs does not match the node's outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    int64_t left = dim;
+    for (int64_t i = 0; i < n; ++i) {
+      (*sizes)[i] = std::min(chunk, left);
+      left -= (*sizes)[i];
+    }
+    if (n > 1 && (*sizes)[n - 1] == 0 && dim > 0)
+      return OpError(c.op, "cannot split " + std::to_string(dim) + " into " + std::to_string(n));
+    return Status::Ok();
+  }
+  if (dim % n != 0)
+    return OpError(c.op, "dim " + std::to_string(dim) + " does not split evenly into " +
+                             std::to_string(n));
+  for (auto& s : *sizes) s = dim / n;
+  return Status::Ok();
+}
+
+Status InferSplit(const InferContext& c, std::vector<TensorInfo>* outs) {
+  int64_t axis;
+  std::vector<int64_t> sizes;
+  FCB_RETURN_IF_ERROR(SplitSizes(c, &axis, &sizes));
+  for (int64_t s : sizes) {
+    TensorInfo t = Input(c, 0);
+    t.shape[axis] = s;
+    outs->push_back(t);
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Kernel>> CreateSplit(const CreateContext& c) {
+  int64_t axis;
+  std::vector<int64_t> sizes;
+  FCB_RETURN_IF_ERROR(SplitSizes(AsInfer(c), &axis, &sizes));
+  BlockPlan p = MakeBlocks(c.inputs[0].shape, axis, sizes, ir::DTypeSize(c.inputs[0].dtype));
+  return MakeKernel([p = std::move(p)](const RunContext& ctx, const void* const* in,
+                                       void* const* out) -> Status {
+    const uint8_t* x = static_cast<const uint8_t*>(in[0]);
+    ctx.pool->ParallelFor(p.outer, GrainFor(static_cast<int64_t>(p.row_bytes), 1 << 16),
+                          [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        for (size_t i = 0; i < p.block.size(); ++i)
+          if (p.block[i])
+            std::memcpy(static_cast<uint8_t*>(out[i]) + o * p.block[i],
+                        x + o * p.row_bytes + p.offset[i], p.block[i]);
+    });
+    return Status::Ok();
+  });
+}
+
+// --- Gather --------------------------------------------------------------------------
+
+Status InferGather(const InferContext& c, std::vector<TensorInfo>* outs) {
+  const TensorInfo &x = Input(c, 0), &idx = Input(c, 1);
+  if (!x.present() || !idx.present()) return OpError(c.op, "needs data and indices");
+  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32)
+    return OpError(c.op, "indices must be int64 or int32");
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  if (r == 0) return OpError(c.op, "data must have rank >= 1");
+  int64_t axis;
+  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0), r, &axis));
+  ir::Shape s(x.shape.begin(), x.shape.begin() + axis);
+  s.insert(s.end(), idx.shape.begin(), idx.shape.end());
+  s.insert(s.end(), x.shape.begin() + axis + 1, x.shape.end());
+  outs->push_back(TensorInfo{x.dtype, s});
+  return Status::Ok();
+}
+
+template <typename I>
+Status RunGather(const RunContext& ctx, const uint8_t* x, const I* idx, uint8_t* y, int64_t outer,
+                 int64_t dim, int64_t n_idx, size_t block) {
+  // Indices come from the running model: check them all before copying.
+  for (int64_t j = 0; j < n_idx; ++j) {
+    const int64_t v = idx[j];
+    if (v < -dim || v >= dim)
+      return InvalidArgument("Gather: index " + std::to_string(v) + " is out of range for a dim of " +
+                             std::to_string(dim));
+  }
+  ctx.pool->ParallelFor(outer * n_idx, GrainFor(static_cast<int64_t>(block), 1 << 16),
+                        [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t o = it / n_idx, j = it % n_idx;
+      int64_t v = idx[j];
+      if (v < 0) v += dim;
+      std::memcpy(y + it * block, x + (o * dim + v) * block, block);
+    }
+  });
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Kernel>> CreateGather(const CreateContext& c) {
+  const ir::Shape& xs = c.inputs[0].shape;
+  int64_t axis;
+  FCB_RETURN_IF_ERROR(
+      NormalizeAxis(c.op, c.attrs.GetInt("axis", 0), static_cast<int64_t>(xs.size()), &axis));
+  const int64_t outer = SafeProduct(xs, 0, static_cast<size_t>(axis));
+  const int64_t dim = xs[axis];
+  const size_t block = static_cast<size_t>(SafeProduct(xs, static_cast<size_t>(axis) + 1, xs.size())) *
+                       ir::DTypeSize(c.inputs[0].dtype);
+  const int64_t n_idx = c.inputs[1].numel();
+  const bool i64 = c.inputs[1].dtype == DType::kI64;
+  return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const uint8_t* x = static_cast<const uint8_t*>(in[0]);
+    uint8_t* y = static_cast<uint8_t*>(out[0]);
+    return i64 ? RunGather(ctx, x, static_cast<const int64_t*>(in[1]), y, outer, dim, n_idx, block)
+               : RunGather(ctx, x, static_cast<const int32_t*>(in[1]), y, outer, dim, n_idx, block);
+  });
+}
+
+// --- Slice ---------------------------------------------------------------------------
+
+struct SliceAxis {
+  int64_t start = 0, step = 1, count = 0;
+};
+
+// Per input dim: first element, step and element count, by ONNX's clamping rules.
+Status ParseSlice(const InferContext& c, std::vector<SliceAxis>* out) {
+  const TensorInfo& x = Input(c, 0);
+  if (!x.present()) return OpError(c.op, "data input is missing");
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool has_starts, has_ends, has_axes, has_steps;
+  FCB_RETURN_IF_ERROR(IntsParam(c, 1, "starts", &starts, &has_starts));
+  FCB_RETURN_IF_ERROR(IntsParam(c, 2, "ends", &ends, &has_ends));
+  FCB_RETURN_IF_ERROR(IntsParam(c, 3, "axes", &axes, &has_axes));
+  FCB_RETURN_IF_ERROR(ConstIntsInput(c, 4, "steps", &steps, &has_steps));
+  if (!has_starts || !has_ends) return OpError(c.op, "starts and ends are required");
+  const size_t n = starts.size();
+  if (ends.size() != n) return OpError(c.op, "starts and ends differ in length");
+  if (!has_axes) {
+    if (static_cast<int64_t>(n) > r) return OpError(c.op, "more starts than dims");
+    axes.resize(n);
+    for (size_t i = 0; i < n; ++i) axes[i] = static_cast<int64_t>(i);
+  }
+  if (!has_steps) steps.assign(n, 1);
+  if (axes.size() != n || steps.size() != n)
+    return OpError(c.op, "axes/steps differ in length from starts");
+  out->assign(r, SliceAxis{});
+  std::vector<bool> seen(r, false);
+  for (int64_t d = 0; d < r; ++d) (*out)[d] = SliceAxis{0, 1, x.shape[d]};
+  for (size_t i = 0; i < n; ++i) {
+    int64_t a;
+    FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, axes[i], r, &a));
+    if (seen[a]) return OpError(c.op, "axes contain a duplicate");
+    seen[a] = true;
+    const int64_t dim = x.shape[a], step = steps[i];
+    if (step == 0) return OpError(c.op, "step is zero");
+    if (step == INT64_MIN) return OpError(c.op, "step out of range");
+    if (dim == 0) {
+      (*out)[a] = SliceAxis{0, step, 0};
+      continue;
+    }
+    int64_t s = starts[i], e = ends[i];
+    // Negative positions count from the end; below -dim they mean "before the
+    // first element" (-1), which the clamps below then resolve per direction.
+    if (s < 0) s = s < -dim ? -1 : s + dim;
+    if (e < 0) e = e < -dim ? -1 : e + dim;
+    int64_t count;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > s ? (e - s - 1) / step + 1 : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = s > e ? (s - e - 1) / (-step) + 1 : 0;
+    }
+    (*out)[a] = SliceAxis{count ? s : 0, step, count};
+  }
+  return Status::Ok();
+}
+
+Status InferSlice(const InferContext& c, std::vector<TensorInfo>* outs) {
+  std::vector<SliceAxis> ax;
+  FCB_RETURN_IF_ERROR(ParseSlice(c, &ax));
+  ir::Shape s;
+  for (const auto& a : ax) s.push_back(a.count);
+  outs->push_back(TensorInfo{Input(c, 0).dtype, s});
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
+  std::vector<SliceAxis> ax;
+  FCB_RETURN_IF_ERROR(ParseSlice(AsInfer(c), &ax));
+  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
+  const int64_t total = c.outputs[0].numel();
+  if (total == 0 || ax.empty()) {
+    const size_t bytes = static_cast<size_t>(total) * es;
+    return MakeKernel([bytes](const RunContext&, const void* const* in, void* const* out) -> Status {
+      CopyBytes(out[0], in[0], bytes);
+      return Status::Ok();
+    });
+  }
+  if (ax.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(c.op, "rank too high");
+  const std::vector<int64_t> in_st = DenseStrides(c.inputs[0].shape);
+  int64_t base = 0;
+  std::vector<int64_t> dims, src;  // outer dims (all but the last) and their source strides
+  for (size_t d = 0; d < ax.size(); ++d) {
+    base += ax[d].start * in_st[d];
+    if (d + 1 < ax.size()) {
+      dims.push_back(ax[d].count);
+      src.push_back(ax[d].step * in_st[d]);
+    }
+  }
+  const int64_t run = ax.back().count, run_step = ax.back().step;
+  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+  DispatchBySize(es, [&](auto tag) {
+    using T = decltype(tag);
+    r = MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      const T* x = static_cast<const T*>(in[0]) + base;
+      T* y = static_cast<T*>(out[0]);
+      ctx.pool->ParallelFor(total / run, GrainFor(run), [&](int64_t b, int64_t e) {
+        Odometer<1> od(dims, {&src});
+        od.Seek(b);
+        for (int64_t row = b; row < e; ++row, od.Next()) {
+          const T* xs = x + od.off[0];
+          T* ys = y + row * run;
+          if (run_step == 1) std::memcpy(ys, xs, static_cast<size_t>(run) * sizeof(T));
+          else for (int64_t i = 0; i < run; ++i) ys[i] = xs[i * run_step];
+        }
+      });
+      return Status::Ok();
+    });
+  });
+  return r;
+}
+
+}  // namespace
+
+void RegisterCopyOps(std::vector<OpDef>* ops) {
+  ops->push_back(Def<InferConcat, CreateConcat>("Concat", 1, 1 << 16));
+  ops->push_back(Def<InferSplit, CreateSplit>("Split", 1, 2, 1, 1 << 16));
+  ops->push_back(Def<InferGather, CreateGather>("Gather", 2, 2));
+  ops->push_back(Def<InferSlice, CreateSlice>("Slice", 1, 5));
+}
+
+}  // namespace fcb::ops

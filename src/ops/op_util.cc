@@ -1,0 +1,179 @@
+#include "ops/op_util.h"
+
+#include <algorithm>
+
+namespace fcb::ops {
+
+Status OpError(std::string_view op, const std::string& msg) {
+  return InvalidArgument(std::string(op) + ": " + msg);
+}
+
+Status OpUnsupported(std::string_view op, const std::string& msg) {
+  return Unsupported(std::string(op) + ": " + msg);
+}
+
+int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end && i < s.size(); ++i) {
+    if (s[i] < 0) return -1;
+    if (s[i] == 0) n = 0;
+    else if (n > kMaxElements / s[i]) return -1;
+    else n *= s[i];
+  }
+  return n;
+}
+
+Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what) {
+  if (s.size() > 64) return OpUnsupported(op, what + " has rank " + std::to_string(s.size()));
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) return OpError(op, what + " has a negative dim (" + ir::ShapeToString(s) + ")");
+    if (d > kMaxElements) return OpError(op, what + " is too large");
+    if (d == 0) continue;  // still bound the other dims: strides multiply them
+    if (n > kMaxElements / d) return OpError(op, what + " has too many elements");
+    n *= d;
+  }
+  return Status::Ok();
+}
+
+Status NormalizeAxis(std::string_view op, int64_t axis, int64_t rank, int64_t* out) {
+  if (axis < -rank || axis >= rank)
+    return OpError(op, "axis " + std::to_string(axis) + " is out of range for rank " +
+                           std::to_string(rank));
+  *out = axis < 0 ? axis + rank : axis;
+  return Status::Ok();
+}
+
+Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t rank,
+                     std::vector<int64_t>* out) {
+  for (auto& a : axes) FCB_RETURN_IF_ERROR(NormalizeAxis(op, a, rank, &a));
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return OpError(op, "axes contain a duplicate");
+  *out = std::move(axes);
+  return Status::Ok();
+}
+
+Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape& b,
+                       ir::Shape* out) {
+  const size_t r = std::max(a.size(), b.size());
+  ir::Shape s(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da == db || db == 1) s[i] = da;
+    else if (da == 1) s[i] = db;
+    else
+      return OpError(op, "shapes " + ir::ShapeToString(a) + " and " + ir::ShapeToString(b) +
+                             " cannot be broadcast");
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+const TensorInfo& Input(const InferContext& c, size_t i) {
+  static const TensorInfo kAbsent;
+  return i < c.inputs.size() ? c.inputs[i] : kAbsent;
+}
+
+const ir::TensorData* Constant(const InferContext& c, size_t i) {
+  if (i >= c.inputs.size() || i >= c.constants.size() || !c.inputs[i].present()) return nullptr;
+  return c.constants[i];
+}
+
+namespace {
+
+// A constant is usable when its bytes cover its shape and it agrees with the
+// input's declared dtype and shape.
+Status CheckConstant(const InferContext& c, size_t i, const char* what,
+                     const ir::TensorData* t) {
+  FCB_RETURN_IF_ERROR(CheckShape(c.op, t->shape, what));
+  const size_t need = static_cast<size_t>(t->numel()) * ir::DTypeSize(t->dtype);
+  if (!IsKnownDType(t->dtype) || t->bytes.size() != need)
+    return OpError(c.op, std::string(what) + " constant has inconsistent contents");
+  if (t->dtype != c.inputs[i].dtype || t->shape != c.inputs[i].shape)
+    return OpError(c.op, std::string(what) + " constant does not match its declared type");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::vector<int64_t>* out,
+                      bool* present) {
+  *present = false;
+  const TensorInfo& in = Input(c, i);
+  if (!in.present()) return Status::Ok();
+  const ir::TensorData* t = Constant(c, i);
+  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
+  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  if (t->dtype != ir::DType::kI64 && t->dtype != ir::DType::kI32)
+    return OpError(c.op, std::string(what) + " must be int64 or int32");
+  if (t->shape.size() > 1) return OpError(c.op, std::string(what) + " must be 1-D");
+  *out = t->ToInts();
+  *present = true;
+  return Status::Ok();
+}
+
+Status ConstScalarInput(const InferContext& c, size_t i, const char* what, double* out,
+                        bool* present) {
+  *present = false;
+  const TensorInfo& in = Input(c, i);
+  if (!in.present()) return Status::Ok();
+  const ir::TensorData* t = Constant(c, i);
+  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
+  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  if (t->numel() != 1) return OpError(c.op, std::string(what) + " must hold one value");
+  *out = t->GetDouble(0);
+  *present = true;
+  return Status::Ok();
+}
+
+Status IntsParam(const InferContext& c, size_t i, const char* attr, std::vector<int64_t>* out,
+                 bool* present) {
+  FCB_RETURN_IF_ERROR(ConstIntsInput(c, i, attr, out, present));
+  if (*present) return Status::Ok();
+  if (c.attrs.Has(attr)) {
+    *out = c.attrs.GetInts(attr);
+    *present = true;
+  }
+  return Status::Ok();
+}
+
+Status CheckedInfer(InferFn infer, const InferContext& c, std::vector<TensorInfo>* outs) {
+  if (c.constants.size() != c.inputs.size()) return Internal("constants/inputs size mismatch");
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].present()) continue;
+    if (!IsKnownDType(c.inputs[i].dtype))
+      return OpUnsupported(c.op, "input " + std::to_string(i) + " has an unknown dtype");
+    FCB_RETURN_IF_ERROR(CheckShape(c.op, c.inputs[i].shape, "input " + std::to_string(i)));
+  }
+  outs->clear();
+  FCB_RETURN_IF_ERROR(infer(c, outs));
+  for (size_t i = 0; i < outs->size(); ++i)
+    FCB_RETURN_IF_ERROR(CheckShape(c.op, (*outs)[i].shape, "output " + std::to_string(i)));
+  return Status::Ok();
+}
+
+Status RecheckOutputs(InferFn infer, const CreateContext& c) {
+  std::vector<TensorInfo> outs;
+  FCB_RETURN_IF_ERROR(CheckedInfer(infer, AsInfer(c), &outs));
+  if (outs.size() != c.outputs.size())
+    return OpError(c.op, "wrong number of outputs");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i].dtype != c.outputs[i].dtype || outs[i].shape != c.outputs[i].shape)
+      return OpError(c.op, "output " + std::to_string(i) + " is " +
+                               ir::DTypeName(c.outputs[i].dtype) + " " +
+                               ir::ShapeToString(c.outputs[i].shape) + ", expected " +
+                               ir::DTypeName(outs[i].dtype) + " " +
+                               ir::ShapeToString(outs[i].shape));
+  }
+  return Status::Ok();
+}
+
+std::vector<int64_t> DenseStrides(const ir::Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+}  // namespace fcb::ops

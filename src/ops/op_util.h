@@ -1,0 +1,167 @@
+// Helpers shared by the op families written on top of op.h: safe shape and
+// axis arithmetic, reading parameters that ONNX moved from attributes to
+// constant inputs, dtype dispatch, and a wrapper that makes every create
+// re-run (and check) its shape inference.
+//
+// Everything here assumes hostile inputs: dims may be negative or huge, input
+// lists short, constants of the wrong size. Nothing indexes before checking.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace fcb::ops {
+
+// Largest element count an op accepts for any tensor (keeps byte sizes and
+// index arithmetic far from int64 overflow).
+inline constexpr int64_t kMaxElements = int64_t{1} << 40;
+// Largest rank of the strided loops (broadcast, transpose, slice, ...), whose
+// index counters live on the stack so Run does not allocate.
+inline constexpr int kMaxRank = 16;
+
+// "Op: msg" errors.
+Status OpError(std::string_view op, const std::string& msg);
+Status OpUnsupported(std::string_view op, const std::string& msg);
+
+// Every dim >= 0 and the element count <= kMaxElements, without overflow.
+Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);
+// Checked product of dims [begin, end); -1 if it would exceed kMaxElements.
+int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end);
+
+// axis in [-rank, rank) -> [0, rank).
+Status NormalizeAxis(std::string_view op, int64_t axis, int64_t rank, int64_t* out);
+// Each axis normalized, duplicates rejected, result sorted ascending.
+Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t rank,
+                     std::vector<int64_t>* out);
+
+// Multidirectional (NumPy) broadcast of a and b.
+Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape& b,
+                       ir::Shape* out);
+
+// Input i, or an absent TensorInfo / null constant when i is past the end.
+const TensorInfo& Input(const InferContext& c, size_t i);
+const ir::TensorData* Constant(const InferContext& c, size_t i);
+
+// Reads integer input i (scalar or 1-D; int32/int64) into *out. Returns OK with
+// *present = false when the input is absent; Unsupported when it is present but
+// not a compile-time constant.
+Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::vector<int64_t>* out,
+                      bool* present);
+// Same for a float scalar (any numeric dtype).
+Status ConstScalarInput(const InferContext& c, size_t i, const char* what, double* out,
+                        bool* present);
+// The parameter from constant input `i` when present, else from attribute
+// `attr` when present; *present = false when neither.
+Status IntsParam(const InferContext& c, size_t i, const char* attr, std::vector<int64_t>* out,
+                 bool* present);
+
+// The InferContext view of a CreateContext (same fields).
+inline InferContext AsInfer(const CreateContext& c) {
+  return InferContext{c.op, c.attrs, c.inputs, c.constants, static_cast<int>(c.outputs.size())};
+}
+
+// Checks present inputs' shapes, runs `infer`, checks the outputs it made.
+Status CheckedInfer(InferFn infer, const InferContext& c, std::vector<TensorInfo>* outs);
+// Re-runs infer on the create context and requires the outputs to match
+// c.outputs exactly, so a kernel is never created for shapes it did not check.
+Status RecheckOutputs(InferFn infer, const CreateContext& c);
+
+template <InferFn I>
+Status Infer(const InferContext& c, std::vector<TensorInfo>* outs) {
+  return CheckedInfer(I, c, outs);
+}
+template <InferFn I, CreateFn C>
+Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
+  FCB_RETURN_IF_ERROR(RecheckOutputs(I, c));
+  return C(c);
+}
+// An OpDef whose infer and create are wrapped by the checks above.
+template <InferFn I, CreateFn C>
+OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out = 1) {
+  OpDef d;
+  d.name = std::move(name);
+  d.min_inputs = min_in;
+  d.max_inputs = max_in;
+  d.min_outputs = min_out;
+  d.max_outputs = max_out;
+  d.infer = &Infer<I>;
+  d.create = &Create<I, C>;
+  return d;
+}
+
+// A Kernel whose Run is a lambda holding the precomputed plan by value.
+template <typename F>
+class FnKernel final : public Kernel {
+ public:
+  explicit FnKernel(F f) : f_(std::move(f)) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    return f_(ctx, in, out);
+  }
+
+ private:
+  F f_;
+};
+template <typename F>
+Result<std::unique_ptr<Kernel>> MakeKernel(F f) {
+  return std::unique_ptr<Kernel>(new FnKernel<F>(std::move(f)));
+}
+
+// dtype predicates.
+inline bool IsFloat(ir::DType t) { return t == ir::DType::kF32 || t == ir::DType::kF64; }
+inline bool IsSignedInt(ir::DType t) {
+  return t == ir::DType::kI32 || t == ir::DType::kI64 || t == ir::DType::kI8;
+}
+inline bool IsNumeric(ir::DType t) {
+  return IsFloat(t) || IsSignedInt(t) || t == ir::DType::kU8;
+}
+inline bool IsKnownDType(ir::DType t) { return ir::DTypeSize(t) != 0; }
+
+// Calls f(T{}) with the C++ type of a numeric dtype; false if not numeric.
+template <typename F>
+bool DispatchNumeric(ir::DType t, F&& f) {
+  switch (t) {
+    case ir::DType::kF32: f(float{}); return true;
+    case ir::DType::kF64: f(double{}); return true;
+    case ir::DType::kI32: f(int32_t{}); return true;
+    case ir::DType::kI64: f(int64_t{}); return true;
+    case ir::DType::kI8: f(int8_t{}); return true;
+    case ir::DType::kU8: f(uint8_t{}); return true;
+    default: return false;
+  }
+}
+
+// Unsigned integer of the same size as an element: byte-moving ops (Transpose,
+// Gather, Pad, ...) copy elements by size, not by dtype.
+template <typename F>
+bool DispatchBySize(size_t elem_size, F&& f) {
+  switch (elem_size) {
+    case 1: f(uint8_t{}); return true;
+    case 2: f(uint16_t{}); return true;
+    case 4: f(uint32_t{}); return true;
+    case 8: f(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
+// Dense row-major strides (elements).
+std::vector<int64_t> DenseStrides(const ir::Shape& s);
+
+// Work items per thread chunk so one chunk holds about `target` elements.
+inline int64_t GrainFor(int64_t elems_per_item, int64_t target = 16384) {
+  return elems_per_item <= 0 ? 1 : std::max<int64_t>(1, target / elems_per_item);
+}
+
+// Copies n bytes unless source and destination are the same buffer.
+inline void CopyBytes(void* dst, const void* src, size_t n) {
+  if (dst != src && n) std::memmove(dst, src, n);
+}
+
+}  // namespace fcb::ops

@@ -1,0 +1,208 @@
+// Transpose. create() drops size-1 dims and merges input dims that stay
+// adjacent in the output, so NCHW->NHWC becomes a batch of 2-D transposes and
+// most permutes collapse to rank <= 3. Two run paths remain:
+//   rows  - the innermost input dim stays innermost: copy contiguous rows;
+//   tiles - otherwise: a blocked 2-D transpose between the output dim that
+//           reads the input contiguously and the innermost output dim,
+//           batched over the remaining dims. Blocks keep both sides in cache.
+// Work is split over rows / (batch, block strip) across threads.
+#include <numeric>
+
+#include "ops/families.h"
+#include "ops/op_util.h"
+
+namespace fcb::ops {
+namespace {
+
+constexpr int64_t kTile = 32;
+
+Status ParsePerm(const InferContext& c, std::vector<int64_t>* perm) {
+  const int64_t r = static_cast<int64_t>(Input(c, 0).shape.size());
+  if (c.attrs.Has("perm")) {
+    *perm = c.attrs.GetInts("perm");
+    if (static_cast<int64_t>(perm->size()) != r)
+      return OpError(c.op, "perm has " + std::to_string(perm->size()) + " entries for rank " +
+                               std::to_string(r));
+    std::vector<bool> seen(r, false);
+    for (auto& p : *perm) {
+      if (p < -r || p >= r) return OpError(c.op, "perm entry out of range");
+      if (p < 0) p += r;  // tolerated: some exporters write negative axes
+      if (seen[p]) return OpError(c.op, "perm is not a permutation");
+      seen[p] = true;
+    }
+  } else {
+    perm->resize(r);
+    for (int64_t i = 0; i < r; ++i) (*perm)[i] = r - 1 - i;
+  }
+  return Status::Ok();
+}
+
+Status InferTranspose(const InferContext& c, std::vector<TensorInfo>* outs) {
+  const TensorInfo& x = Input(c, 0);
+  if (!x.present()) return OpError(c.op, "input is missing");
+  std::vector<int64_t> perm;
+  FCB_RETURN_IF_ERROR(ParsePerm(c, &perm));
+  ir::Shape s(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) s[i] = x.shape[perm[i]];
+  outs->push_back(TensorInfo{x.dtype, s});
+  return Status::Ok();
+}
+
+struct TransposePlan {
+  size_t es = 0;                   // element size
+  int64_t total = 0;
+  std::vector<int64_t> out_dims;   // collapsed output dims
+  std::vector<int64_t> src;        // input stride (elements) of each output dim
+  std::vector<int64_t> dst;        // output stride of each output dim
+  // rows path: outer = out dims but the last; run = last out dim (contiguous both sides).
+  // tiles path: a = output dim that is contiguous in the input, b = last output dim.
+  bool rows = true;
+  int a = -1;
+  std::vector<int64_t> batch_dims, batch_src, batch_dst;  // out dims other than a and b
+  int64_t strips = 0;  // ceil(out_dims[a] / kTile)
+};
+
+Status MakePlan(std::string_view op, const ir::Shape& in, const std::vector<int64_t>& perm,
+                size_t es, TransposePlan* p) {
+  p->es = es;
+  p->total = ir::NumElements(in);
+  // Keep input dims of size > 1, renumbered.
+  std::vector<int64_t> newidx(in.size(), -1), kept_dims;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != 1) {
+      newidx[i] = static_cast<int64_t>(kept_dims.size());
+      kept_dims.push_back(in[i]);
+    }
+  std::vector<int64_t> order;  // output order of kept input dims
+  for (int64_t pi : perm)
+    if (newidx[pi] >= 0) order.push_back(newidx[pi]);
+  // Group runs of consecutive input dims.
+  std::vector<std::pair<int64_t, int64_t>> groups;  // [first, last] input dims, in output order
+  for (int64_t d : order) {
+    if (!groups.empty() && groups.back().second + 1 == d) groups.back().second = d;
+    else groups.push_back({d, d});
+  }
+  // Collapsed input: groups sorted by first dim.
+  std::vector<size_t> by_in(groups.size());
+  std::iota(by_in.begin(), by_in.end(), 0);
+  std::sort(by_in.begin(), by_in.end(),
+            [&](size_t x, size_t y) { return groups[x].first < groups[y].first; });
+  std::vector<int64_t> gsize(groups.size(), 1), gstride(groups.size(), 1);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t d = groups[g].first; d <= groups[g].second; ++d) gsize[g] *= kept_dims[d];
+  int64_t stride = 1;
+  for (size_t k = by_in.size(); k-- > 0;) {
+    gstride[by_in[k]] = stride;
+    stride *= gsize[by_in[k]];
+  }
+  const int k = static_cast<int>(groups.size());
+  if (k > kMaxRank) return OpUnsupported(op, "permutation too complex");
+  p->out_dims = gsize;
+  p->src = gstride;
+  p->dst.assign(k, 1);
+  for (int j = k - 1; j > 0; --j) p->dst[j - 1] = p->dst[j] * gsize[j];
+  p->rows = k <= 1 || p->src[k - 1] == 1;
+  if (!p->rows) {
+    for (int j = 0; j < k; ++j)
+      if (p->src[j] == 1) p->a = j;
+    for (int j = 0; j < k - 1; ++j)
+      if (j != p->a) {
+        p->batch_dims.push_back(p->out_dims[j]);
+        p->batch_src.push_back(p->src[j]);
+        p->batch_dst.push_back(p->dst[j]);
+      }
+    p->strips = (p->out_dims[p->a] + kTile - 1) / kTile;
+  }
+  return Status::Ok();
+}
+
+void RunRows(const RunContext& ctx, const TransposePlan& p, const uint8_t* x, uint8_t* y) {
+  if (p.out_dims.size() <= 1) {
+    CopyBytes(y, x, static_cast<size_t>(p.total) * p.es);
+    return;
+  }
+  const int64_t run = p.out_dims.back();
+  const int64_t rows = p.total / run;
+  // Outer dims are the collapsed dims but the last; the odometer walks them.
+  ctx.pool->ParallelFor(rows, GrainFor(run), [&](int64_t b, int64_t e) {
+    std::array<int64_t, kMaxRank> idx{};
+    const int rk = static_cast<int>(p.out_dims.size()) - 1;
+    int64_t off = 0, rem = b;
+    for (int d = rk - 1; d >= 0; --d) {
+      idx[d] = rem % p.out_dims[d];
+      rem /= p.out_dims[d];
+      off += idx[d] * p.src[d];
+    }
+    for (int64_t r = b; r < e; ++r) {
+      std::memcpy(y + r * run * p.es, x + off * p.es, static_cast<size_t>(run) * p.es);
+      for (int d = rk - 1; d >= 0; --d) {
+        off += p.src[d];
+        if (++idx[d] < p.out_dims[d]) break;
+        off -= idx[d] * p.src[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+template <typename T>
+void RunTiles(const RunContext& ctx, const TransposePlan& p, const T* x, T* y) {
+  const int64_t na = p.out_dims[p.a], nb = p.out_dims.back();
+  const int64_t sb = p.src.back(), da = p.dst[p.a];
+  const int64_t items = (p.total / (na * nb)) * p.strips;
+  ctx.pool->ParallelFor(items, GrainFor(kTile * nb), [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      int64_t batch = it / p.strips;
+      const int64_t a0 = (it % p.strips) * kTile, a1 = std::min(na, a0 + kTile);
+      int64_t xo = 0, yo = 0;
+      for (size_t d = p.batch_dims.size(); d-- > 0;) {
+        const int64_t i = batch % p.batch_dims[d];
+        batch /= p.batch_dims[d];
+        xo += i * p.batch_src[d];
+        yo += i * p.batch_dst[d];
+      }
+      for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
+        const int64_t b1 = std::min(nb, b0 + kTile);
+        for (int64_t ai = a0; ai < a1; ++ai) {
+          const T* xs = x + xo + ai;
+          T* ys = y + yo + ai * da;
+          for (int64_t bi = b0; bi < b1; ++bi) ys[bi] = xs[bi * sb];
+        }
+      }
+    }
+  });
+}
+
+Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
+  std::vector<int64_t> perm;
+  FCB_RETURN_IF_ERROR(ParsePerm(AsInfer(c), &perm));
+  TransposePlan plan;
+  FCB_RETURN_IF_ERROR(
+      MakePlan(c.op, c.inputs[0].shape, perm, ir::DTypeSize(c.inputs[0].dtype), &plan));
+  if (plan.total == 0)
+    return MakeKernel([](const RunContext&, const void* const*, void* const*) { return Status::Ok(); });
+  if (plan.rows) {
+    return MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
+                                               void* const* out) -> Status {
+      RunRows(ctx, plan, static_cast<const uint8_t*>(in[0]), static_cast<uint8_t*>(out[0]));
+      return Status::Ok();
+    });
+  }
+  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+  DispatchBySize(plan.es, [&](auto tag) {
+    using T = decltype(tag);
+    r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      RunTiles(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
+      return Status::Ok();
+    });
+  });
+  return r;
+}
+
+}  // namespace
+
+void RegisterTransposeOps(std::vector<OpDef>* ops) {
+  ops->push_back(Def<InferTranspose, CreateTranspose>("Transpose", 1, 1));
+}
+
+}  // namespace fcb::ops

@@ -1,0 +1,88 @@
+// FuseActivations: an elementwise activation applied to the output of a
+// GEMM-like producer runs in that producer's epilogue, while the result is
+// still in registers, instead of as a second pass over memory.
+#include <limits>
+
+#include "kernels/kernels.h"
+#include "passes/graph_util.h"
+#include "passes/passes.h"
+
+namespace fcb::passes {
+namespace {
+
+struct Activation {
+  kernels::Act act = kernels::Act::kNone;
+  float alpha = 0.f, beta = 0.f;
+};
+
+// The epilogue form of `n`, or kNone when it has none.
+Activation ActivationOf(const ir::Graph& g, const ir::Node& n) {
+  Activation a;
+  if (!n.domain.empty() || n.inputs.empty() || n.outputs.size() != 1) return a;
+  const std::string& op = n.op_type;
+  if (op == "Relu") {
+    a.act = kernels::Act::kRelu;
+  } else if (op == "Sigmoid") {
+    a.act = kernels::Act::kSigmoid;
+  } else if (op == "Tanh") {
+    a.act = kernels::Act::kTanh;
+  } else if (op == "HardSwish") {
+    a.act = kernels::Act::kHardSwish;
+  } else if (op == "HardSigmoid") {
+    a.act = kernels::Act::kHardSigmoid;
+    a.alpha = n.GetFloat("alpha", 0.2f);
+    a.beta = n.GetFloat("beta", 0.5f);
+  } else if (op == "LeakyRelu") {
+    a.act = kernels::Act::kLeakyRelu;
+    a.alpha = n.GetFloat("alpha", 0.01f);
+  } else if (op == "Clip") {
+    // Absent bounds are infinite; non-constant bounds cannot be fused.
+    const float inf = std::numeric_limits<float>::infinity();
+    a.alpha = -inf;
+    a.beta = inf;
+    for (size_t k = 1; k < n.inputs.size() && k <= 2; ++k) {
+      if (n.inputs[k] < 0) continue;
+      const ir::TensorData* t = ConstInput(g, n, k);
+      if (!t || t->dtype != ir::DType::kF32 || t->numel() != 1) return Activation{};
+      (k == 1 ? a.alpha : a.beta) = t->data<float>()[0];
+    }
+    a.act = kernels::Act::kClip;
+  }
+  return a;
+}
+
+bool CanTakeEpilogue(const ir::Graph& g, const ir::Node& p) {
+  if (!p.domain.empty() || p.outputs.size() != 1) return false;
+  if (p.GetInt("activation", 0) != 0) return false;
+  if (p.op_type == "Conv" || p.op_type == "Gemm") return true;
+  // MatMul with constant B is lowered to the packed GEMM, which has the epilogue.
+  return p.op_type == "MatMul" && ConstInput(g, p, 1) != nullptr;
+}
+
+}  // namespace
+
+Status FuseActivations(ir::Graph& g) {
+  std::vector<bool> erase(g.nodes.size(), false);
+  const auto uses = g.UseCounts();
+  const auto producers = g.Producers();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& act_node = g.nodes[i];
+    const Activation a = ActivationOf(g, act_node);
+    if (a.act == kernels::Act::kNone) continue;
+    const int x = act_node.inputs[0];
+    const int p = x >= 0 ? producers[x] : -1;
+    // uses == 1 also means x is not a graph output (those count as a use).
+    if (p < 0 || erase[p] || uses[x] != 1 || g.values[x].dtype != ir::DType::kF32) continue;
+    ir::Node& prod = g.nodes[p];
+    if (!CanTakeEpilogue(g, prod)) continue;
+    prod.SetInt("activation", static_cast<int64_t>(a.act));
+    prod.SetFloat("activation_alpha", a.alpha);
+    prod.SetFloat("activation_beta", a.beta);
+    prod.outputs[0] = act_node.outputs[0];
+    erase[i] = true;
+  }
+  EraseNodes(g, erase);
+  return Status::Ok();
+}
+
+}  // namespace fcb::passes

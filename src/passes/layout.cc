@@ -1,0 +1,263 @@
+#include "passes/layout.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "ops/conv_geom.h"
+#include "ops/op.h"
+
+namespace fcb::passes {
+namespace {
+
+using ir::Graph;
+using ir::Node;
+using ir::Shape;
+
+const int64_t kToNhwc[4] = {0, 2, 3, 1};  // physical dim i = logical dim kToNhwc[i]
+const int64_t kToNchw[4] = {0, 3, 1, 2};
+
+Shape Permute(const Shape& s, const int64_t* perm) {
+  return {s[perm[0]], s[perm[1]], s[perm[2]], s[perm[3]]};
+}
+
+// Ops whose output has the same layout as their (4-D) inputs, elementwise.
+bool IsUnaryAgnostic(const std::string& op) {
+  static const std::set<std::string> k = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+                                          "LeakyRelu", "Elu", "Selu", "Softplus", "Exp", "Neg", "Abs",
+                                          "Sqrt", "Erf", "Identity", "Dropout", "Gelu", "Celu", "Mish",
+                                          "Softsign", "Floor", "Ceil", "Round", "Reciprocal", "Log",
+                                          "Sign", "ThresholdedRelu"};
+  return k.count(op) != 0;
+}
+bool IsBinaryAgnostic(const std::string& op) {
+  static const std::set<std::string> k = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Pow", "Mean"};
+  return k.count(op) != 0;
+}
+
+class LayoutRewriter {
+ public:
+  explicit LayoutRewriter(Graph& g) : g_(g), nhwc_(g.values.size(), false) {}
+
+  Status Run() {
+    std::vector<Node> old = std::move(g_.nodes);
+    g_.nodes.clear();
+    for (Node& n : old) FCB_RETURN_IF_ERROR(Rewrite(std::move(n)));
+    // Graph outputs return to NCHW under their original names.
+    for (int& o : g_.outputs) {
+      if (!IsNhwc(o)) continue;
+      const int nchw = Convert(o, false);
+      std::swap(g_.values[o].name, g_.values[nchw].name);
+      o = nchw;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  bool IsNhwc(int v) const { return v >= 0 && v < static_cast<int>(nhwc_.size()) && nhwc_[v]; }
+  bool IsRank4Var(int v) const {
+    return v >= 0 && !g_.values[v].is_constant() && g_.values[v].shape.size() == 4;
+  }
+
+  // Returns a value holding `v` in the requested layout, adding a Transpose once.
+  int Convert(int v, bool to_nhwc) {
+    if (IsNhwc(v) == to_nhwc) return v;
+    auto& cache = to_nhwc ? to_nhwc_ : to_nchw_;
+    if (auto it = cache.find(v); it != cache.end()) return it->second;
+    ir::Value nv;
+    nv.name = g_.UniqueName(g_.values[v].name + (to_nhwc ? "_nhwc" : "_nchw"));
+    nv.dtype = g_.values[v].dtype;
+    nv.shape = Permute(g_.values[v].shape, to_nhwc ? kToNhwc : kToNchw);
+    nv.has_shape = true;
+    const int id = g_.AddValue(std::move(nv));
+    nhwc_.push_back(to_nhwc);
+    Node t;
+    t.name = g_.values[id].name;
+    t.op_type = "Transpose";
+    t.inputs = {v};
+    t.outputs = {id};
+    t.SetInts("perm", to_nhwc ? std::vector<int64_t>(kToNhwc, kToNhwc + 4)
+                              : std::vector<int64_t>(kToNchw, kToNchw + 4));
+    g_.nodes.push_back(std::move(t));
+    cache[v] = id;
+    return id;
+  }
+
+  void MarkNhwc(int v) {
+    g_.values[v].shape = Permute(g_.values[v].shape, kToNhwc);
+    nhwc_[v] = true;
+  }
+
+  // A constant broadcast operand of an elementwise op, made 4-D and permuted.
+  Result<int> PermuteConstant(int v) {
+    const auto& src = *g_.values[v].constant;
+    if (src.shape.size() > 4) return Unsupported("constant of rank > 4");
+    Shape s4(4 - src.shape.size(), 1);
+    s4.insert(s4.end(), src.shape.begin(), src.shape.end());
+    if (src.shape.size() <= 1 && (src.shape.empty() || src.shape[0] == 1)) return v;  // scalar-like
+    auto dst = ir::TensorData::Make(src.dtype, Permute(s4, kToNhwc));
+    const size_t es = ir::DTypeSize(src.dtype);
+    const Shape& p = dst->shape;
+    int64_t i = 0;
+    for (int64_t a = 0; a < p[0]; ++a)
+      for (int64_t b = 0; b < p[1]; ++b)
+        for (int64_t c = 0; c < p[2]; ++c)
+          for (int64_t d = 0; d < p[3]; ++d, ++i) {
+            // physical (a, b=h, c=w, d=ch) -> logical (a, d, b, c)
+            const int64_t li = ((a * s4[1] + d) * s4[2] + b) * s4[3] + c;
+            std::memcpy(dst->bytes.data() + i * es, src.bytes.data() + li * es, es);
+          }
+    return g_.AddConstant(g_.values[v].name + "_nhwc", dst);
+  }
+
+  Status Rewrite(Node n) {
+    const std::string& op = n.op_type;
+    const bool x4 = !n.inputs.empty() && IsRank4Var(n.inputs[0]);
+    if (op == "BatchNormalization" && x4) return RewriteBatchNorm(std::move(n));
+    if (x4 && (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool"))
+      return RewriteConvFamily(std::move(n));
+    if (IsUnaryAgnostic(op) && x4 && IsNhwc(n.inputs[0])) {
+      n.inputs[0] = Convert(n.inputs[0], true);  // no-op, already NHWC
+      for (int o : n.outputs)
+        if (o >= 0 && g_.values[o].shape.size() == 4) MarkNhwc(o);
+      g_.nodes.push_back(std::move(n));
+      return Status::Ok();
+    }
+    if ((IsBinaryAgnostic(op) || op == "Concat") && AnyNhwc(n) && AllOperands4dOrConst(n, op == "Concat")) {
+      for (int& in : n.inputs) {
+        if (in < 0) continue;
+        if (g_.values[in].is_constant()) {
+          FCB_ASSIGN_OR_RETURN(in, PermuteConstant(in));
+        } else {
+          in = Convert(in, true);
+        }
+      }
+      if (op == "Concat") {
+        int64_t axis = n.GetInt("axis", 0);
+        if (axis < 0) axis += 4;
+        for (int i = 0; i < 4; ++i)
+          if (kToNhwc[i] == axis) n.SetInt("axis", i);
+      }
+      MarkNhwc(n.outputs[0]);
+      g_.nodes.push_back(std::move(n));
+      return Status::Ok();
+    }
+    // Anything else sees ONNX layout.
+    for (int& in : n.inputs)
+      if (IsNhwc(in)) in = Convert(in, false);
+    g_.nodes.push_back(std::move(n));
+    return Status::Ok();
+  }
+
+  bool AnyNhwc(const Node& n) const {
+    for (int in : n.inputs)
+      if (IsNhwc(in)) return true;
+    return false;
+  }
+  bool AllOperands4dOrConst(const Node& n, bool concat) const {
+    for (int in : n.inputs) {
+      if (in < 0) continue;
+      const auto& v = g_.values[in];
+      if (v.is_constant() && !concat && v.shape.size() <= 4) continue;
+      if (!IsRank4Var(in)) return false;
+    }
+    return g_.values[n.outputs[0]].shape.size() == 4;
+  }
+
+  // Standalone BatchNormalization (not folded into a conv) becomes Mul + Add
+  // with per-channel constants, which are layout-agnostic.
+  Status RewriteBatchNorm(Node n) {
+    for (int i = 1; i < 5; ++i)
+      if (n.inputs[i] < 0 || !g_.values[n.inputs[i]].is_constant()) {
+        for (int& in : n.inputs)
+          if (IsNhwc(in)) in = Convert(in, false);
+        g_.nodes.push_back(std::move(n));
+        return Status::Ok();
+      }
+    const int64_t c = g_.values[n.inputs[0]].shape[1];
+    const float eps = n.GetFloat("epsilon", 1e-5f);
+    auto get = [&](int i) { return g_.values[n.inputs[i]].constant; };
+    std::vector<float> scale(c), shift(c);
+    for (int64_t i = 0; i < c; ++i) {
+      const double s = get(1)->GetDouble(i) / std::sqrt(get(4)->GetDouble(i) + eps);
+      scale[i] = static_cast<float>(s);
+      shift[i] = static_cast<float>(get(2)->GetDouble(i) - get(3)->GetDouble(i) * s);
+    }
+    const int sv = g_.AddConstant(n.name + "_bn_scale", ir::TensorData::FromFloats({1, c, 1, 1}, scale));
+    const int bv = g_.AddConstant(n.name + "_bn_shift", ir::TensorData::FromFloats({1, c, 1, 1}, shift));
+    ir::Value mid;
+    mid.name = g_.UniqueName(n.name + "_bn_scaled");
+    mid.dtype = ir::DType::kF32;
+    mid.shape = g_.values[n.outputs[0]].shape;
+    mid.has_shape = true;
+    const int mv = g_.AddValue(std::move(mid));
+    nhwc_.push_back(false);
+    Node mul;
+    mul.name = n.name + "_mul";
+    mul.op_type = "Mul";
+    mul.inputs = {n.inputs[0], sv};
+    mul.outputs = {mv};
+    Node add;
+    add.name = n.name;
+    add.op_type = "Add";
+    add.inputs = {mv, bv};
+    add.outputs = {n.outputs[0]};
+    FCB_RETURN_IF_ERROR(Rewrite(std::move(mul)));
+    return Rewrite(std::move(add));
+  }
+
+  Status RewriteConvFamily(Node n) {
+    const int x = n.inputs[0];
+    const Shape xs = g_.values[x].shape;  // logical NCHW
+    ops::Attrs attrs = ops::AttrsFromNode(n);
+    Node r;
+    r.name = n.name;
+    r.domain = "fcb";
+    r.outputs = n.outputs;
+    r.inputs = {Convert(x, true)};
+    if (n.op_type == "GlobalAveragePool") {
+      r.op_type = "GlobalAvgPoolNhwc";
+    } else {
+      int64_t kh = 1, kw = 1;
+      if (n.op_type == "Conv") {
+        const Shape& ws = g_.values[n.inputs[1]].shape;
+        kh = ws[2];
+        kw = ws[3];
+      }
+      FCB_ASSIGN_OR_RETURN(ops::Window2d w,
+                           ops::ResolveWindow2d(attrs, xs[2], xs[3], kh, kw, n.op_type != "Conv"));
+      r.SetInts("kernel_shape", {w.kh, w.kw});
+      r.SetInts("strides", {w.sh, w.sw});
+      r.SetInts("dilations", {w.dh, w.dw});
+      r.SetInts("pads", {w.pad_t, w.pad_l, w.pad_b, w.pad_r});
+      if (n.op_type == "Conv") {
+        r.op_type = "ConvNhwc";
+        const Shape& ws = g_.values[n.inputs[1]].shape;
+        r.inputs.push_back(n.inputs[1]);
+        r.inputs.push_back(n.inputs.size() > 2 ? n.inputs[2] : -1);
+        r.SetInt("group", n.GetInt("group", 1));
+        r.SetInt("out_channels", ws[0]);
+        for (const char* a : {"activation", "activation_alpha", "activation_beta"})
+          if (n.Has(a)) r.attrs[a] = n.attrs.at(a);
+      } else {
+        r.op_type = n.op_type == "MaxPool" ? "MaxPoolNhwc" : "AvgPoolNhwc";
+        r.SetInt("ceil_mode", n.GetInt("ceil_mode", 0));
+        r.SetInt("count_include_pad", n.GetInt("count_include_pad", 0));
+      }
+    }
+    MarkNhwc(n.outputs[0]);
+    g_.nodes.push_back(std::move(r));
+    return Status::Ok();
+  }
+
+  Graph& g_;
+  std::vector<bool> nhwc_;
+  std::map<int, int> to_nhwc_, to_nchw_;
+};
+
+}  // namespace
+
+Status AssignLayouts(ir::Graph& g) { return LayoutRewriter(g).Run(); }
+
+}  // namespace fcb::passes

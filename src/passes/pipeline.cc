@@ -1,0 +1,18 @@
+// RunDefaultPasses: the pass order and what each optimization level enables.
+#include "passes/passes.h"
+
+namespace fcb::passes {
+
+Status RunDefaultPasses(ir::Graph& g, int optimization_level) {
+  FCB_RETURN_IF_ERROR(FoldConstants(g).Annotate("constant folding"));
+  FCB_RETURN_IF_ERROR(RemoveIdentities(g).Annotate("removing identities"));
+  if (optimization_level >= 1) {
+    // BN first: it needs the producer before an activation is fused into it.
+    FCB_RETURN_IF_ERROR(FoldBatchNorm(g).Annotate("folding BatchNormalization"));
+    FCB_RETURN_IF_ERROR(FuseActivations(g).Annotate("fusing activations"));
+  }
+  FCB_RETURN_IF_ERROR(EliminateDeadNodes(g).Annotate("dead node elimination"));
+  return g.Validate().Annotate("after graph passes");
+}
+
+}  // namespace fcb::passes

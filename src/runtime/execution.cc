@@ -1,0 +1,91 @@
+#include <cstdlib>
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "runtime/program_impl.h"
+
+namespace fcb {
+
+// The mutable state of one method's run: the arena, the thread pool and, per
+// step, its operand pointers, resolved once so Run allocates nothing.
+class ExecutionImpl {
+ public:
+  std::shared_ptr<const Program> program;
+  const PreparedMethod* method = nullptr;
+  std::unique_ptr<uint8_t, decltype(&std::free)> arena{nullptr, &std::free};
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<void*> tensor_ptr;
+  std::vector<std::vector<const void*>> step_in;
+  std::vector<std::vector<void*>> step_out;
+};
+
+Execution::Execution(std::unique_ptr<ExecutionImpl> impl) : impl_(std::move(impl)) {}
+Execution::~Execution() = default;
+
+Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Program> program,
+                                                     const std::string& method, int num_threads) {
+  if (!program) return InvalidArgument("Execution::Create needs a loaded program");
+  if (num_threads < 1 || num_threads > 1024)
+    return InvalidArgument("thread count " + std::to_string(num_threads) + " must be between 1 and 1024");
+  const PreparedMethod* m = program->impl().Find(method);
+  if (!m) return program->method(method).TakeStatus();
+  auto impl = std::make_unique<ExecutionImpl>();
+  impl->method = m;
+  const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
+  impl->arena.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (arena_bytes + 63) / 64 * 64)));
+  if (!impl->arena)
+    return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena of method '" +
+                             method + "'");
+  std::memset(impl->arena.get(), 0, arena_bytes);
+  const auto& tensors = m->context->tensors;
+  impl->tensor_ptr.resize(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t)
+    impl->tensor_ptr[t] = m->weights[t] ? const_cast<void*>(m->weights[t]) : impl->arena.get() + tensors[t].offset;
+  for (const auto& s : m->steps) {
+    std::vector<const void*> in;
+    for (int32_t t : s.inputs) in.push_back(t < 0 ? nullptr : impl->tensor_ptr[t]);
+    std::vector<void*> out;
+    for (int32_t t : s.outputs) out.push_back(impl->tensor_ptr[t]);
+    impl->step_in.push_back(std::move(in));
+    impl->step_out.push_back(std::move(out));
+  }
+  impl->pool = std::make_unique<ThreadPool>(num_threads);
+  impl->program = std::move(program);
+  return std::unique_ptr<Execution>(new Execution(std::move(impl)));
+}
+
+const MethodInfo& Execution::info() const { return impl_->method->info; }
+
+Status Execution::SetInput(const std::string& name, const void* data, size_t bytes) {
+  const auto& m = *impl_->method;
+  for (size_t i = 0; i < m.info.inputs.size(); ++i) {
+    if (m.info.inputs[i].name != name) continue;
+    const uint64_t want = m.info.inputs[i].bytes();
+    if (bytes != want)
+      return InvalidArgument("input '" + name + "' needs " + std::to_string(want) + " bytes (" +
+                             DTypeName(m.info.inputs[i].dtype) + " " + ir::ShapeToString(m.info.inputs[i].shape) +
+                             "), got " + std::to_string(bytes));
+    std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);
+    return Status::Ok();
+  }
+  std::string names;
+  for (const auto& in : m.info.inputs) names += (names.empty() ? "" : ", ") + in.name;
+  return NotFound("method '" + m.info.name + "' has no input '" + name + "'; its inputs are: " + names);
+}
+
+Status Execution::Run() {
+  const auto& m = *impl_->method;
+  ops::RunContext ctx{impl_->program->impl().kernels, impl_->pool.get()};
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
+    if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
+  }
+  return Status::Ok();
+}
+
+const void* Execution::output_data(size_t i) const {
+  const auto& m = *impl_->method;
+  return i < m.output_tensors.size() ? impl_->tensor_ptr[m.output_tensors[i]] : nullptr;
+}
+
+}  // namespace fcb

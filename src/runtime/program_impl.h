@@ -1,0 +1,52 @@
+// The loaded program behind fcb::Program: the verified mapping, the chosen
+// target's kernel table, and per method the validated plan with prepared
+// kernels. Immutable after Load; shared by every execution.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/target.h"
+#include "fcb/fcb.h"
+#include "format/fcb_file.h"
+#include "kernels/kernels.h"
+#include "ops/op.h"
+
+namespace fcb {
+
+struct PreparedStep {
+  std::unique_ptr<ops::Kernel> kernel;
+  std::vector<int32_t> inputs, outputs;  // tensor indices (-1 = absent)
+  std::string where;                      // "step 3 (ConvNhwc, node 'conv1')"
+};
+
+struct PreparedMethod {
+  MethodInfo info;
+  const format::ContextDesc* context = nullptr;
+  std::vector<PreparedStep> steps;
+  std::vector<const void*> weights;  // per tensor: mapped bytes for weights, null for arena tensors
+  std::vector<uint64_t> bytes;       // per tensor
+  std::vector<int32_t> input_tensors, output_tensors;
+};
+
+class ProgramImpl {
+ public:
+  std::unique_ptr<format::LoadedFile> file;
+  TargetId target = TargetId::kGeneric;
+  std::string target_name;
+  const kernels::KernelTable* kernels = nullptr;
+  std::vector<std::string> targets_in_file;
+  std::vector<PreparedMethod> methods;
+
+  const PreparedMethod* Find(const std::string& name) const {
+    for (const auto& m : methods)
+      if (m.info.name == name) return &m;
+    return nullptr;
+  }
+};
+
+// Loads, verifies and prepares; used by Program::Load.
+Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);
+
+}  // namespace fcb
