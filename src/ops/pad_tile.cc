@@ -1,6 +1,8 @@
 // Ops that replicate or fill elements: Expand, Tile, Pad, Trilu. Index
 // mappings are computed on the fly from O(rank) precomputed numbers, never as
 // per-element tables, so create() cost does not grow with the output size.
+#include <cmath>
+
 #include "ops/broadcast.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
@@ -200,7 +202,7 @@ Status InferPad(const InferContext& c, std::vector<TensorInfo>* outs) {
 template <typename T>
 T FromDouble(double v) {
   if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v);
-  else return std::isfinite(v) ? static_cast<T>(static_cast<int64_t>(v)) : T(0);
+  else return std::isfinite(v) && std::fabs(v) < 9e18 ? static_cast<T>(static_cast<int64_t>(v)) : T(0);
 }
 
 template <typename T>

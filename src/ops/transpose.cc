@@ -6,6 +6,7 @@
 //           reads the input contiguously and the innermost output dim,
 //           batched over the remaining dims. Blocks keep both sides in cache.
 // Work is split over rows / (batch, block strip) across threads.
+#include <array>
 #include <numeric>
 
 #include "ops/families.h"

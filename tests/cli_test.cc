@@ -1,0 +1,120 @@
+// The CLI contract (DESIGN.md): subcommands, flags, JSON outputs, exit status
+// and "error: ..." messages.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+using nlohmann::json;
+using testing::CliPath;
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kDemo = FCB_SOURCE_DIR "/models/demo_cnn.onnx";
+
+std::string Fcb(const std::string& args) { return CliPath() + " " + args; }
+
+TEST(Cli, TargetsJson) {
+  auto r = RunCommand(Fcb("targets --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["targets"].size(), 4u);
+  std::vector<std::string> names;
+  for (const auto& t : j["targets"]) names.push_back(t["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"}));
+  EXPECT_TRUE(j["targets"][0]["host_can_run"].get<bool>());
+  EXPECT_FALSE(j["auto"].get<std::string>().empty());
+}
+
+TEST(Cli, OpsJsonListsTheCnnOperators) {
+  auto r = RunCommand(Fcb("ops --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  std::set<std::string> ops(j["operators"].begin(), j["operators"].end());
+  for (const char* op : {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid",
+                         "HardSigmoid", "HardSwish", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool",
+                         "Flatten", "Reshape", "Transpose", "Concat", "Softmax", "ReduceMean", "Squeeze",
+                         "Unsqueeze", "Identity", "Dropout", "BatchNormalization"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  EXPECT_FALSE(ops.count("ConvNhwc")) << "internal ops are not ONNX operators";
+}
+
+TEST(Cli, CompileInspectRunBench) {
+  TempDir tmp;
+  const std::string out = tmp.File("demo.fcb");
+  auto r = RunCommand(Fcb("compile " + kDemo + " -o " + out + " --target all --input-shape input=1x3x64x64"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "") << "compile is quiet when not on a terminal";
+
+  r = RunCommand(Fcb("inspect " + out + " --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["targets"].size(), 4u);
+  EXPECT_EQ(j["methods"], json::array({"main"}));
+  EXPECT_EQ(j["file_size"].get<uint64_t>(), testing::ReadBytes(out).size());
+
+  r = RunCommand(Fcb("run " + out + " --output-dir " + tmp.File("o") + " --target x86-64-v2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("target: x86-64-v2"), std::string::npos) << r.out;
+  auto o = ReadNpy(tmp.File("o/output.npy"));
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o.value().shape, (std::vector<int64_t>{1, 10}));
+
+  r = RunCommand(Fcb("bench " + out + " --iterations 3 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = json::parse(r.out);
+  for (const char* k : {"load_ms", "first_run_ms", "min_ms", "median_ms", "max_ms"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_LE(j["min_ms"].get<double>(), j["median_ms"].get<double>());
+  EXPECT_LE(j["median_ms"].get<double>(), j["max_ms"].get<double>());
+}
+
+TEST(Cli, ForcedTargetNotInFileListsBoth) {
+  TempDir tmp;
+  const std::string out = tmp.File("g.fcb");
+  auto r = RunCommand(Fcb("compile " + kDemo + " -o " + out + " --target generic --input-shape input=1x3x64x64"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(Fcb("run " + out + " --target x86-64-v3 --output-dir " + tmp.File("o")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("file holds [generic]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("host supports ["), std::string::npos) << r.err;
+}
+
+TEST(Cli, SymbolicInputWithoutShapeNamesTheFix) {
+  TempDir tmp;
+  auto r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --target generic"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("--input-shape"), std::string::npos) << r.err;
+  EXPECT_FALSE(testing::FileExists(tmp.File("x.fcb"))) << "a failed compile leaves no file";
+}
+
+TEST(Cli, WrongInputShapeIsAnError) {
+  TempDir tmp;
+  const std::string out = tmp.File("d.fcb");
+  ASSERT_EQ(RunCommand(Fcb("compile " + kDemo + " -o " + out + " --target generic --input-shape input=1x3x64x64")).exit_code, 0);
+  NpyArray a;
+  a.shape = {1, 3, 32, 32};
+  a.data.resize(3 * 32 * 32 * 4);
+  ASSERT_TRUE(WriteNpy(tmp.File("small.npy"), a).ok());
+  auto r = RunCommand(Fcb("run " + out + " --input input=" + tmp.File("small.npy") + " --output-dir " + tmp.File("o")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("1x3x64x64"), std::string::npos) << r.err;
+}
+
+TEST(Cli, MissingFileAndBadUsage) {
+  auto r = RunCommand(Fcb("inspect /nonexistent/x.fcb"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  r = RunCommand(Fcb("frobnicate"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+}
+
+}  // namespace
+}  // namespace fcb

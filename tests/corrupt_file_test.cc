@@ -1,0 +1,91 @@
+// A corrupted or truncated .fcb is refused by `fcb run` and `fcb inspect` with
+// "error: ..." and exit status 1: never a crash (signal), never a wrong answer.
+#include <gtest/gtest.h>
+
+#include "fcb/fcb.h"
+#include "format/fcb_file.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+using testing::CliPath;
+using testing::RunCommand;
+using testing::TempDir;
+
+class CorruptFileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    CompileSpec spec;
+    spec.targets = {"generic", "x86-64-v3"};
+    spec.input_shapes["input"] = {1, 3, 64, 64};
+    auto r = Compile(FCB_SOURCE_DIR "/models/demo_cnn.onnx", spec, dir_->File("good.fcb"));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    good_ = testing::ReadBytes(dir_->File("good.fcb"));
+    auto f = format::LoadFcbFile(dir_->File("good.fcb"));
+    ASSERT_TRUE(f.ok());
+    meta_end_ = 128 + f.value()->meta_bytes();
+    pool_offset_ = f.value()->pool_offset();
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  // Both commands must fail cleanly on `bytes`.
+  void ExpectRefused(const std::vector<uint8_t>& bytes, const std::string& what) {
+    const std::string path = dir_->File("bad.fcb");
+    testing::WriteBytes(path, bytes);
+    for (const std::string cmd : {"inspect '" + path + "'", "run '" + path + "' --output-dir '" + dir_->File("o") + "'"}) {
+      auto r = RunCommand(CliPath() + " " + cmd);
+      EXPECT_EQ(r.exit_code, 1) << what << ": fcb " << cmd << "\nstderr: " << r.err;
+      EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << ": " << r.err;
+    }
+  }
+
+  static TempDir* dir_;
+  static std::vector<uint8_t> good_;
+  static uint64_t meta_end_, pool_offset_;
+};
+
+TempDir* CorruptFileTest::dir_ = nullptr;
+std::vector<uint8_t> CorruptFileTest::good_;
+uint64_t CorruptFileTest::meta_end_ = 0;
+uint64_t CorruptFileTest::pool_offset_ = 0;
+
+TEST_F(CorruptFileTest, GoodFileRuns) {
+  auto r = RunCommand(CliPath() + " run '" + dir_->File("good.fcb") + "' --output-dir '" + dir_->File("o") + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(CorruptFileTest, FlippedBytesInEverySection) {
+  std::vector<uint64_t> offsets;
+  for (uint64_t o = 0; o < 128; o += 3) offsets.push_back(o);                       // header
+  for (uint64_t o = 128; o < meta_end_; o += std::max<uint64_t>(1, (meta_end_ - 128) / 40)) offsets.push_back(o);  // metadata
+  for (uint64_t o = pool_offset_; o < good_.size(); o += std::max<uint64_t>(1, (good_.size() - pool_offset_) / 40))
+    offsets.push_back(o);                                                               // weights
+  offsets.push_back(good_.size() - 1);
+  for (uint64_t o : offsets) {
+    auto bad = good_;
+    bad[o] ^= 0x5a;
+    ExpectRefused(bad, "byte " + std::to_string(o) + " flipped");
+  }
+}
+
+TEST_F(CorruptFileTest, TruncatedAtManyOffsets) {
+  std::vector<uint64_t> sizes = {0, 1, 7, 8, 64, 127, 128, 129, meta_end_ - 1, meta_end_, pool_offset_,
+                                 pool_offset_ + 1, good_.size() - 1};
+  for (uint64_t s = 0; s < good_.size(); s += good_.size() / 60 + 1) sizes.push_back(s);
+  for (uint64_t s : sizes) {
+    if (s >= good_.size()) continue;
+    std::vector<uint8_t> bad(good_.begin(), good_.begin() + static_cast<long>(s));
+    ExpectRefused(bad, "truncated to " + std::to_string(s) + " bytes");
+  }
+}
+
+TEST_F(CorruptFileTest, ExtendedFileIsRefused) {
+  auto bad = good_;
+  bad.resize(bad.size() + 100, 0);
+  ExpectRefused(bad, "100 bytes appended");
+}
+
+}  // namespace
+}  // namespace fcb

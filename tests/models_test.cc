@@ -1,0 +1,98 @@
+// End to end on real architectures: each torchvision model compiles into ONE
+// .fcb holding every x86 target, and every target the host can run matches
+// ONNX Runtime (the oracle) within 1e-4 relative L2 and 1e-3 max abs error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/npy.h"
+#include "core/target.h"
+#include "fcb/fcb.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+using testing::TempDir;
+using testing::TestDataDir;
+
+std::vector<float> AsFloats(const NpyArray& a) {
+  std::vector<float> v(a.data.size() / 4);
+  std::memcpy(v.data(), a.data.data(), v.size() * 4);
+  return v;
+}
+
+struct ModelCase {
+  const char* name;
+  const char* onnx;  // relative to the test data folder, or absolute
+  const char* shape;
+};
+
+class ModelTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(ModelTest, EveryTargetMatchesOnnxRuntime) {
+  const ModelCase& mc = GetParam();
+  const std::string dir = TestDataDir();
+  const std::string model = mc.onnx[0] == '/' ? mc.onnx : dir + "/" + mc.onnx;
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  auto input = ReadNpy(dir + "/" + mc.name + ".input.npy");
+  ASSERT_TRUE(input.ok()) << input.status().message();
+  auto want = ReadNpy(dir + "/" + mc.name + ".ref/output.npy");
+  ASSERT_TRUE(want.ok()) << want.status().message();
+
+  TempDir tmp;
+  const std::string out = tmp.File("model.fcb");
+  CompileSpec spec;
+  spec.targets = {"all"};
+  std::vector<int64_t> dims;
+  for (int64_t d : input.value().shape) dims.push_back(d);
+  spec.input_shapes["input"] = dims;
+  auto report = Compile(model, spec, out);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+
+  auto any = Program::Load(out);
+  ASSERT_TRUE(any.ok()) << any.status().message();
+  std::vector<std::string> in_file = any.value()->targets_in_file();
+  EXPECT_EQ(in_file.size(), KnownTargets().size()) << "the file must hold every target";
+
+  int ran = 0;
+  for (const auto& t : KnownTargets()) {
+    if (!HostCanRun(t.id)) continue;
+    SCOPED_TRACE(t.name);
+    LoadOptions lo;
+    lo.target = t.name;
+    auto program = Program::Load(out, lo);
+    ASSERT_TRUE(program.ok()) << program.status().message();
+    ASSERT_EQ(program.value()->target(), t.name);
+    for (int threads : {1, 2}) {
+      auto ex = Execution::Create(program.value(), "main", threads);
+      ASSERT_TRUE(ex.ok()) << ex.status().message();
+      ASSERT_TRUE(ex.value()->SetInput("input", input.value().data.data(), input.value().data.size()).ok());
+      Status s = ex.value()->Run();
+      ASSERT_TRUE(s.ok()) << s.message();
+      const auto& info = ex.value()->info();
+      ASSERT_EQ(info.outputs.size(), 1u);
+      ASSERT_EQ(info.outputs[0].shape, want.value().shape);
+      const float* p = static_cast<const float*>(ex.value()->output_data(0));
+      std::vector<float> got(p, p + info.outputs[0].bytes() / 4);
+      auto d = testing::Compare(got, AsFloats(want.value()));
+      EXPECT_LT(d.rel_l2, 1e-4) << mc.name << " on " << t.name << " with " << threads << " threads";
+      EXPECT_LT(d.max_abs, 1e-3) << mc.name << " on " << t.name << " with " << threads << " threads";
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Torchvision, ModelTest,
+    ::testing::Values(ModelCase{"demo_cnn", FCB_SOURCE_DIR "/models/demo_cnn.onnx", ""},
+                      ModelCase{"resnet18", "resnet18.onnx", ""},
+                      ModelCase{"squeezenet1_1", "squeezenet1_1.onnx", ""},
+                      ModelCase{"mobilenet_v2", "mobilenet_v2.onnx", ""},
+                      ModelCase{"efficientnet_b0", "efficientnet_b0.onnx", ""},
+                      ModelCase{"resnet18_dynamic", "resnet18_dynamic.onnx", ""}),
+    [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace fcb
