@@ -2,6 +2,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <cstring>
 #include <limits>
 
 #include "fcb_generated.h"
@@ -62,9 +63,18 @@ std::string ToString(const flatbuffers::String* s) {
   return s == nullptr ? std::string() : std::string(s->c_str(), s->size());
 }
 
+// The 2.0.8 verifier checks the alignment of a vector's length but not of its
+// elements, so a hostile file can place an int64 vector at a 4-byte boundary.
+// Copying the bytes avoids misaligned loads; the file is little-endian like
+// every host fcb supports (FLATBUFFERS_LITTLEENDIAN is asserted below).
+static_assert(FLATBUFFERS_LITTLEENDIAN, "fcb reads .fcb metadata in place on little-endian hosts");
+
 template <typename T>
 std::vector<T> ToVector(const flatbuffers::Vector<T>* v) {
-  return v == nullptr ? std::vector<T>() : std::vector<T>(v->begin(), v->end());
+  if (v == nullptr || v->size() == 0) return {};
+  std::vector<T> out(v->size());
+  std::memcpy(out.data(), v->Data(), v->size() * sizeof(T));
+  return out;
 }
 
 StepDesc DecodeStep(const fb::Step& s) {
@@ -208,8 +218,11 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
   desc.contexts.reserve(file->contexts()->size());
   for (const fb::Context* c : *file->contexts()) desc.contexts.push_back(DecodeContext(*c));
   desc.blobs.reserve(file->blobs()->size());
-  for (const fb::Blob* b : *file->blobs())
-    desc.blobs.push_back(BlobDesc{b->offset(), b->size(), b->hash_lo(), b->hash_hi()});
+  std::vector<fb::Blob> blobs(file->blobs()->size());  // copied: see ToVector
+  if (!blobs.empty())
+    std::memcpy(blobs.data(), file->blobs()->Data(), blobs.size() * sizeof(fb::Blob));
+  for (const fb::Blob& b : blobs)
+    desc.blobs.push_back(BlobDesc{b.offset(), b.size(), b.hash_lo(), b.hash_hi()});
 
   std::string err = CheckDescStructure(desc, pool_offset, pool_size);
   if (!err.empty()) return CorruptFile(where + ": " + err);

@@ -133,55 +133,81 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
 // ---------------------------------------------------------------------------
 // GEMM with B packed as [ceil(N/16)][K][16].
 
-// The reduction is split into blocks of kKC so that a tile's slice of B
-// (kKC x 32 floats) stays in L1 while the rows of A stream past it.
+// The reduction is split into blocks of kKC. For each block and each tile of
+// rows, the rows of A are copied once into a small stack buffer laid out
+// [k][row], then every panel of B passes over it: the broadcasts read one
+// contiguous stream (rows of A that lie a multiple of 4 KiB apart would
+// otherwise compete for the same L1 sets) and a tile's slice of B
+// (kKC x 32 floats) stays in L1.
 inline constexpr int64_t kKC = 256;
 
+// acc[r][v] += sum_k apk[k * MR + r] * w[k * kPanel + VecOffset(v)].
 template <int MR, int NV>
-HWY_NOINLINE void GemmTile(int64_t K, const float* A, int64_t lda, const float* bp,
-                           const float* bias, float* C, int64_t ldc, const Epilogue& ep,
-                           int64_t m0, int rows, int64_t col0, int64_t ncols, int64_t k0,
-                           int64_t kc) {
-  const DF d;
-  const float* ap[MR];
-  float* cp[MR];
-  for (int r = 0; r < MR; ++r) {
-    const int64_t m = m0 + std::min(r, rows - 1);
-    ap[r] = A + m * lda + k0;
-    cp[r] = C + m * ldc + col0;
+HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const float* w,
+                                   int64_t panel_stride, VF (&acc)[MR][NV]) {
+  int64_t off[NV];
+  HWY_UNROLL(16)
+  for (int v = 0; v < NV; ++v) off[v] = (v * kN / kPanel) * panel_stride + (v * kN) % kPanel;
+  for (int64_t k = 0; k < kc; ++k, apk += MR, w += kPanel) {
+    VF wv[NV];
+    HWY_UNROLL(16)
+    for (int v = 0; v < NV; ++v) wv[v] = hn::LoadU(d, w + off[v]);
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) {
+      const VF b = hn::Set(d, apk[r]);
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(b, wv[v], acc[r][v]);
+    }
   }
+}
+
+template <int MR, int NV>
+HWY_INLINE void GemmTile(int64_t K, const float* apk, const float* bp, const float* bias,
+                         float* const* cp, const Epilogue& ep, int rows, int64_t col0,
+                         int64_t ncols, int64_t k0, int64_t kc) {
+  const DF d;
   VF acc[MR][NV];
   HWY_UNROLL(16)
   for (int v = 0; v < NV; ++v) {
     const int64_t n = ncols - v * kN;
     for (int r = 0; r < MR; ++r) {
       if (k0 > 0) {  // continue the partial sums of earlier blocks
-        acc[r][v] = n > 0 ? LoadN(d, cp[r] + v * kN, n) : hn::Zero(d);
+        acc[r][v] = n > 0 && r < rows ? LoadN(d, cp[r] + col0 + v * kN, n) : hn::Zero(d);
       } else {
         acc[r][v] = bias && n > 0 ? LoadN(d, bias + col0 + v * kN, n) : hn::Zero(d);
       }
     }
   }
-  MicroKernel<MR, NV>(d, ap, kc, bp + k0 * kPanel, kPanel, K * kPanel, acc);
+  MicroKernelPackedA<MR, NV>(d, apk, kc, bp + k0 * kPanel, K * kPanel, acc);
+  float* op[MR];
+  for (int r = 0; r < MR; ++r) op[r] = cp[r] + col0;
   const Epilogue no_act{};
-  StoreTile<MR, NV>(d, acc, rows, ncols, nullptr, cp, k0 + kc >= K ? ep : no_act);
+  StoreTile<MR, NV>(d, acc, rows, ncols, nullptr, op, k0 + kc >= K ? ep : no_act);
 }
 
-template <int NV>
-HWY_INLINE void GemmColumn(int64_t K, const float* A, int64_t lda, const float* bp,
-                           const float* bias, float* C, int64_t ldc, const Epilogue& ep,
-                           int64_t begin, int64_t end, int64_t col0, int64_t ncols, int64_t k0,
-                           int64_t kc) {
-  for (int64_t m0 = begin; m0 < end; m0 += kMR) {
-    const int64_t rem = end - m0;
-    if (rem > kMRSmall) {
-      GemmTile<kMR, NV>(K, A, lda, bp, bias, C, ldc, ep, m0,
-                        static_cast<int>(std::min<int64_t>(rem, kMR)), col0, ncols, k0, kc);
-    } else if (rem > 1) {
-      GemmTile<kMRSmall, NV>(K, A, lda, bp, bias, C, ldc, ep, m0, static_cast<int>(rem), col0,
-                             ncols, k0, kc);
-    } else {
-      GemmTile<1, NV>(K, A, lda, bp, bias, C, ldc, ep, m0, 1, col0, ncols, k0, kc);
+// Rows [m0, m0 + rows) of C for reduction block [k0, k0 + kc), all columns.
+template <int MR>
+HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const float* A, int64_t lda,
+                           const float* packed_b, const float* bias, float* C, int64_t ldc,
+                           const Epilogue& ep, int64_t m0, int rows, int64_t k0, int64_t kc) {
+  HWY_ALIGN float apk[kKC * MR];
+  float* cp[MR];
+  for (int r = 0; r < MR; ++r) {
+    const int64_t m = m0 + std::min(r, rows - 1);  // pad the tile with copies of its last row
+    const float* a = A + m * lda + k0;
+    for (int64_t k = 0; k < kc; ++k) apk[k * MR + r] = a[k];
+    cp[r] = C + m * ldc;
+  }
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
+  for (int64_t p = 0; p < panels; p += kTilePanels) {
+    const int64_t col0 = p * kPanel;
+    const int64_t ncols = std::min<int64_t>(N - col0, kTilePanels * kPanel);
+    const float* bp = packed_b + p * K * kPanel;
+    if (panels - p >= kTilePanels) {
+      GemmTile<MR, kNV>(K, apk, bp, bias, cp, ep, rows, col0, ncols, k0, kc);
+    } else {  // AVX-512 only: one panel left over
+      GemmTile<MR, kVecPerPanel>(K, apk, bp, bias, cp, ep, rows, col0, ncols, k0, kc);
     }
   }
 }
@@ -189,8 +215,6 @@ HWY_INLINE void GemmColumn(int64_t K, const float* A, int64_t lda, const float* 
 void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
           const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
           int64_t end) {
-  const int64_t panels = (N + kPanel - 1) / kPanel;
-  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
   if (K == 0) {  // no reduction: C = act(bias)
     const DF d;
     for (int64_t m = begin; m < end; ++m)
@@ -201,15 +225,16 @@ void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
   }
   for (int64_t k0 = 0; k0 < K; k0 += kKC) {
     const int64_t kc = std::min(kKC, K - k0);
-    for (int64_t p = 0; p < panels; p += kTilePanels) {
-      const int64_t col0 = p * kPanel;
-      const int64_t ncols = std::min<int64_t>(N - col0, kTilePanels * kPanel);
-      const float* bp = packed_b + p * K * kPanel;
-      if (panels - p >= kTilePanels) {
-        GemmColumn<kNV>(K, A, lda, bp, bias, C, ldc, ep, begin, end, col0, ncols, k0, kc);
+    for (int64_t m0 = begin; m0 < end; m0 += kMR) {
+      const int64_t rem = end - m0;
+      if (rem > kMRSmall) {
+        GemmRows<kMR>(N, K, A, lda, packed_b, bias, C, ldc, ep, m0,
+                      static_cast<int>(std::min<int64_t>(rem, kMR)), k0, kc);
+      } else if (rem > 1) {
+        GemmRows<kMRSmall>(N, K, A, lda, packed_b, bias, C, ldc, ep, m0, static_cast<int>(rem),
+                           k0, kc);
       } else {
-        GemmColumn<kVecPerPanel>(K, A, lda, bp, bias, C, ldc, ep, begin, end, col0, ncols, k0,
-                                 kc);
+        GemmRows<1>(N, K, A, lda, packed_b, bias, C, ldc, ep, m0, 1, k0, kc);
       }
     }
   }

@@ -1,7 +1,258 @@
+// MatMul (NumPy semantics: 1-D promotion, broadcast batch dims) and Gemm with
+// variable operands. Constant-weight Gemm/MatMul are rewritten by the passes
+// into GemmPacked (nn.cc); what reaches these kernels has both operands known
+// only at run time, so nothing is packed here.
+//
+// float32 calls the target's matmul kernel on blocks of kRowBlock rows; each
+// (batch, row block) pair is one work item for the thread pool. Transposed
+// Gemm operands and integer MatMul use plain loops.
+#include <type_traits>
+
 #include "ops/families.h"
+#include "ops/op_util.h"
 
 namespace fcb::ops {
+namespace {
 
-void RegisterMatMulOps(std::vector<OpDef>* ops) {}
+using ir::DType;
+
+constexpr int64_t kRowBlock = 16;
+
+// --- MatMul ----------------------------------------------------------------------------
+
+struct MatMulGeom {
+  int64_t M = 0, N = 0, K = 0;
+  std::vector<int64_t> batch;           // output batch dims
+  std::vector<int64_t> a_bst, b_bst;    // element strides of A / B per batch dim (0 = broadcast)
+  int64_t batches = 1;
+};
+
+Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
+  const TensorInfo &a = Input(c, 0), &b = Input(c, 1);
+  if (!a.present() || !b.present()) return OpError(c.op, "needs two inputs");
+  if (a.dtype != b.dtype) return OpError(c.op, "inputs have different dtypes");
+  if (a.dtype != DType::kF32 && a.dtype != DType::kI32 && a.dtype != DType::kI64)
+    return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(a.dtype));
+  if (a.shape.empty() || b.shape.empty()) return OpError(c.op, "inputs must have rank >= 1");
+  ir::Shape as = a.shape, bs = b.shape;
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  g->M = as[as.size() - 2];
+  g->K = as.back();
+  g->N = bs.back();
+  if (bs[bs.size() - 2] != g->K)
+    return OpError(c.op, "inner dims differ: " + ir::ShapeToString(a.shape) + " x " +
+                             ir::ShapeToString(b.shape));
+  const ir::Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  ir::Shape batch;
+  FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, ab, bb, &batch));
+  if (batch.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(c.op, "too many batch dims");
+  g->batch = batch;
+  // Batch strides, right-aligned; a broadcast dim steps 0.
+  auto strides = [&](const ir::Shape& s, int64_t mat) {
+    std::vector<int64_t> st(batch.size(), 0);
+    int64_t step = mat;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const size_t d = s.size() - 1 - i, od = batch.size() - 1 - i;
+      st[od] = s[d] == 1 ? 0 : step;
+      step *= s[d];
+    }
+    return st;
+  };
+  g->a_bst = strides(ab, g->M * g->K);
+  g->b_bst = strides(bb, g->K * g->N);
+  g->batches = SafeProduct(batch, 0, batch.size());
+  *out = batch;
+  if (!a_vec) out->push_back(g->M);
+  if (!b_vec) out->push_back(g->N);
+  return Status::Ok();
+}
+
+Status InferMatMul(const InferContext& c, std::vector<TensorInfo>* outs) {
+  MatMulGeom g;
+  ir::Shape s;
+  FCB_RETURN_IF_ERROR(MatMulShapes(c, &g, &s));
+  outs->push_back(TensorInfo{Input(c, 0).dtype, s});
+  return Status::Ok();
+}
+
+// Offsets of batch item `b` in A and B.
+inline void BatchOffsets(const MatMulGeom& g, int64_t b, int64_t* ao, int64_t* bo) {
+  *ao = *bo = 0;
+  for (size_t d = g.batch.size(); d-- > 0;) {
+    const int64_t i = b % g.batch[d];
+    b /= g.batch[d];
+    *ao += i * g.a_bst[d];
+    *bo += i * g.b_bst[d];
+  }
+}
+
+template <typename T>
+void IntMatMulRows(const T* a, const T* b, T* y, int64_t N, int64_t K, int64_t m0, int64_t m1) {
+  using U = std::make_unsigned_t<T>;  // wrap on overflow instead of undefined behaviour
+  for (int64_t m = m0; m < m1; ++m) {
+    T* yr = y + m * N;
+    for (int64_t n = 0; n < N; ++n) yr[n] = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const U av = static_cast<U>(a[m * K + k]);
+      const T* br = b + k * N;
+      for (int64_t n = 0; n < N; ++n)
+        yr[n] = static_cast<T>(static_cast<U>(yr[n]) + av * static_cast<U>(br[n]));
+    }
+  }
+}
+
+Result<std::unique_ptr<Kernel>> CreateMatMul(const CreateContext& c) {
+  MatMulGeom g;
+  ir::Shape s;
+  FCB_RETURN_IF_ERROR(MatMulShapes(AsInfer(c), &g, &s));
+  const DType t = c.inputs[0].dtype;
+  return MakeKernel([g, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const int64_t blocks = (g.M + kRowBlock - 1) / kRowBlock;
+    const int64_t items = g.batches * blocks;
+    const int64_t per_item = std::max<int64_t>(1, std::min(g.M, kRowBlock) * g.N * std::max<int64_t>(g.K, 1));
+    auto body = [&](auto tag) {
+      using T = decltype(tag);
+      const T* a = static_cast<const T*>(in[0]);
+      const T* b = static_cast<const T*>(in[1]);
+      T* y = static_cast<T*>(out[0]);
+      ctx.pool->ParallelFor(items, GrainFor(per_item, 1 << 16), [&](int64_t s0, int64_t e0) {
+        for (int64_t it = s0; it < e0; ++it) {
+          const int64_t bi = it / blocks, m0 = (it % blocks) * kRowBlock;
+          const int64_t m1 = std::min(g.M, m0 + kRowBlock);
+          int64_t ao, bo;
+          BatchOffsets(g, bi, &ao, &bo);
+          T* yb = y + bi * g.M * g.N;
+          if (g.K == 0) {
+            std::fill(yb + m0 * g.N, yb + m1 * g.N, T(0));
+          } else if constexpr (std::is_same_v<T, float>) {
+            ctx.k->matmul(g.M, g.N, g.K, a + ao, g.K, b + bo, g.N, yb, g.N, m0, m1);
+          } else {
+            IntMatMulRows(a + ao, b + bo, yb, g.N, g.K, m0, m1);
+          }
+        }
+      });
+    };
+    if (t == DType::kF32) body(float{});
+    else if (t == DType::kI32) body(int32_t{});
+    else body(int64_t{});
+    return Status::Ok();
+  });
+}
+
+// --- Gemm -------------------------------------------------------------------------------
+
+struct GemmParams {
+  int64_t M = 0, N = 0, K = 0;
+  bool ta = false, tb = false;
+  float alpha = 1, beta = 1;
+  bool has_c = false;
+  int64_t c_sm = 0, c_sn = 0;  // C strides over (m, n); 0 = broadcast
+};
+
+Status ParseGemm(const InferContext& c, GemmParams* p) {
+  const TensorInfo &a = Input(c, 0), &b = Input(c, 1), &cc = Input(c, 2);
+  if (!a.present() || !b.present()) return OpError(c.op, "needs A and B");
+  if (a.dtype != DType::kF32 || b.dtype != DType::kF32)
+    return OpUnsupported(c.op, "only float32 is supported");
+  if (a.shape.size() != 2 || b.shape.size() != 2) return OpError(c.op, "A and B must be 2-D");
+  p->ta = c.attrs.GetInt("transA", 0) != 0;
+  p->tb = c.attrs.GetInt("transB", 0) != 0;
+  p->alpha = c.attrs.GetFloat("alpha", 1.0f);
+  p->beta = c.attrs.GetFloat("beta", 1.0f);
+  p->M = p->ta ? a.shape[1] : a.shape[0];
+  p->K = p->ta ? a.shape[0] : a.shape[1];
+  const int64_t kb = p->tb ? b.shape[1] : b.shape[0];
+  p->N = p->tb ? b.shape[0] : b.shape[1];
+  if (kb != p->K)
+    return OpError(c.op, "inner dims differ: A " + ir::ShapeToString(a.shape) + ", B " +
+                             ir::ShapeToString(b.shape));
+  if (cc.present()) {
+    if (cc.dtype != DType::kF32) return OpError(c.op, "C must be float32");
+    if (cc.shape.size() > 2) return OpError(c.op, "C must have rank <= 2");
+    const int64_t cm = cc.shape.size() == 2 ? cc.shape[0] : 1;
+    const int64_t cn = cc.shape.empty() ? 1 : cc.shape.back();
+    if ((cm != 1 && cm != p->M) || (cn != 1 && cn != p->N))
+      return OpError(c.op, "C " + ir::ShapeToString(cc.shape) + " does not broadcast to " +
+                               std::to_string(p->M) + "x" + std::to_string(p->N));
+    p->has_c = p->beta != 0;
+    p->c_sn = cn == 1 ? 0 : 1;
+    p->c_sm = cm == 1 ? 0 : cn;
+  }
+  return Status::Ok();
+}
+
+Status InferGemm(const InferContext& c, std::vector<TensorInfo>* outs) {
+  GemmParams p;
+  FCB_RETURN_IF_ERROR(ParseGemm(c, &p));
+  outs->push_back(TensorInfo{DType::kF32, {p.M, p.N}});
+  return Status::Ok();
+}
+
+// Rows [m0, m1) of op(A) * op(B) for the transposed layouts (plain loops).
+void GemmRowsTransposed(const GemmParams& p, const float* a, const float* b, float* y, int64_t m0,
+                        int64_t m1) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  for (int64_t m = m0; m < m1; ++m) {
+    float* yr = y + m * N;
+    if (p.tb) {
+      for (int64_t n = 0; n < N; ++n) {
+        float acc = 0;
+        const float* br = b + n * K;  // B is [N][K]
+        if (p.ta) for (int64_t k = 0; k < K; ++k) acc += a[k * M + m] * br[k];
+        else for (int64_t k = 0; k < K; ++k) acc += a[m * K + k] * br[k];
+        yr[n] = acc;
+      }
+    } else {  // transA only: A is [K][M]
+      for (int64_t n = 0; n < N; ++n) yr[n] = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const float av = a[k * M + m];
+        const float* br = b + k * N;
+        for (int64_t n = 0; n < N; ++n) yr[n] += av * br[n];
+      }
+    }
+  }
+}
+
+Result<std::unique_ptr<Kernel>> CreateGemm(const CreateContext& c) {
+  GemmParams p;
+  FCB_RETURN_IF_ERROR(ParseGemm(AsInfer(c), &p));
+  return MakeKernel([p](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const float* a = static_cast<const float*>(in[0]);
+    const float* b = static_cast<const float*>(in[1]);
+    const float* cc = p.has_c ? static_cast<const float*>(in[2]) : nullptr;
+    float* y = static_cast<float*>(out[0]);
+    const int64_t blocks = (p.M + kRowBlock - 1) / kRowBlock;
+    const int64_t per_item = std::max<int64_t>(1, std::min(p.M, kRowBlock) * p.N * std::max<int64_t>(p.K, 1));
+    ctx.pool->ParallelFor(blocks, GrainFor(per_item, 1 << 16), [&](int64_t s0, int64_t e0) {
+      for (int64_t blk = s0; blk < e0; ++blk) {
+        const int64_t m0 = blk * kRowBlock, m1 = std::min(p.M, m0 + kRowBlock);
+        if (p.K == 0) std::fill(y + m0 * p.N, y + m1 * p.N, 0.0f);
+        else if (!p.ta && !p.tb) ctx.k->matmul(p.M, p.N, p.K, a, p.K, b, p.N, y, p.N, m0, m1);
+        else GemmRowsTransposed(p, a, b, y, m0, m1);
+        if (p.alpha == 1.0f && !cc) continue;
+        for (int64_t m = m0; m < m1; ++m) {
+          float* yr = y + m * p.N;
+          if (cc) {
+            const float* cr = cc + m * p.c_sm;
+            for (int64_t n = 0; n < p.N; ++n) yr[n] = p.alpha * yr[n] + p.beta * cr[n * p.c_sn];
+          } else {
+            for (int64_t n = 0; n < p.N; ++n) yr[n] *= p.alpha;
+          }
+        }
+      }
+    });
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+void RegisterMatMulOps(std::vector<OpDef>* ops) {
+  ops->push_back(Def<InferMatMul, CreateMatMul>("MatMul", 2, 2));
+  ops->push_back(Def<InferGemm, CreateGemm>("Gemm", 2, 3));
+  RegisterLayerNormOps(ops);
+}
 
 }  // namespace fcb::ops

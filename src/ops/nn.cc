@@ -328,6 +328,8 @@ Result<kernels::PoolGeom> ResolvePoolNhwc(const Attrs& a, const TensorInfo& x) {
   g.dw = w.dw;
   g.pad_top = w.pad_t;
   g.pad_left = w.pad_l;
+  g.pad_bottom = w.pad_b;
+  g.pad_right = w.pad_r;
   g.count_include_pad = a.GetInt("count_include_pad", 0) != 0;
   FCB_RETURN_IF_ERROR(CheckedNumel({g.n, g.oh, g.ow, g.c}).status());
   return g;
