@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compile/lower.h"
+#include "compile/session.h"
 #include "core/target.h"
 #include "fcb/fcb.h"
 #include "format/fcb_file.h"
@@ -69,9 +70,11 @@ void WarnAboutSharing(const CompileSpec& spec, const std::vector<TargetOptions>&
 
 }  // namespace
 
-Result<CompileReport> CompileMethods(const std::map<std::string, std::string>& methods,
-                                     const CompileSpec& spec_in, const std::string& out_path,
-                                     const CompileHooks& hooks) {
+namespace {
+
+Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string>& methods,
+                                         const CompileSpec& spec_in, const std::string& out_path,
+                                         const CompileHooks& hooks) {
   FCB_RETURN_IF_ERROR(ValidateSpec(spec_in));
   if (methods.empty()) return InvalidArgument("nothing to compile: give a model or at least one --method NAME=MODEL.onnx");
   if (out_path.empty()) return InvalidArgument("no output file: pass -o OUT.fcb");
@@ -147,6 +150,21 @@ Result<CompileReport> CompileMethods(const std::map<std::string, std::string>& m
   for (size_t b = 0; b < pool.size(); ++b) desc.blobs[b].size = pool.bytes(static_cast<int32_t>(b)).size();
   WarnAboutSharing(spec, opts, desc, &report);
   return report;
+}
+
+}  // namespace
+
+Result<CompileReport> CompileMethods(const std::map<std::string, std::string>& methods,
+                                     const CompileSpec& spec, const std::string& out_path,
+                                     const CompileHooks& hooks) {
+  compile::CompileSession session(out_path);
+  try {
+    return CompileMethodsImpl(methods, spec, out_path, hooks);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory while compiling '" + out_path + "'");
+  } catch (const std::exception& e) {
+    return Internal(std::string("unexpected exception while compiling: ") + e.what());
+  }
 }
 
 Result<CompileReport> Compile(const std::string& model_path, const CompileSpec& spec,

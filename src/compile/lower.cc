@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compile/memory_plan.h"
+#include "core/fault.h"
 #include "kernels/packing.h"
 #include "ops/op.h"
 
@@ -29,8 +30,11 @@ class Lowerer {
     ctx_.target = TargetName(opt_.target);
     ctx_.options = OptionsToJson(opt_.options);
     for (int v : g_.inputs) ctx_.inputs.push_back(ValueTensor(v));
+    if (fault::Hit(fault::Kind::kContext, TargetName(opt_.target)))
+      return ResourceExhausted("cannot create the compile context (injected fault)");
     for (const Node& n : g_.nodes) {
       Status s = LowerNode(n);
+      if (s.ok() && !error_.ok()) s = std::move(error_);
       if (!s.ok()) return s.Annotate(n.Describe());
     }
     for (int v : g_.outputs) ctx_.outputs.push_back(ValueTensor(v));
@@ -41,6 +45,8 @@ class Lowerer {
 
  private:
   int32_t AddBlob(const void* data, uint64_t size) {
+    if (fault::Hit(fault::Kind::kAlloc, TargetName(opt_.target)) && error_.ok())
+      error_ = ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes of weights (injected fault)");
     return opt_.weight_sharing ? pool_.Add(data, size) : pool_.AddUnshared(data, size);
   }
 
@@ -170,10 +176,10 @@ class Lowerer {
       for (float& x : src) x *= alpha;
     const int64_t ldb = trans_b ? 1 : nn, ldcol = trans_b ? k : 1;
     auto s = BaseStep(n, "GemmPacked");
+    const ops::Attrs node_attrs = ops::AttrsFromNode(n);
     s.attrs.clear();
     for (const char* a : {"activation", "activation_alpha", "activation_beta"})
-      for (const auto& d : ops::AttrsFromNode(n).list())
-        if (d.name == a) s.attrs.push_back(d);
+      if (const auto* d = node_attrs.Find(a)) s.attrs.push_back(*d);
     format::AttrDesc an;
     an.name = "n";
     an.ints = {nn};
@@ -265,6 +271,7 @@ class Lowerer {
   std::vector<int32_t> tensor_of_;
   ContextDesc ctx_;
   std::vector<std::shared_ptr<ir::TensorData>> keep_;
+  Status error_;  // first allocation failure, reported with the node being lowered
 };
 
 }  // namespace

@@ -5,7 +5,19 @@
 namespace fcb {
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  try {
+    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  } catch (...) {
+    // Join the workers already started before reporting the failure: a
+    // joinable std::thread destroyed during unwinding would terminate.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_work_.notify_all();
+    for (auto& t : workers_) t.join();
+    throw;
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -1,40 +1,30 @@
 #include "format/io_fault.h"
 
-#include <atomic>
-#include <cerrno>
+#include "core/fault.h"
 
 namespace fcb::format {
-namespace {
 
-std::atomic<bool> g_armed{false};
-std::atomic<int64_t> g_fail_at{0};
-std::atomic<int64_t> g_steps{0};
-
-}  // namespace
-
-bool IoFaultHit() {
-  if (!g_armed.load(std::memory_order_relaxed)) return false;
-  int64_t step = g_steps.fetch_add(1) + 1;
-  if (step != g_fail_at.load()) return false;
-  errno = EIO;
-  return true;
-}
+bool IoFaultHit() { return fault::Hit(fault::Kind::kIo); }
 
 namespace testing {
 
-FailAt::FailAt(int64_t n) {
-  g_steps.store(0);
-  g_fail_at.store(n);
-  g_armed.store(true);
+// Delegates to the process-wide injector, counting I/O steps only.
+struct FailAtState {
+  fault::testing::Injector injector;
+  int64_t n;
+};
+
+namespace {
+FailAtState* g_failat = nullptr;
 }
 
+FailAt::FailAt(int64_t n) { g_failat = new FailAtState{fault::testing::Injector(n, static_cast<uint32_t>(fault::Kind::kIo)), n}; }
 FailAt::~FailAt() {
-  g_armed.store(false);
-  g_fail_at.store(0);
+  delete g_failat;
+  g_failat = nullptr;
 }
-
-int64_t FailAt::steps() const { return g_steps.load(); }
-bool FailAt::fired() const { return g_fail_at.load() > 0 && g_steps.load() >= g_fail_at.load(); }
+int64_t FailAt::steps() const { return g_failat->injector.count(); }
+bool FailAt::fired() const { return g_failat->injector.fired(); }
 
 }  // namespace testing
 }  // namespace fcb::format

@@ -496,5 +496,36 @@ TEST(Import, AllConstantNodesAreFolded) {
   EXPECT_EQ(Floats(V(*g, "c").constant), (std::vector<float>{1, 2}));
 }
 
+
+TEST(Import, ReduceAxesAndSplitSizesBecomeInputs) {
+  ASSERT_TRUE(HaveOps({"ReduceMean", "Split"}));
+  for (int64_t opset : {11, 18}) {
+    auto m = MakeModel(opset);
+    AddInput(m, "x", {2, 7});
+    if (opset == 11) {
+      AttrInts(AddNode(m, "ReduceMean", {"x"}, {"r"}, "mean"), "axes", {1});
+    } else {
+      AddInit(m, Int64Tensor("ax", {1}, {1}));
+      AddNode(m, "ReduceMean", {"x", "ax"}, {"r"}, "mean");
+    }
+    auto* split = AddNode(m, "Split", {"x"}, {"s0", "s1", "s2"}, "split");
+    AttrInt(split, "axis", 1);
+    if (opset == 18) AttrInt(split, "num_outputs", 3);
+    else AttrInts(split, "split", {3, 3, 1});
+    for (const char* o : {"r", "s0", "s1", "s2"}) AddOutput(m, o);
+    auto g = Import(m);
+    ASSERT_TRUE(g.ok()) << opset << ": " << g.status().ToString();
+    ASSERT_EQ(g->nodes.size(), 2u);
+    for (const auto& n : g->nodes) {
+      EXPECT_FALSE(n.Has("axes") || n.Has("split") || n.Has("num_outputs")) << n.Describe();
+      ASSERT_EQ(n.inputs.size(), 2u) << n.Describe();
+      ASSERT_TRUE(g->values[n.inputs[1]].is_constant()) << n.Describe();
+    }
+    EXPECT_EQ(g->values[g->nodes[1].inputs[1]].constant->ToInts(), (std::vector<int64_t>{3, 3, 1}));
+    EXPECT_EQ(V(*g, "r").shape, (ir::Shape{2, 1}));
+    EXPECT_EQ(V(*g, "s2").shape, (ir::Shape{2, 1}));
+  }
+}
+
 }  // namespace
 }  // namespace fcb::import

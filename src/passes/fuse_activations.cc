@@ -54,9 +54,41 @@ Activation ActivationOf(const ir::Graph& g, const ir::Node& n) {
 bool CanTakeEpilogue(const ir::Graph& g, const ir::Node& p) {
   if (!p.domain.empty() || p.outputs.size() != 1) return false;
   if (p.GetInt("activation", 0) != 0) return false;
-  if (p.op_type == "Conv" || p.op_type == "Gemm") return true;
-  // MatMul with constant B is lowered to the packed GEMM, which has the epilogue.
-  return p.op_type == "MatMul" && ConstInput(g, p, 1) != nullptr;
+  if (p.op_type == "Conv") return true;
+  // Only Gemm / MatMul with constant B are lowered to the packed GEMM, which
+  // has the epilogue; the variable-operand kernels do not read "activation".
+  return (p.op_type == "Gemm" || p.op_type == "MatMul") && ConstInput(g, p, 1) != nullptr;
+}
+
+void SetEpilogue(ir::Node& prod, const Activation& a, int output) {
+  prod.SetInt("activation", static_cast<int64_t>(a.act));
+  prod.SetFloat("activation_alpha", a.alpha);
+  prod.SetFloat("activation_beta", a.beta);
+  prod.outputs[0] = output;
+}
+
+// SiLU as exported: Mul(x, Sigmoid(x)) with x used by exactly those two nodes.
+void FuseSilu(ir::Graph& g, const std::vector<int>& uses, const std::vector<int>& producers,
+              std::vector<bool>& erase) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& mul = g.nodes[i];
+    if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.size() != 1)
+      continue;
+    for (int which = 0; which < 2; ++which) {
+      const int sig_out = mul.inputs[which], x = mul.inputs[1 - which];
+      if (sig_out < 0 || x < 0 || producers[sig_out] < 0 || producers[x] < 0) continue;
+      const int ps = producers[sig_out], px = producers[x];
+      const ir::Node& sig = g.nodes[ps];
+      if (erase[ps] || erase[px] || sig.op_type != "Sigmoid" || !sig.domain.empty() ||
+          sig.inputs.size() != 1 || sig.inputs[0] != x)
+        continue;
+      if (uses[sig_out] != 1 || uses[x] != 2 || g.values[x].dtype != ir::DType::kF32) continue;
+      if (!CanTakeEpilogue(g, g.nodes[px])) continue;
+      SetEpilogue(g.nodes[px], Activation{kernels::Act::kSilu, 0.f, 0.f}, mul.outputs[0]);
+      erase[ps] = erase[i] = true;
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -65,7 +97,9 @@ Status FuseActivations(ir::Graph& g) {
   std::vector<bool> erase(g.nodes.size(), false);
   const auto uses = g.UseCounts();
   const auto producers = g.Producers();
+  FuseSilu(g, uses, producers, erase);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (erase[i]) continue;
     const ir::Node& act_node = g.nodes[i];
     const Activation a = ActivationOf(g, act_node);
     if (a.act == kernels::Act::kNone) continue;
@@ -75,10 +109,7 @@ Status FuseActivations(ir::Graph& g) {
     if (p < 0 || erase[p] || uses[x] != 1 || g.values[x].dtype != ir::DType::kF32) continue;
     ir::Node& prod = g.nodes[p];
     if (!CanTakeEpilogue(g, prod)) continue;
-    prod.SetInt("activation", static_cast<int64_t>(a.act));
-    prod.SetFloat("activation_alpha", a.alpha);
-    prod.SetFloat("activation_beta", a.beta);
-    prod.outputs[0] = act_node.outputs[0];
+    SetEpilogue(prod, a, act_node.outputs[0]);
     erase[i] = true;
   }
   EraseNodes(g, erase);

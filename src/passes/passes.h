@@ -24,10 +24,11 @@ Status RemoveIdentities(ir::Graph& g);
 Status FoldBatchNorm(ir::Graph& g);
 
 // An activation (Relu, Clip with constant bounds, Sigmoid, HardSigmoid,
-// HardSwish, Tanh, LeakyRelu) after Conv / Gemm / MatMul(constant B) whose
+// HardSwish, Tanh, LeakyRelu) after Conv / Gemm or MatMul with constant B whose
 // output has no other use: sets "activation" (kernels::Act code),
 // "activation_alpha", "activation_beta" on the producer, which then writes the
-// activation's output value.
+// activation's output value. Also SiLU as exported (Mul(x, Sigmoid(x)) where x
+// has just those two uses) becomes the kSilu epilogue.
 Status FuseActivations(ir::Graph& g);
 
 // Removes nodes none of whose outputs is used, then every value no node or

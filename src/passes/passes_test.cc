@@ -222,6 +222,34 @@ TEST(FuseActivations, SetsAttrsAndTakesOverTheOutput) {
   EXPECT_EQ(t.g.nodes[0].GetFloat("activation_beta", 0), inf);
 }
 
+TEST(FuseActivations, MulOfSigmoidBecomesSilu) {
+  for (int order = 0; order < 2; ++order) {
+    ConvBn t;
+    ir::Graph& g = t.g;
+    g.nodes.pop_back();
+    int x = g.nodes[0].outputs[0];
+    int s = AddTensor(g, "sig", {1, 3, 3, 3});
+    AddNode(g, "Sigmoid", {x}, {s}, "sigmoid");
+    AddNode(g, "Mul", order ? std::vector<int>{s, x} : std::vector<int>{x, s}, {g.outputs[0]}, "mul");
+    ASSERT_TRUE(FuseActivations(g).ok());
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].GetInt("activation", -1), static_cast<int64_t>(kernels::Act::kSilu));
+    EXPECT_EQ(g.nodes[0].outputs[0], g.outputs[0]);
+  }
+  {  // x has a third use: the Sigmoid and Mul stay
+    ConvBn t;
+    ir::Graph& g = t.g;
+    g.nodes.pop_back();
+    int x = g.nodes[0].outputs[0];
+    int s = AddTensor(g, "sig", {1, 3, 3, 3});
+    AddNode(g, "Sigmoid", {x}, {s}, "sigmoid");
+    AddNode(g, "Mul", {x, s}, {g.outputs[0]}, "mul");
+    g.outputs.push_back(x);
+    ASSERT_TRUE(FuseActivations(g).ok());
+    EXPECT_EQ(g.nodes.size(), 3u);
+  }
+}
+
 TEST(FuseActivations, LeavesUnfusibleCasesAlone) {
   {  // producer output is also a graph output
     ConvBn t;
@@ -231,16 +259,16 @@ TEST(FuseActivations, LeavesUnfusibleCasesAlone) {
     ASSERT_TRUE(FuseActivations(t.g).ok());
     EXPECT_EQ(t.g.nodes.size(), 2u);
   }
-  {  // MatMul with a variable B
+  for (const char* op : {"MatMul", "Gemm"}) {  // variable B: not the packed GEMM
     ir::Graph g;
     int a = AddTensor(g, "a", {2, 2}), b = AddTensor(g, "b", {2, 2});
     g.inputs = {a, b};
     int m = AddTensor(g, "m", {2, 2}), y = AddTensor(g, "y", {2, 2});
-    AddNode(g, "MatMul", {a, b}, {m}, "mm");
+    AddNode(g, op, {a, b}, {m}, "mm");
     AddNode(g, "Relu", {m}, {y}, "relu");
     g.outputs = {y};
     ASSERT_TRUE(FuseActivations(g).ok());
-    EXPECT_EQ(g.nodes.size(), 2u);
+    EXPECT_EQ(g.nodes.size(), 2u) << op;
   }
   {  // Clip with a runtime bound
     ConvBn t;

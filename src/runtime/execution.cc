@@ -1,6 +1,8 @@
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 
+#include "core/fault.h"
 #include "core/thread_pool.h"
 #include "runtime/program_impl.h"
 
@@ -32,7 +34,8 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   auto impl = std::make_unique<ExecutionImpl>();
   impl->method = m;
   const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
-  impl->arena.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (arena_bytes + 63) / 64 * 64)));
+  if (!fault::Hit(fault::Kind::kArena, method))
+    impl->arena.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (arena_bytes + 63) / 64 * 64)));
   if (!impl->arena)
     return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena of method '" +
                              method + "'");
@@ -49,7 +52,14 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
     impl->step_in.push_back(std::move(in));
     impl->step_out.push_back(std::move(out));
   }
-  impl->pool = std::make_unique<ThreadPool>(num_threads);
+  if (fault::Hit(fault::Kind::kThreads, method))
+    return ResourceExhausted("cannot start " + std::to_string(num_threads) + " threads for method '" + method +
+                             "' (injected fault)");
+  try {
+    impl->pool = std::make_unique<ThreadPool>(num_threads);
+  } catch (const std::system_error& e) {
+    return ResourceExhausted("cannot start " + std::to_string(num_threads) + " threads: " + e.what());
+  }
   impl->program = std::move(program);
   return std::unique_ptr<Execution>(new Execution(std::move(impl)));
 }

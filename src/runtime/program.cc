@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/fault.h"
 #include "ops/conv_geom.h"
 #include "runtime/program_impl.h"
 
@@ -137,6 +138,8 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
         return CorruptFile(ps.where + ": output " + std::to_string(i) + " is declared " +
                            ir::ShapeToString(out_declared[i].shape) + " but its inputs give " +
                            ir::ShapeToString(out[i].shape));
+    if (fault::Hit(fault::Kind::kAlloc, c.method))
+      return ResourceExhausted(ps.where + ": cannot allocate the prepared kernel (injected fault)");
     ops::CreateContext cctx{s.op, attrs, in, out, consts};
     auto kernel = def->create(cctx);
     if (!kernel.ok()) return kernel.TakeStatus().Annotate(ps.where);
@@ -176,8 +179,12 @@ Program::Program(std::unique_ptr<ProgramImpl> impl) : impl_(std::move(impl)) {}
 Program::~Program() = default;
 
 Result<std::shared_ptr<const Program>> Program::Load(const std::string& path, const LoadOptions& options) {
-  FCB_ASSIGN_OR_RETURN(auto impl, LoadProgram(path, options));
-  return std::shared_ptr<const Program>(new Program(std::move(impl)));
+  try {
+    FCB_ASSIGN_OR_RETURN(auto impl, LoadProgram(path, options));
+    return std::shared_ptr<const Program>(new Program(std::move(impl)));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory while loading '" + path + "'");
+  }
 }
 
 const std::string& Program::target() const { return impl_->target_name; }
