@@ -3,16 +3,19 @@
 // pad 1). Reports FLOP/s ("FLOPS" counter); compare against the machine's
 // single-core fp32 peak (about 208 GFLOP/s with AVX-512 FMA).
 //
-// Not part of the CMake build (benchmarks live apart from tests). Build, after
-// building fcb_kernels and fcb_core in build-kernels:
-//   g++ -O2 -std=c++20 -Isrc -Iinclude bench/kernels_bench.cc \
-//     build-kernels/CMakeFiles/fcb_kernels.dir/src/kernels/*.o \
-//     build-kernels/CMakeFiles/fcb_core.dir/src/core/*.o \
-//     -lbenchmark -lhwy -lpthread -o build-kernels/kernels_bench
-//   build-kernels/kernels_bench --benchmark_filter=x86-64-v4
+// The first benchmark, peak_fma/avx512, is a pure register FMA loop: the
+// machine's measured single-core peak. Every kernel also reports "pct_peak",
+// its FLOP/s as a percentage of that measured peak (measured once at start-up).
+//
+// Built by CMake when Google Benchmark is found (FCB_BUILD_BENCH):
+//   cmake --build build --target kernels_bench
+//   build/bench/kernels_bench --benchmark_filter='peak|x86-64-v4'
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,9 +23,40 @@
 #include "core/target.h"
 #include "kernels/kernels.h"
 #include "kernels/packing.h"
+#include "peak_fma.h"
 
 namespace fcb::kernels {
 namespace {
+
+// Measured single-core peak in FLOP/s (0 when the host has no AVX-512).
+double g_peak_flops = 0;
+
+double MeasurePeak() {
+  if (!bench::HostHasAvx512()) return 0;
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const int64_t iters = 20'000'000;
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(bench::PeakFmaAvx512(iters));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, iters * bench::kPeakFlopPerIter / s);
+  }
+  return best;
+}
+
+void BenchPeak(benchmark::State& state) {
+  const int64_t iters = 1'000'000;
+  for (auto _ : state) benchmark::DoNotOptimize(bench::PeakFmaAvx512(iters));
+  state.counters["FLOPS"] =
+      benchmark::Counter(iters * bench::kPeakFlopPerIter, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void SetFlops(benchmark::State& state, double flop) {
+  state.counters["FLOPS"] = benchmark::Counter(flop, benchmark::Counter::kIsIterationInvariantRate);
+  if (g_peak_flops > 0)
+    state.counters["pct_peak"] =  // percent of the measured peak
+        benchmark::Counter(100.0 * flop / g_peak_flops, benchmark::Counter::kIsIterationInvariantRate);
+}
 
 std::vector<float> Random(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -44,8 +78,7 @@ void BenchGemm(benchmark::State& state, TargetId target, int64_t size) {
     benchmark::DoNotOptimize(C.data());
     benchmark::ClobberMemory();
   }
-  state.counters["FLOPS"] =
-      benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+  SetFlops(state, 2.0 * M * N * K);
 }
 
 void BenchConv3x3(benchmark::State& state, TargetId target) {
@@ -64,8 +97,7 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * 56 * 56 * 64 * 64 * 9,
-                                               benchmark::Counter::kIsIterationInvariantRate);
+  SetFlops(state, 2.0 * 56 * 56 * 64 * 64 * 9);
 }
 
 }  // namespace
@@ -73,6 +105,10 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
 
 int main(int argc, char** argv) {
   using namespace fcb;
+  kernels::g_peak_flops = kernels::MeasurePeak();
+  if (kernels::g_peak_flops > 0)
+    std::printf("measured single-core fp32 FMA peak (AVX-512): %.1f GFLOP/s\n", kernels::g_peak_flops / 1e9);
+  if (bench::HostHasAvx512()) benchmark::RegisterBenchmark("peak_fma/avx512", kernels::BenchPeak);
   for (TargetId t : RunnableTargets()) {
     const std::string name = TargetName(t);
     for (int64_t size : {512, 1024})

@@ -2,27 +2,44 @@
 // at the FMA units' throughput and measures the single-core peak.
 #include "peak_fma.h"
 
-#include <immintrin.h>
 
 namespace fcb::bench {
 
 bool HostHasAvx512() { return __builtin_cpu_supports("avx512f"); }
 
+// Written in assembly so the compiler can neither spill the accumulators nor
+// fold the chains: 24 zmm accumulators, each updated once per iteration.
 __attribute__((target("avx512f"))) float PeakFmaAvx512(int64_t iters) {
-  __m512 acc[24];
-  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    // Keeps the compiler from collapsing the chain across iterations.
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]),
-                     "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]),
-                     "+v"(acc[10]), "+v"(acc[11]));
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  alignas(64) float out[16];
+  const float a = 0.999999f, b = 1e-7f;
+  __asm__ volatile(
+      "vbroadcastss %[a], %%zmm30\n\t"
+      "vbroadcastss %[b], %%zmm31\n\t"
+      "vxorps %%zmm0, %%zmm0, %%zmm0\n\t"
+      ".irp r,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23\n\t"
+      "vmovaps %%zmm0, %%zmm\\r\n\t"
+      ".endr\n\t"
+      "test %[n], %[n]\n\t"
+      "jle 2f\n\t"
+      "1:\n\t"
+      ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23\n\t"
+      "vfmadd132ps %%zmm30, %%zmm31, %%zmm\\r\n\t"
+      ".endr\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      ".irp r,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23\n\t"
+      "vaddps %%zmm\\r, %%zmm0, %%zmm0\n\t"
+      ".endr\n\t"
+      "vmovaps %%zmm0, %[out]\n\t"
+      : [n] "+r"(iters), [out] "=m"(out)
+      : [a] "m"(a), [b] "m"(b)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
+        "xmm21", "xmm22", "xmm23", "xmm30", "xmm31", "cc");
+  float s = 0;
+  for (float x : out) s += x;
+  return s;
 }
 
 }  // namespace fcb::bench

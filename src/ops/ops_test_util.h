@@ -24,14 +24,14 @@ using TensorPtr = std::shared_ptr<ir::TensorData>;
 inline TensorPtr F32(Shape s, std::vector<float> v) {
   auto t = ir::TensorData::Make(DType::kF32, std::move(s));
   EXPECT_EQ(static_cast<size_t>(t->numel()), v.size());
-  std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
+  if (!v.empty()) std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
   return t;
 }
 template <typename T>
 TensorPtr Typed(DType dt, Shape s, const std::vector<T>& v) {
   auto t = ir::TensorData::Make(dt, std::move(s));
   EXPECT_EQ(static_cast<size_t>(t->numel()), v.size());
-  std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
+  if (!v.empty()) std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
   return t;
 }
 inline TensorPtr I64(Shape s, std::vector<int64_t> v) { return Typed(DType::kI64, std::move(s), v); }
@@ -55,7 +55,7 @@ inline std::vector<float> Rand(int64_t n, uint32_t seed, float lo = -2.f, float 
 template <typename T>
 std::vector<T> Values(const ir::TensorData& t) {
   std::vector<T> v(static_cast<size_t>(t.numel()));
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  if (!v.empty()) std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
   return v;
 }
 

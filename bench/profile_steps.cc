@@ -1,0 +1,79 @@
+// Per-step profile of a compiled model: loads an .fcb, runs every step of one
+// method `iterations` times on its own and prints where the time goes, heaviest
+// first. A developer tool for finding hot spots (not a test, not the CLI).
+//
+//   profile_steps MODEL.fcb [--target T] [--threads N] [--iterations N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "fcb/fcb.h"
+#include "runtime/program_impl.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: profile_steps MODEL.fcb [--target T] [--threads N] [--iterations N]\n");
+    return 2;
+  }
+  fcb::LoadOptions lo;
+  int threads = 1, iters = 20;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--target")) lo.target = argv[i + 1];
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--iterations")) iters = std::atoi(argv[i + 1]);
+  }
+  auto prog = fcb::Program::Load(argv[1], lo);
+  if (!prog.ok()) {
+    std::fprintf(stderr, "error: %s\n", prog.status().message().c_str());
+    return 1;
+  }
+  const fcb::ProgramImpl& p = prog.value()->impl();
+  const fcb::PreparedMethod& m = p.methods.at(0);
+  const uint64_t arena_bytes = (m.context->arena_bytes + 63) / 64 * 64 + 64;
+  std::unique_ptr<uint8_t, decltype(&std::free)> arena(
+      static_cast<uint8_t*>(std::aligned_alloc(64, arena_bytes)), &std::free);
+  std::memset(arena.get(), 0, arena_bytes);
+  std::vector<void*> ptr(m.context->tensors.size());
+  for (size_t t = 0; t < ptr.size(); ++t)
+    ptr[t] = m.weights[t] ? const_cast<void*>(m.weights[t]) : arena.get() + m.context->tensors[t].offset;
+  fcb::ThreadPool pool(threads);
+  fcb::ops::RunContext ctx{p.kernels, &pool};
+  struct Row {
+    double ms;
+    size_t i;
+  };
+  std::vector<Row> rows;
+  double total = 0;
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    const auto& s = m.steps[i];
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (int32_t t : s.inputs) in.push_back(t < 0 ? nullptr : ptr[t]);
+    for (int32_t t : s.outputs) out.push_back(ptr[t]);
+    double best = 1e30;
+    for (int it = 0; it < iters; ++it) {
+      const auto b = std::chrono::steady_clock::now();
+      (void)s.kernel->Run(ctx, in.data(), out.data());
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b).count());
+    }
+    rows.push_back({best, i});
+    total += best;
+  }
+  std::printf("target %s, %d thread(s): sum of per-step minima %.3f ms\n", p.target_name.c_str(), threads, total);
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  for (const Row& r : rows) {
+    const auto& sd = m.context->steps[r.i];
+    std::string shape;
+    for (int32_t t : sd.outputs)
+      for (int64_t d : m.context->tensors[t].shape) shape += std::to_string(d) + "x";
+    std::printf("%8.3f ms %5.1f%%  %-40s %-18s out %s\n", r.ms, 100 * r.ms / total, m.steps[r.i].where.c_str(),
+                sd.op.c_str(), shape.c_str());
+  }
+  return 0;
+}
