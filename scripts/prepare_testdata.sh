@@ -61,3 +61,56 @@ EOF
     touch "$ref/.done"
   fi
 done
+
+# Several methods in one .fcb (tests/methods_test.cc): resnet18 with symbolic
+# height and width (the same weights as resnet18.onnx), with seeded inputs and
+# ONNX Runtime references at 224x224 and 320x320.
+hw="$dir/resnet18_hw.onnx"
+if [ ! -f "$hw" ] || [ "$dir/resnet18.onnx" -nt "$hw" ]; then
+  "$py" - "$dir/resnet18.onnx" "$hw" <<'EOF2'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+dims = m.graph.input[0].type.tensor_type.shape.dim
+dims[2].dim_param, dims[3].dim_param = "height", "width"
+del m.graph.value_info[:]  # stale shapes for 224x224
+onnx.checker.check_model(m)
+onnx.save(m, sys.argv[2] + ".tmp")
+EOF2
+  mv "$hw.tmp" "$hw"
+fi
+for side in 224 320; do
+  name="resnet18_hw_$side"
+  input="$dir/$name.input.npy"
+  ref="$dir/$name.ref"
+  if [ ! -f "$input" ]; then
+    "$py" - "$input" "$side" <<'EOF2'
+import sys, numpy as np
+side = int(sys.argv[2])
+rng = np.random.default_rng(side)
+np.save(sys.argv[1] + ".tmp.npy", rng.standard_normal((1, 3, side, side)).astype(np.float32))
+EOF2
+    mv "$input.tmp.npy" "$input"
+  fi
+  if [ ! -f "$ref/.done" ] || [ "$hw" -nt "$ref/.done" ] || [ "$input" -nt "$ref/.done" ]; then
+    rm -rf "$ref"
+    node "$oracle/ort_run.js" "$hw" "$ref" "input=$input"
+    touch "$ref/.done"
+  fi
+done
+
+# The tiny decoder-only transformer (examples/transformer): prefill and decode
+# ONNX files, a prompt, and ONNX Runtime's greedy decoding of 16 tokens
+# (tokens + the logits row each token came from) for tests/transformer_test.cc.
+td_export="$repo/examples/transformer/export_tiny_decoder.py"
+td_stamp="$dir/.tiny_decoder.stamp"
+td_want="$(sha256sum "$td_export" | cut -d' ' -f1)"
+if [ ! -f "$td_stamp" ] || [ "$(cat "$td_stamp")" != "$td_want" ]; then
+  "$py" "$td_export" --out "$dir" >/dev/null
+  rm -rf "$dir/tiny_decoder.ref"
+  printf '%s' "$td_want" >"$td_stamp"
+fi
+if [ ! -f "$dir/tiny_decoder.ref/.done" ]; then
+  node "$oracle/ort_generate.js" "$dir/tiny_decoder.prefill.onnx" "$dir/tiny_decoder.decode.onnx" \
+    "$dir/tiny_decoder.prompt.npy" 16 "$dir/tiny_decoder.ref" >/dev/null
+  touch "$dir/tiny_decoder.ref/.done"
+fi

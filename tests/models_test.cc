@@ -84,6 +84,44 @@ TEST_P(ModelTest, EveryTargetMatchesOnnxRuntime) {
   EXPECT_GE(ran, 1);
 }
 
+// optimization_level 0 (no BatchNorm folding, no fusion: standalone
+// BatchNormalization, separate activations) must match too.
+TEST(ModelLevel0, DemoAndResnet18MatchOnnxRuntime) {
+  const std::string dir = TestDataDir();
+  for (const auto& [name, model] : std::vector<std::pair<std::string, std::string>>{
+           {"demo_cnn", FCB_SOURCE_DIR "/models/demo_cnn.onnx"}, {"resnet18", dir + "/resnet18.onnx"}}) {
+    SCOPED_TRACE(name);
+    auto input = ReadNpy(dir + "/" + name + ".input.npy");
+    auto want = ReadNpy(dir + "/" + name + ".ref/output.npy");
+    ASSERT_TRUE(input.ok() && want.ok()) << "run scripts/prepare_testdata.sh";
+    TempDir tmp;
+    CompileSpec spec;
+    spec.targets = {"generic", RunnableTargets().front() == TargetId::kGeneric ? "x86-64-v2" : TargetName(RunnableTargets().front())};
+    TargetOptions o;
+    o.optimization_level = 0;
+    spec.target_options = {o, o};
+    spec.input_shapes["input"] = input.value().shape;
+    auto report = Compile(model, spec, tmp.File("m.fcb"));
+    ASSERT_TRUE(report.ok()) << report.status().message();
+    for (const auto& t : spec.targets) {
+      if (!HostCanRun(*TargetFromName(t))) continue;
+      LoadOptions lo;
+      lo.target = t;
+      auto program = Program::Load(tmp.File("m.fcb"), lo);
+      ASSERT_TRUE(program.ok()) << program.status().message();
+      auto ex = Execution::Create(program.value(), "main", 1);
+      ASSERT_TRUE(ex.ok());
+      ASSERT_TRUE(ex.value()->SetInput("input", input.value().data.data(), input.value().data.size()).ok());
+      ASSERT_TRUE(ex.value()->Run().ok());
+      const float* p = static_cast<const float*>(ex.value()->output_data(0));
+      std::vector<float> got(p, p + ex.value()->info().outputs[0].bytes() / 4);
+      auto d = testing::Compare(got, AsFloats(want.value()));
+      EXPECT_LT(d.rel_l2, 1e-4) << t;
+      EXPECT_LT(d.max_abs, 1e-3) << t;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Torchvision, ModelTest,
     ::testing::Values(ModelCase{"demo_cnn", FCB_SOURCE_DIR "/models/demo_cnn.onnx", ""},

@@ -14,6 +14,7 @@
 #include "fcb/fcb.h"
 #include "format/fcb_file.h"
 #include "import/onnx_import.h"
+#include "passes/fuse_residual.h"
 #include "passes/layout.h"
 #include "passes/passes.h"
 
@@ -113,6 +114,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
         ir::Graph g = imported.value();
         Status s = passes::RunDefaultPasses(g, level);
         if (s.ok()) s = passes::AssignLayouts(g);
+        if (s.ok() && level >= 1) s = passes::FuseResidualAdd(g);
         if (s.ok()) s = g.Validate();
         optimized.emplace(level, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s));
       }

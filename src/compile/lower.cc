@@ -62,6 +62,24 @@ class Lowerer {
     return static_cast<int32_t>(ctx_.tensors.size()) - 1;
   }
 
+  // Packed conv/GEMM weights: fp32, or bfloat16 (round to nearest even) for
+  // targets compiled with precision "bf16".
+  int32_t AddPackedWeights(const std::string& name, const std::vector<float>& v) {
+    if (opt_.options.precision != "bf16") return AddFloats(name, v);
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &v[i], 4);
+      if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        h[i] = static_cast<uint16_t>((bits >> 16) | 0x40);  // keep NaN a NaN
+      } else {
+        bits += 0x7fffu + ((bits >> 16) & 1u);
+        h[i] = static_cast<uint16_t>(bits >> 16);
+      }
+    }
+    return AddWeightTensor(name, ir::DType::kBF16, {static_cast<int64_t>(h.size())}, h.data(), h.size() * 2);
+  }
+
   int32_t AddFloats(const std::string& name, const std::vector<float>& v) {
     return AddWeightTensor(name, ir::DType::kF32, {static_cast<int64_t>(v.size())}, v.data(),
                            v.size() * sizeof(float));
@@ -129,10 +147,10 @@ class Lowerer {
     auto s = BaseStep(n, "ConvNhwc");
     s.inputs.push_back(ValueTensor(n.inputs[0]));
     if (depthwise) {
-      s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackDepthwise(w->data<float>(), oc, kh, kw)));
+      s.inputs.push_back(AddPackedWeights(n.name + ".w", kernels::PackDepthwise(w->data<float>(), oc, kh, kw)));
       s.inputs.push_back(AddFloats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc)));
     } else {
-      s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackConv(w->data<float>(), oc, icg, kh, kw, group)));
+      s.inputs.push_back(AddPackedWeights(n.name + ".w", kernels::PackConv(w->data<float>(), oc, icg, kh, kw, group)));
       s.inputs.push_back(AddFloats(n.name + ".b", kernels::PackConvBias(bias, oc, group)));
     }
     format::AttrDesc dw;
@@ -185,7 +203,7 @@ class Lowerer {
     an.ints = {nn};
     s.attrs.push_back(an);
     s.inputs.push_back(ValueTensor(n.inputs[0]));
-    s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackGemmB(src.data(), k, nn, ldb, ldcol)));
+    s.inputs.push_back(AddPackedWeights(n.name + ".w", kernels::PackGemmB(src.data(), k, nn, ldb, ldcol)));
     s.inputs.push_back(bias.empty() ? -1 : AddFloats(n.name + ".b", bias));
     s.outputs.push_back(ValueTensor(n.outputs[0]));
     Push(std::move(s));

@@ -195,6 +195,23 @@ std::vector<uint8_t> EncodeMetadata(const FileDesc& desc) {
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
+std::vector<uint64_t> ContextMetadataBytes(const FileDesc& desc, uint64_t* rest) {
+  FileDesc prefix = desc;
+  prefix.contexts.clear();
+  uint64_t prev = EncodeMetadata(prefix).size();
+  if (rest) *rest = prev;
+  std::vector<uint64_t> shares;
+  for (const ContextDesc& c : desc.contexts) {
+    prefix.contexts.push_back(c);
+    const uint64_t now = EncodeMetadata(prefix).size();
+    // Never negative: a context adds a table of dozens of bytes, more than
+    // any change in alignment padding (at most 7 bytes) can take away.
+    shares.push_back(now - prev);
+    prev = now;
+  }
+  return shares;
+}
+
 Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t meta_offset,
                                 uint64_t pool_offset, uint64_t pool_size) {
   std::string where = "metadata [offset " + std::to_string(meta_offset) + ", size " +

@@ -16,6 +16,14 @@ namespace fcb::format {
 // a whole FlatBuffer with file identifier "FCBM".
 std::vector<uint8_t> EncodeMetadata(const FileDesc& desc);
 
+// Metadata bytes attributable to each context, for `fcb inspect`: context i's
+// share is how much the encoding grows when it is added after contexts
+// 0..i-1 (a string shared between contexts is charged to the first one that
+// uses it). `*rest` gets the encoding without any context (producer, blob
+// table, FlatBuffers framing). The shares plus *rest add up exactly to
+// EncodeMetadata(desc).size(). Costs one encoding per context.
+std::vector<uint64_t> ContextMetadataBytes(const FileDesc& desc, uint64_t* rest);
+
 // Runs the FlatBuffers verifier over `data` (bounded depth and table count),
 // then converts it to a FileDesc and runs CheckDescStructure. `meta_offset` is
 // the file offset of `data`, used only in messages. Errors are CorruptFile

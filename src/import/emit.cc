@@ -87,7 +87,7 @@ Status ImportState::Emit(ir::Node n) {
   if (FoldShapeOrSize(n)) return Status::Ok();
   const ops::OpDef* def = ops::FindOp(n.op_type);
   if (!def || def->internal) {
-    RecordUnsupported(n, "");
+    RecordUnsupported(n, "operator " + n.op_type + " is not supported (`fcb ops` lists those that are)");
     return Status::Ok();
   }
   bool inputs_known = true, all_const = true, any_input = false;

@@ -14,6 +14,7 @@ size_t DTypeSize(DType t) {
     case DType::kI64: return 8;
     case DType::kBool: return 1;
     case DType::kF64: return 8;
+    case DType::kBF16: return 2;
     default: return 0;
   }
 }
@@ -27,6 +28,7 @@ const char* DTypeName(DType t) {
     case DType::kI64: return "int64";
     case DType::kBool: return "bool";
     case DType::kF64: return "float64";
+    case DType::kBF16: return "bfloat16";
     default: return "undefined";
   }
 }

@@ -27,6 +27,7 @@ enum class DType : int32_t {
   kI64 = 7,
   kBool = 9,
   kF64 = 11,
+  kBF16 = 16,  // bfloat16: weights stored at half size (precision "bf16")
 };
 
 size_t DTypeSize(DType t);

@@ -55,8 +55,27 @@ HWY_NOINLINE void ConvTile(const ConvGeom& g, const float* in, const float* wp,
     HWY_UNROLL(16)
     for (int r = 0; r < MR; ++r) acc[r][v] = bv;
   }
+  // With unit dilation along x and pixels holding exactly the group's channels,
+  // one kernel row's taps (kx, c) are contiguous in both the input and the
+  // packed weights: reduce over them in one run of kw*icg (a 7x7 conv over 3
+  // channels would otherwise run 49 reductions of length 3).
+  const bool merge_row = g.dw == 1 && g.in_pixel_stride == icg && g.kw > 1;
   const float* wt = wp;
   for (int64_t ky = 0; ky < g.kh; ++ky) {
+    if (merge_row) {
+      bool all_in = true;
+      const float* ap[MR];
+      for (int r = 0; r < MR; ++r) {
+        const int64_t iy = iy0[r] + ky * g.dh;
+        all_in &= iy >= 0 && iy < g.ih && ix0[r] >= 0 && ix0[r] + g.kw <= g.iw;
+        ap[r] = img[r] + (iy * g.iw + ix0[r]) * g.in_pixel_stride;
+      }
+      if (all_in) {
+        MicroKernel<MR, NV>(d, ap, g.kw * icg, wt, kPanel, panel_stride, acc);
+        wt += g.kw * icg * kPanel;
+        continue;
+      }
+    }
     for (int64_t kx = 0; kx < g.kw; ++kx, wt += icg * kPanel) {
       const float* ap[MR];
       int valid = 0;
@@ -133,13 +152,17 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
 // ---------------------------------------------------------------------------
 // GEMM with B packed as [ceil(N/16)][K][16].
 
-// The reduction is split into blocks of kKC. For each block and each tile of
-// rows, the rows of A are copied once into a small stack buffer laid out
-// [k][row], then every panel of B passes over it: the broadcasts read one
-// contiguous stream (rows of A that lie a multiple of 4 KiB apart would
-// otherwise compete for the same L1 sets) and a tile's slice of B
-// (kKC x 32 floats) stays in L1.
-inline constexpr int64_t kKC = 256;
+// Blocking in the GotoBLAS manner, turned around for a kernel that broadcasts
+// A and vector-loads B: the reduction is split into blocks of kKC and the rows
+// into blocks of kMC. A block of A (kMC x kKC, 60 KiB, stays in L2) is copied
+// once into a stack buffer laid out per row tile as [k][row], so the
+// broadcasts read one contiguous stream (rows of A that lie a multiple of
+// 4 KiB apart would otherwise compete for the same L1 sets). Then each column
+// tile's sliver of B (kKC x 32 floats, 16 KiB) is swept over every row tile
+// of the block while it sits in L1, instead of streaming B from L2 once per
+// row tile.
+inline constexpr int64_t kKC = 128;
+inline constexpr int64_t kMC = 10 * kMR;
 
 // acc[r][v] += sum_k apk[k * MR + r] * w[k * kPanel + VecOffset(v)].
 template <int MR, int NV>
@@ -161,10 +184,13 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
   }
 }
 
+// One MR x NV tile of C for reduction block [k0, k0 + kc): starts from the
+// bias (first block) or C's partial sums, applies the activation after the
+// last block. cp: the tile's MR row pointers (padding rows repeat the last).
 template <int MR, int NV>
-HWY_INLINE void GemmTile(int64_t K, const float* apk, const float* bp, const float* bias,
-                         float* const* cp, const Epilogue& ep, int rows, int64_t col0,
-                         int64_t ncols, int64_t k0, int64_t kc) {
+HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const float* bias,
+                           float* const* cp, const Epilogue& ep, int rows, int64_t col0,
+                           int64_t ncols, int64_t k0, int64_t kc) {
   const DF d;
   VF acc[MR][NV];
   HWY_UNROLL(16)
@@ -185,29 +211,44 @@ HWY_INLINE void GemmTile(int64_t K, const float* apk, const float* bp, const flo
   StoreTile<MR, NV>(d, acc, rows, ncols, nullptr, op, k0 + kc >= K ? ep : no_act);
 }
 
-// Rows [m0, m0 + rows) of C for reduction block [k0, k0 + kc), all columns.
+// Row tiles of one block: the main tile, then smaller ones for the remainder.
+struct RowTile {
+  int64_t m0;
+  int rows, mr;   // valid rows, tile height (kMR, kMRSmall or 1)
+  int64_t apk;    // offset of its packed A in the block buffer
+};
+
 template <int MR>
-HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const float* A, int64_t lda,
-                           const float* packed_b, const float* bias, float* C, int64_t ldc,
-                           const Epilogue& ep, int64_t m0, int rows, int64_t k0, int64_t kc) {
-  HWY_ALIGN float apk[kKC * MR];
-  float* cp[MR];
+HWY_INLINE void PackATile(const float* A, int64_t lda, int64_t m0, int rows, int64_t k0, int64_t kc,
+                          float* apk) {
   for (int r = 0; r < MR; ++r) {
-    const int64_t m = m0 + std::min(r, rows - 1);  // pad the tile with copies of its last row
-    const float* a = A + m * lda + k0;
+    const float* a = A + (m0 + std::min(r, rows - 1)) * lda + k0;  // pad with the last row
     for (int64_t k = 0; k < kc; ++k) apk[k * MR + r] = a[k];
-    cp[r] = C + m * ldc;
   }
-  const int64_t panels = (N + kPanel - 1) / kPanel;
-  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
-  for (int64_t p = 0; p < panels; p += kTilePanels) {
-    const int64_t col0 = p * kPanel;
-    const int64_t ncols = std::min<int64_t>(N - col0, kTilePanels * kPanel);
-    const float* bp = packed_b + p * K * kPanel;
-    if (panels - p >= kTilePanels) {
-      GemmTile<MR, kNV>(K, apk, bp, bias, cp, ep, rows, col0, ncols, k0, kc);
-    } else {  // AVX-512 only: one panel left over
-      GemmTile<MR, kVecPerPanel>(K, apk, bp, bias, cp, ep, rows, col0, ncols, k0, kc);
+}
+
+template <int MR, int NV>
+HWY_INLINE void GemmTileAt(const RowTile& t, int64_t K, const float* apk, const float* bp,
+                           const float* bias, float* C, int64_t ldc, const Epilogue& ep,
+                           int64_t col0, int64_t ncols, int64_t k0, int64_t kc) {
+  float* cp[MR];
+  for (int r = 0; r < MR; ++r) cp[r] = C + (t.m0 + std::min(r, t.rows - 1)) * ldc;
+  GemmTile<MR, NV>(K, apk + t.apk, bp, bias, cp, ep, t.rows, col0, ncols, k0, kc);
+}
+
+template <int NV>
+HWY_INLINE void GemmColumnTile(const RowTile* tiles, int ntiles, int64_t K, const float* apk,
+                               const float* bp, const float* bias, float* C, int64_t ldc,
+                               const Epilogue& ep, int64_t col0, int64_t ncols, int64_t k0,
+                               int64_t kc) {
+  for (int i = 0; i < ntiles; ++i) {
+    const RowTile& t = tiles[i];
+    if (t.mr == kMR) {
+      GemmTileAt<kMR, NV>(t, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+    } else if (t.mr == kMRSmall) {
+      GemmTileAt<kMRSmall, NV>(t, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+    } else {
+      GemmTileAt<1, NV>(t, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
     }
   }
 }
@@ -223,18 +264,43 @@ void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
                C + m * ldc + n, N - n);
     return;
   }
+  HWY_ALIGN float apk[kMC * kKC];
+  RowTile tiles[kMC];
+  const int64_t panels = (N + kPanel - 1) / kPanel;
+  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
   for (int64_t k0 = 0; k0 < K; k0 += kKC) {
     const int64_t kc = std::min(kKC, K - k0);
-    for (int64_t m0 = begin; m0 < end; m0 += kMR) {
-      const int64_t rem = end - m0;
-      if (rem > kMRSmall) {
-        GemmRows<kMR>(N, K, A, lda, packed_b, bias, C, ldc, ep, m0,
-                      static_cast<int>(std::min<int64_t>(rem, kMR)), k0, kc);
-      } else if (rem > 1) {
-        GemmRows<kMRSmall>(N, K, A, lda, packed_b, bias, C, ldc, ep, m0, static_cast<int>(rem),
-                           k0, kc);
-      } else {
-        GemmRows<1>(N, K, A, lda, packed_b, bias, C, ldc, ep, m0, 1, k0, kc);
+    for (int64_t mb = begin; mb < end; mb += kMC) {
+      const int64_t me = std::min(end, mb + kMC);
+      int ntiles = 0;
+      int64_t off = 0;
+      for (int64_t m0 = mb; m0 < me;) {
+        const int64_t rem = me - m0;
+        RowTile& t = tiles[ntiles++];
+        t.m0 = m0;
+        t.mr = rem > kMRSmall ? kMR : rem > 1 ? kMRSmall : 1;
+        t.rows = static_cast<int>(std::min<int64_t>(rem, t.mr));
+        t.apk = off;
+        if (t.mr == kMR) {
+          PackATile<kMR>(A, lda, m0, t.rows, k0, kc, apk + off);
+        } else if (t.mr == kMRSmall) {
+          PackATile<kMRSmall>(A, lda, m0, t.rows, k0, kc, apk + off);
+        } else {
+          PackATile<1>(A, lda, m0, t.rows, k0, kc, apk + off);
+        }
+        off += t.mr * kc;
+        m0 += t.rows;
+      }
+      for (int64_t p = 0; p < panels; p += kTilePanels) {
+        const int64_t col0 = p * kPanel;
+        const int64_t ncols = std::min<int64_t>(N - col0, kTilePanels * kPanel);
+        const float* bp = packed_b + p * K * kPanel;
+        if (panels - p >= kTilePanels) {
+          GemmColumnTile<kNV>(tiles, ntiles, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+        } else {  // AVX-512 only: one panel left over
+          GemmColumnTile<kVecPerPanel>(tiles, ntiles, K, apk, bp, bias, C, ldc, ep, col0, ncols,
+                                       k0, kc);
+        }
       }
     }
   }

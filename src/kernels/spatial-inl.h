@@ -40,6 +40,52 @@ HWY_INLINE PixelPos Locate(const G& g, int64_t p) {
   return {p / ohw, (q / g.ow) * g.sh - g.pad_top, (q % g.ow) * g.sw - g.pad_left};
 }
 
+// kDwPixels output pixels of one output row, one vector of channels at a time:
+// the pixels' accumulators are independent chains (a single pixel's taps form
+// one dependent chain of FMAs, latency-bound when the channels fill only one
+// or two vectors) and each weight vector is loaded once for all of them.
+inline constexpr int kDwPixels = 8;
+
+HWY_INLINE void DepthwiseRowGroup(const ConvGeom& g, const float* in, const float* packed_w,
+                                  const float* bias, const float* residual, float* out,
+                                  const Epilogue& ep, int64_t p, int64_t res_stride) {
+  const DF d;
+  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  const PixelPos pos = Locate(g, p);
+  const float* img = in + pos.b * g.ih * g.iw * g.in_pixel_stride;
+  for (int64_t c0 = 0; c0 < c; c0 += kN) {
+    const int64_t n = c - c0;
+    VF acc[kDwPixels];
+    const VF bv = hn::LoadU(d, bias + c0);
+    for (int j = 0; j < kDwPixels; ++j) acc[j] = bv;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t iy = pos.iy0 + ky * g.dh;
+      if (iy < 0 || iy >= g.ih) continue;
+      const float* row = img + iy * g.iw * g.in_pixel_stride + c0;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const VF wv = hn::LoadU(d, packed_w + (ky * g.kw + kx) * cpad + c0);
+        const int64_t ix0 = pos.ix0 + kx * g.dw;
+        if (ix0 >= 0 && ix0 + (kDwPixels - 1) * g.sw < g.iw) {  // all pixels inside
+          HWY_UNROLL(8)
+          for (int j = 0; j < kDwPixels; ++j)
+            acc[j] = hn::MulAdd(LoadN(d, row + (ix0 + j * g.sw) * g.in_pixel_stride, n), wv, acc[j]);
+        } else {
+          for (int j = 0; j < kDwPixels; ++j) {
+            const int64_t ix = ix0 + j * g.sw;
+            if (ix >= 0 && ix < g.iw)
+              acc[j] = hn::MulAdd(LoadN(d, row + ix * g.in_pixel_stride, n), wv, acc[j]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < kDwPixels; ++j) {
+      VF x = acc[j];
+      if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
+      StoreN(ApplyAct(d, x, ep), d, out + (p + j) * g.out_pixel_stride + c0, n);
+    }
+  }
+}
+
 void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                const float* residual, float* out, const Epilogue& ep, int64_t begin,
                int64_t end) {
@@ -47,6 +93,12 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
   const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   for (int64_t p = begin; p < end; ++p) {
+    // A run of kDwPixels pixels within one output row takes the grouped path.
+    if (p + kDwPixels <= end && (p % g.ow) + kDwPixels <= g.ow) {
+      DepthwiseRowGroup(g, in, packed_w, bias, residual, out, ep, p, res_stride);
+      p += kDwPixels - 1;
+      continue;
+    }
     const PixelPos pos = Locate(g, p);
     const float* img = in + pos.b * g.ih * g.iw * g.in_pixel_stride;
     float* o = out + p * g.out_pixel_stride;

@@ -21,4 +21,14 @@ void RegisterPadTileOps(std::vector<OpDef>* ops);      // pad_tile.cc: Pad, Tile
 void RegisterSoftmaxOps(std::vector<OpDef>* ops);      // softmax.cc: Softmax, LogSoftmax (from reduce)
 void RegisterLayerNormOps(std::vector<OpDef>* ops);    // layernorm.cc: LayerNormalization (from matmul)
 
+// Conformance coverage (one file each; conformance engineer's files).
+void RegisterActivationExtraOps(std::vector<OpDef>* ops);  // activations_extra.cc: PRelu, Celu, Mish, ThresholdedRelu, IsNaN, IsInf
+void RegisterScanOneHotOps(std::vector<OpDef>* ops);       // scan_onehot.cc: CumSum, OneHot
+void RegisterGatherScatterOps(std::vector<OpDef>* ops);    // gather_scatter.cc: GatherElements, GatherND, ScatterElements, ScatterND
+void RegisterSpaceDepthOps(std::vector<OpDef>* ops);       // space_depth.cc: DepthToSpace, SpaceToDepth
+void RegisterNormOps(std::vector<OpDef>* ops);             // norm.cc: InstanceNormalization, GroupNormalization, LRN
+void RegisterConvRefOps(std::vector<OpDef>* ops);          // conv_ref.cc: ConvTranspose, LpPool (+ reference Conv/pools for nn.cc)
+void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize, Upsample
+void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
+
 }  // namespace fcb::ops

@@ -11,10 +11,13 @@
 //   GemmPacked(A[..., k], Bpacked[, bias[n]]) -> Y[..., n]   attrs: n, activation*
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/packing.h"
 #include "ops/conv_geom.h"
+#include "ops/conv_ref.h"
+#include "ops/op_util.h"
 #include "ops/families.h"
 
 namespace fcb::ops {
@@ -29,6 +32,29 @@ Status ExpectF32(const TensorInfo& t, const char* what) {
   if (t.dtype != DType::kF32)
     return InvalidArgument(std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
   return Status::Ok();
+}
+
+// Packed weights are fp32, or bf16 for targets compiled with precision "bf16".
+Status ExpectWeights(const TensorInfo& t, const char* what) {
+  if (t.dtype != DType::kF32 && t.dtype != DType::kBF16)
+    return InvalidArgument(std::string(what) + " must be float32 or bfloat16, got " + ir::DTypeName(t.dtype));
+  return Status::Ok();
+}
+
+// bf16 weights are widened to fp32 once, when the kernel is prepared at load;
+// the file (and the page cache) holds half the bytes.
+Result<std::vector<float>> WidenIfBf16(const CreateContext& c, size_t input) {
+  if (c.inputs[input].dtype != DType::kBF16) return std::vector<float>{};
+  const void* data = c.input_data ? (*c.input_data)[input] : nullptr;
+  if (!data) return Unsupported("bfloat16 weights must be stored in the file");
+  const int64_t n = c.inputs[input].numel();
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* src = static_cast<const uint16_t*>(data);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(&out[i], &bits, 4);
+  }
+  return out;
 }
 
 Status ExpectRank(const TensorInfo& t, size_t rank, const char* what) {
@@ -60,9 +86,7 @@ Status InferConv(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& w = c.inputs[1];
   FCB_RETURN_IF_ERROR(ExpectF32(x, "Conv input X"));
   FCB_RETURN_IF_ERROR(ExpectF32(w, "Conv weight W"));
-  if (x.shape.size() != 4)
-    return Unsupported("Conv is supported for 2-D images (rank-4 input) only, got input shape " +
-                       ir::ShapeToString(x.shape));
+  if (x.shape.size() != 4) return InferWindowRef(c, out);  // 1-D/3-D: reference NCHW kernel
   FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "Conv input X"));
   FCB_RETURN_IF_ERROR(ExpectRank(w, 4, "Conv weight W"));
   const int64_t group = c.attrs.GetInt("group", 1);
@@ -89,9 +113,9 @@ Status InferConv(const InferContext& c, std::vector<TensorInfo>* out) {
 Status InferPool(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& x = c.inputs[0];
   FCB_RETURN_IF_ERROR(ExpectF32(x, "pool input"));
-  if (x.shape.size() != 4)
-    return Unsupported(std::string(c.op) + " is supported for 2-D images (rank-4 input) only, got " +
-                       ir::ShapeToString(x.shape));
+  // Other ranks, Indices output and storage_order: reference NCHW kernel.
+  if (x.shape.size() != 4 || c.num_outputs > 1 || c.attrs.GetInt("storage_order", 0) != 0)
+    return InferWindowRef(c, out);
   FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "pool input"));
   if (!c.attrs.Has("kernel_shape")) return InvalidArgument("kernel_shape is required");
   if (c.attrs.GetInt("storage_order", 0) != 0) return Unsupported("storage_order=1 is not supported");
@@ -147,7 +171,9 @@ Result<std::unique_ptr<Kernel>> CreateGlobalPool(const CreateContext& c) {
 }
 
 Result<std::unique_ptr<Kernel>> CreateNeedsLowering(const CreateContext& c) {
-  return Unsupported(std::string(c.op) + " runs only after the layout pass rewrites it to NHWC");
+  // Nodes the layout pass leaves in ONNX form (see conv_ref.h), and constant folding.
+  FCB_RETURN_IF_ERROR(RecheckOutputs(InferWindowRef, c));
+  return CreateWindowRef(c);
 }
 
 Status InferBatchNorm(const InferContext& c, std::vector<TensorInfo>* out) {
@@ -252,7 +278,7 @@ Result<ConvConfig> ResolveConvNhwc(const Attrs& a, const std::vector<TensorInfo>
     want_w = kernels::PackedConvFloats(g.oc, icg, g.kh, g.kw, g.groups);
     want_b = g.groups * RoundUp(g.oc / g.groups, kPanel);
   }
-  FCB_RETURN_IF_ERROR(ExpectF32(in[1], "ConvNhwc packed weights"));
+  FCB_RETURN_IF_ERROR(ExpectWeights(in[1], "ConvNhwc packed weights"));
   FCB_RETURN_IF_ERROR(ExpectF32(in[2], "ConvNhwc packed bias"));
   if (in[1].shape != ir::Shape{want_w})
     return InvalidArgument("packed weights have shape " + ir::ShapeToString(in[1].shape) + ", expected " +
@@ -284,10 +310,10 @@ int64_t PixelGrain(const kernels::ConvGeom& g) {
 
 class ConvNhwcKernel : public Kernel {
  public:
-  explicit ConvNhwcKernel(ConvConfig cfg) : cfg_(cfg) {}
+  ConvNhwcKernel(ConvConfig cfg, std::vector<float> widened) : cfg_(cfg), widened_(std::move(widened)) {}
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     const float* x = static_cast<const float*>(in[0]);
-    const float* w = static_cast<const float*>(in[1]);
+    const float* w = widened_.empty() ? static_cast<const float*>(in[1]) : widened_.data();
     const float* b = static_cast<const float*>(in[2]);
     const float* r = cfg_.has_residual ? static_cast<const float*>(in[3]) : nullptr;
     float* y = static_cast<float*>(out[0]);
@@ -301,11 +327,13 @@ class ConvNhwcKernel : public Kernel {
 
  private:
   ConvConfig cfg_;
+  std::vector<float> widened_;  // fp32 copy of bf16 weights, else empty
 };
 
 Result<std::unique_ptr<Kernel>> CreateConvNhwc(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(ConvConfig cfg, ResolveConvNhwc(c.attrs, c.inputs));
-  return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg));
+  FCB_ASSIGN_OR_RETURN(std::vector<float> widened, WidenIfBf16(c, 1));
+  return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
 }
 
 Result<kernels::PoolGeom> ResolvePoolNhwc(const Attrs& a, const TensorInfo& x) {
@@ -409,7 +437,7 @@ Result<GemmConfig> ResolveGemmPacked(const Attrs& a, const std::vector<TensorInf
   g.m = numel / g.k;
   g.n = a.GetInt("n", 0);
   if (g.n < 1 || g.n > (int64_t{1} << 24)) return InvalidArgument("GemmPacked n out of range");
-  FCB_RETURN_IF_ERROR(ExpectF32(in[1], "GemmPacked weights"));
+  FCB_RETURN_IF_ERROR(ExpectWeights(in[1], "GemmPacked weights"));
   const int64_t want = RoundUp(g.n, kPanel) * g.k;
   if (in[1].shape != ir::Shape{want})
     return InvalidArgument("packed weights have shape " + ir::ShapeToString(in[1].shape) + ", expected " +
@@ -434,10 +462,10 @@ Status InferGemmPacked(const InferContext& c, std::vector<TensorInfo>* out) {
 
 class GemmPackedKernel : public Kernel {
  public:
-  explicit GemmPackedKernel(GemmConfig g) : g_(g) {}
+  GemmPackedKernel(GemmConfig g, std::vector<float> widened) : g_(g), widened_(std::move(widened)) {}
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     const float* a = static_cast<const float*>(in[0]);
-    const float* b = static_cast<const float*>(in[1]);
+    const float* b = widened_.empty() ? static_cast<const float*>(in[1]) : widened_.data();
     const float* bias = g_.has_bias ? static_cast<const float*>(in[2]) : nullptr;
     float* y = static_cast<float*>(out[0]);
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g_.n * g_.k));
@@ -449,11 +477,13 @@ class GemmPackedKernel : public Kernel {
 
  private:
   GemmConfig g_;
+  std::vector<float> widened_;  // fp32 copy of bf16 weights, else empty
 };
 
 Result<std::unique_ptr<Kernel>> CreateGemmPacked(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(GemmConfig g, ResolveGemmPacked(c.attrs, c.inputs));
-  return std::unique_ptr<Kernel>(new GemmPackedKernel(g));
+  FCB_ASSIGN_OR_RETURN(std::vector<float> widened, WidenIfBf16(c, 1));
+  return std::unique_ptr<Kernel>(new GemmPackedKernel(g, std::move(widened)));
 }
 
 }  // namespace

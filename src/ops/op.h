@@ -93,6 +93,10 @@ struct CreateContext {
   const std::vector<TensorInfo>& inputs;
   const std::vector<TensorInfo>& outputs;
   const std::vector<const ir::TensorData*>& constants;  // as in InferContext
+  // Bytes of inputs stored in the file (weights) or constant-folded inputs,
+  // whatever their size; null entries (or a null vector) where unknown. Lets a
+  // kernel convert weights once at load (e.g. bf16 -> fp32).
+  const std::vector<const void*>* input_data = nullptr;
 };
 
 using InferFn = Status (*)(const InferContext& ctx, std::vector<TensorInfo>* outputs);

@@ -87,6 +87,14 @@ const std::vector<OpDef>& AllOps() {
     RegisterReduceOps(&v);
     RegisterMatMulOps(&v);
     RegisterNnOps(&v);
+    RegisterActivationExtraOps(&v);
+    RegisterScanOneHotOps(&v);
+    RegisterGatherScatterOps(&v);
+    RegisterSpaceDepthOps(&v);
+    RegisterNormOps(&v);
+    RegisterConvRefOps(&v);
+    RegisterResizeOps(&v);
+    RegisterEinsumOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
@@ -128,7 +136,9 @@ Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(
   std::vector<TensorInfo> out_info;
   InferContext ictx{op, attrs, in_info, inputs, num_outputs};
   FCB_RETURN_IF_ERROR(InferOutputs(*def, ictx, &out_info));
-  CreateContext cctx{op, attrs, in_info, out_info, inputs};
+  std::vector<const void*> data;
+  for (const auto* t : inputs) data.push_back(t ? t->bytes.data() : nullptr);
+  CreateContext cctx{op, attrs, in_info, out_info, inputs, &data};
   FCB_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, def->create(cctx));
   std::vector<std::shared_ptr<ir::TensorData>> outs;
   std::vector<void*> out_ptrs;

@@ -71,7 +71,8 @@ class LayoutRewriter {
     nv.shape = Permute(g_.values[v].shape, to_nhwc ? kToNhwc : kToNchw);
     nv.has_shape = true;
     const int id = g_.AddValue(std::move(nv));
-    nhwc_.push_back(to_nhwc);
+    nhwc_.resize(g_.values.size(), false);
+    nhwc_[id] = to_nhwc;
     Node t;
     t.name = g_.values[id].name;
     t.op_type = "Transpose";
@@ -85,6 +86,7 @@ class LayoutRewriter {
   }
 
   void MarkNhwc(int v) {
+    nhwc_.resize(g_.values.size(), false);  // values added since (constants, temporaries) are NCHW
     g_.values[v].shape = Permute(g_.values[v].shape, kToNhwc);
     nhwc_[v] = true;
   }
@@ -115,7 +117,8 @@ class LayoutRewriter {
     const std::string& op = n.op_type;
     const bool x4 = !n.inputs.empty() && IsRank4Var(n.inputs[0]);
     if (op == "BatchNormalization" && x4) return RewriteBatchNorm(std::move(n));
-    if (x4 && (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool"))
+    if (x4 && (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") &&
+        NhwcCapable(n))
       return RewriteConvFamily(std::move(n));
     if (IsUnaryAgnostic(op) && x4 && IsNhwc(n.inputs[0])) {
       n.inputs[0] = Convert(n.inputs[0], true);  // no-op, already NHWC
@@ -150,6 +153,18 @@ class LayoutRewriter {
     return Status::Ok();
   }
 
+  // The NHWC forms need packed constant conv weights and have no Indices
+  // output; other nodes stay in ONNX form (reference kernels, ops/conv_ref.h).
+  bool NhwcCapable(const Node& n) const {
+    auto is_const = [&](size_t i) {
+      return i < n.inputs.size() && n.inputs[i] >= 0 && g_.values[n.inputs[i]].is_constant();
+    };
+    if (n.op_type == "Conv")
+      return is_const(1) && (n.inputs.size() < 3 || n.inputs[2] < 0 || is_const(2));
+    if (n.op_type == "MaxPool") return n.outputs.size() == 1 && n.GetInt("storage_order", 0) == 0;
+    return true;
+  }
+
   bool AnyNhwc(const Node& n) const {
     for (int in : n.inputs)
       if (IsNhwc(in)) return true;
@@ -175,7 +190,8 @@ class LayoutRewriter {
         g_.nodes.push_back(std::move(n));
         return Status::Ok();
       }
-    const int64_t c = g_.values[n.inputs[0]].shape[1];
+    // The channel count from the parameters: the input may already be NHWC.
+    const int64_t c = g_.values[n.inputs[1]].constant->numel();
     const float eps = n.GetFloat("epsilon", 1e-5f);
     auto get = [&](int i) { return g_.values[n.inputs[i]].constant; };
     std::vector<float> scale(c), shift(c);
@@ -189,10 +205,9 @@ class LayoutRewriter {
     ir::Value mid;
     mid.name = g_.UniqueName(n.name + "_bn_scaled");
     mid.dtype = ir::DType::kF32;
-    mid.shape = g_.values[n.outputs[0]].shape;
+    mid.shape = g_.values[n.outputs[0]].shape;  // logical NCHW: Rewrite(mul) assigns the layout
     mid.has_shape = true;
     const int mv = g_.AddValue(std::move(mid));
-    nhwc_.push_back(false);
     Node mul;
     mul.name = n.name + "_mul";
     mul.op_type = "Mul";

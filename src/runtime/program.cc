@@ -140,7 +140,9 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
                            ir::ShapeToString(out[i].shape));
     if (fault::Hit(fault::Kind::kAlloc, c.method))
       return ResourceExhausted(ps.where + ": cannot allocate the prepared kernel (injected fault)");
-    ops::CreateContext cctx{s.op, attrs, in, out, consts};
+    std::vector<const void*> data;
+    for (int32_t t : s.inputs) data.push_back(t >= 0 ? m->weights[t] : nullptr);
+    ops::CreateContext cctx{s.op, attrs, in, out, consts, &data};
     auto kernel = def->create(cctx);
     if (!kernel.ok()) return kernel.TakeStatus().Annotate(ps.where);
     ps.kernel = std::move(kernel).value();

@@ -1,0 +1,76 @@
+#include "passes/fuse_residual.h"
+
+#include "passes/graph_util.h"
+
+namespace fcb::passes {
+namespace {
+
+// Number of node inputs reading each value, plus one per graph output.
+std::vector<int> CountUses(const ir::Graph& g) {
+  std::vector<int> uses(g.values.size(), 0);
+  for (const auto& n : g.nodes)
+    for (int v : n.inputs)
+      if (v >= 0) ++uses[v];
+  for (int v : g.outputs) ++uses[v];
+  return uses;
+}
+
+bool IsPlainConv(const ir::Node& n) {
+  return n.op_type == "ConvNhwc" && (n.inputs.size() < 4 || n.inputs[3] < 0) &&
+         n.GetInt("activation", 0) == 0 && n.outputs.size() == 1;
+}
+
+}  // namespace
+
+Status FuseResidualAdd(ir::Graph& g) {
+  std::vector<int> uses = CountUses(g);
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].outputs)
+      if (v >= 0) producer[v] = static_cast<int>(i);
+  // The single node reading each value (-1 when none or several).
+  std::vector<int> sole_reader(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0 && uses[v] == 1) sole_reader[v] = static_cast<int>(i);
+
+  std::vector<bool> erase(g.nodes.size(), false);
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    ir::Node& add = g.nodes[ai];
+    if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    const int a = add.inputs[0], b = add.inputs[1];
+    if (a < 0 || b < 0 || a == b) continue;
+    const ir::Value &va = g.values[a], &vb = g.values[b];
+    if (va.is_constant() || vb.is_constant() || va.dtype != ir::DType::kF32 || vb.dtype != va.dtype ||
+        va.shape.size() != 4 || va.shape != vb.shape || g.values[add.outputs[0]].shape != va.shape)
+      continue;
+    // Prefer the later producer: the other operand is then computed before it,
+    // so it can become that conv's residual input where the conv stands.
+    int conv_i = -1, residual = -1;
+    for (int k = 0; k < 2; ++k) {
+      const int y = add.inputs[k], r = add.inputs[1 - k];
+      const int p = producer[y];
+      if (p < 0 || erase[p] || !IsPlainConv(g.nodes[p]) || uses[y] != 1) continue;
+      if (producer[r] >= p) continue;  // r is not ready when the conv runs
+      if (conv_i < 0 || p > conv_i) conv_i = p, residual = r;
+    }
+    if (conv_i < 0) continue;
+    ir::Node& conv = g.nodes[conv_i];
+    int out = add.outputs[0];
+    erase[ai] = true;
+    // A Relu that alone reads the sum becomes the conv's activation.
+    const int ri = sole_reader[out];
+    if (ri >= 0 && !IsGraphOutput(g, out) && g.nodes[ri].op_type == "Relu" && g.nodes[ri].outputs.size() == 1) {
+      conv.SetInt("activation", 1);  // kernels::Act::kRelu
+      erase[ri] = true;
+      out = g.nodes[ri].outputs[0];
+    }
+    conv.inputs.resize(4, -1);
+    conv.inputs[3] = residual;
+    conv.outputs[0] = out;
+  }
+  EraseNodes(g, erase);
+  return Status::Ok();
+}
+
+}  // namespace fcb::passes

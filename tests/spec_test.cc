@@ -1,0 +1,203 @@
+// Compile specs as a strict contract: every validation rule in scalar and list
+// form, through the API, a JSON spec file and CLI flags; scalar == one-element
+// list byte for byte; deterministic output; bf16 on one target.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+#include "fcb/fcb.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+using testing::CliPath;
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kDemo = FCB_SOURCE_DIR "/models/demo_cnn.onnx";
+
+struct Rule {
+  const char* name;
+  const char* json;         // a spec file body
+  const char* cli_flags;    // the same mistake through flags ("" = not expressible as flags)
+  std::vector<const char*> must_mention;  // the problem and the fix
+};
+
+const Rule kRules[] = {
+    {"EmptyTargetList", R"({"targets": []})", "", {"no targets", "--target"}},
+    {"UnequalLengthsList", R"({"targets": ["generic", "x86-64-v2"], "target_options": [{}]})",
+     "--target generic --target x86-64-v2 --target-options '{}'", {"2 entries", "1", "one options object per target"}},
+    {"UnequalLengthsScalarTarget", R"({"targets": "generic", "target_options": [{}, {}]})", "",
+     {"1 entries", "2", "one options object per target"}},
+    {"ObjectOptionsForTwoTargets", R"({"targets": ["generic", "x86-64-v2"], "target_options": {}})", "",
+     {"single object", "one options object per target"}},
+    {"DuplicateTarget", R"({"targets": ["generic", "x86-64-v3", "generic"]})",
+     "--target generic --target x86-64-v3 --target generic", {"'generic'", "more than once", "list each target once"}},
+    {"UnknownTargetScalar", R"({"targets": "x86-64-v5"})", "--target x86-64-v5",
+     {"unknown target 'x86-64-v5'", "x86-64-v4", "generic, x86-64-v2, x86-64-v3, x86-64-v4"}},
+    {"UnknownTargetList", R"({"targets": ["generic", "armv7"]})", "--target generic --target armv7",
+     {"unknown target 'armv7'", "Known targets"}},
+    {"UnknownOptionKeyScalar", R"({"targets": "generic", "target_options": {"optimisation_level": 1}})",
+     "--target generic --target-options '{\"optimisation_level\": 1}'",
+     {"unknown option 'optimisation_level'", "did you mean 'optimization_level'"}},
+    {"UnknownOptionKeyList", R"({"targets": ["generic"], "target_options": [{"precison": "bf16"}]})",
+     "--target generic --target-options '{\"precison\": \"bf16\"}'", {"unknown option 'precison'", "did you mean 'precision'"}},
+    {"InvalidLevelList", R"({"targets": ["generic"], "target_options": [{"optimization_level": 7}]})",
+     "--target generic --target-options '{\"optimization_level\": 7}'", {"optimization_level 7", "from 0 to 3"}},
+    {"InvalidLevelScalar", R"({"targets": "generic", "target_options": {"optimization_level": -1}})", "",
+     {"optimization_level -1", "from 0 to 3"}},
+    {"InvalidPrecision", R"({"targets": "x86-64-v3", "target_options": {"precision": "fp16"}})",
+     "--target x86-64-v3 --target-options '{\"precision\": \"fp16\"}'", {"precision 'fp16'", "\"fp32\" or \"bf16\""}},
+    {"IncompatibleOptions", R"({"targets": ["generic"], "target_options": [{"precision": "bf16", "optimization_level": 0}]})",
+     "--target generic --target-options '{\"precision\": \"bf16\", \"optimization_level\": 0}'",
+     {"bf16", "optimization_level to 1 or higher"}},
+    {"UnknownSpecKey", R"({"target": ["generic"]})", "", {"unknown spec key 'target'", "did you mean 'targets'"}},
+    {"AllWithOthers", R"({"targets": ["all", "generic"]})", "--target all --target generic", {"'all'", "alone"}},
+};
+
+class SpecRuleTest : public ::testing::TestWithParam<Rule> {};
+
+void ExpectMentions(const std::string& msg, const Rule& r, const std::string& via) {
+  for (const char* m : r.must_mention) EXPECT_NE(msg.find(m), std::string::npos) << via << ": '" << m << "' not in: " << msg;
+}
+
+TEST_P(SpecRuleTest, RejectedThroughApi) {
+  const Rule& r = GetParam();
+  auto spec = ParseSpecJson(r.json);
+  ASSERT_FALSE(spec.ok()) << r.name;
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  ExpectMentions(spec.status().message(), r, "API");
+}
+
+TEST_P(SpecRuleTest, RejectedThroughSpecFileBeforeAnyWork) {
+  const Rule& r = GetParam();
+  TempDir tmp;
+  std::ofstream(tmp.File("spec.json")) << r.json;
+  // The model path does not exist: validation must fail first, naming the spec problem.
+  auto res = RunCommand(CliPath() + " compile /nonexistent/model.onnx -o " + tmp.File("out.fcb") + " --spec " +
+                        tmp.File("spec.json"));
+  EXPECT_EQ(res.exit_code, 1) << res.err;
+  EXPECT_EQ(res.err.rfind("error: ", 0), 0u) << res.err;
+  ExpectMentions(res.err, r, "spec file");
+  EXPECT_FALSE(testing::FileExists(tmp.File("out.fcb")));
+}
+
+// The rules that can be expressed with flags alone (list form by nature).
+std::vector<Rule> FlagRules() {
+  std::vector<Rule> v;
+  for (const auto& r : kRules)
+    if (std::string(r.cli_flags).size()) v.push_back(r);
+  return v;
+}
+
+class SpecFlagTest : public ::testing::TestWithParam<Rule> {};
+
+TEST_P(SpecFlagTest, RejectedThroughFlags) {
+  const Rule& r = GetParam();
+  TempDir tmp;
+  auto res = RunCommand(CliPath() + " compile /nonexistent/model.onnx -o " + tmp.File("out.fcb") + " " + r.cli_flags);
+  EXPECT_EQ(res.exit_code, 1) << res.err;
+  EXPECT_EQ(res.err.rfind("error: ", 0), 0u) << res.err;
+  ExpectMentions(res.err, r, "flags");
+  EXPECT_FALSE(testing::FileExists(tmp.File("out.fcb")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, SpecRuleTest, ::testing::ValuesIn(kRules),
+                         [](const ::testing::TestParamInfo<Rule>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Rules, SpecFlagTest, ::testing::ValuesIn(FlagRules()),
+                         [](const ::testing::TestParamInfo<Rule>& i) { return std::string(i.param.name); });
+
+TEST(Spec, ValidSpecsParse) {
+  auto s = ParseSpecJson(R"({"targets": ["generic", "x86-64-v4"], "target_options": [{}, {"precision": "bf16"}],
+                             "weight_sharing": false, "input_shapes": {"input": [1, 3, 64, 64]}})");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s.value().targets.size(), 2u);
+  EXPECT_EQ(s.value().target_options[1].precision, "bf16");
+  EXPECT_EQ(s.value().target_options[0].optimization_level, 2) << "documented default";
+  EXPECT_FALSE(s.value().weight_sharing);
+  EXPECT_EQ(s.value().input_shapes.at("input"), (std::vector<int64_t>{1, 3, 64, 64}));
+}
+
+std::vector<uint8_t> CompileWithSpec(const TempDir& tmp, const std::string& name, const std::string& json) {
+  std::ofstream(tmp.File(name + ".json")) << json;
+  auto res = RunCommand(CliPath() + " compile " + kDemo + " -o " + tmp.File(name + ".fcb") + " --spec " +
+                        tmp.File(name + ".json") + " --input-shape input=1x3x64x64");
+  EXPECT_EQ(res.exit_code, 0) << res.err;
+  return testing::ReadBytes(tmp.File(name + ".fcb"));
+}
+
+TEST(Spec, ScalarAndOneElementListAreByteIdentical) {
+  TempDir tmp;
+  auto scalar = CompileWithSpec(tmp, "scalar", R"({"targets": "x86-64-v3", "target_options": {"optimization_level": 1}})");
+  auto list = CompileWithSpec(tmp, "list", R"({"targets": ["x86-64-v3"], "target_options": [{"optimization_level": 1}]})");
+  ASSERT_FALSE(scalar.empty());
+  EXPECT_TRUE(scalar == list) << "scalar and one-element list forms must give identical files";
+  // Flags give the same file too.
+  auto res = RunCommand(CliPath() + " compile " + kDemo + " -o " + tmp.File("flags.fcb") +
+                        " --target x86-64-v3 --target-options '{\"optimization_level\": 1}' --input-shape input=1x3x64x64");
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  EXPECT_TRUE(testing::ReadBytes(tmp.File("flags.fcb")) == scalar);
+}
+
+TEST(Spec, OutputIsDeterministic) {
+  TempDir tmp;
+  const char* spec = R"({"targets": "all"})";
+  auto a = CompileWithSpec(tmp, "a", spec);
+  auto b = CompileWithSpec(tmp, "b", spec);
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b);
+}
+
+TEST(Spec, OptimizationLevelChangesWhatIsCompiled) {
+  TempDir tmp;
+  auto l0 = CompileWithSpec(tmp, "l0", R"({"targets": "generic", "target_options": {"optimization_level": 0}})");
+  auto l2 = CompileWithSpec(tmp, "l2", R"({"targets": "generic", "target_options": {"optimization_level": 2}})");
+  EXPECT_FALSE(l0 == l2);
+  auto i0 = RunCommand(CliPath() + " inspect --json " + tmp.File("l0.fcb"));
+  auto i2 = RunCommand(CliPath() + " inspect --json " + tmp.File("l2.fcb"));
+  auto steps = [](const std::string& js) { return nlohmann::json::parse(js)["contexts"][0]["steps"].get<int>(); };
+  EXPECT_GT(steps(i0.out), steps(i2.out)) << "level 0 keeps BatchNorm and activations as separate steps";
+}
+
+// bf16 on one target, fp32 on the others: compiles, warns with the bytes it
+// costs, and runs within the documented tolerance of ONNX Runtime.
+TEST(Spec, Bf16OnOneTarget) {
+  TempDir tmp;
+  const std::string dir = testing::TestDataDir();
+  const std::string model = dir + "/resnet18.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << "run scripts/prepare_testdata.sh";
+  auto res = RunCommand(CliPath() + " compile " + model + " -o " + tmp.File("m.fcb") +
+                        " --target generic --target x86-64-v2 --target x86-64-v3 --target-options '{}'"
+                        " --target-options '{}' --target-options '{\"precision\": \"bf16\"}'");
+  ASSERT_EQ(res.exit_code, 0) << res.err;
+  EXPECT_NE(res.err.find("warning: weight sharing is partly defeated"), std::string::npos) << res.err;
+  EXPECT_NE(res.err.find("extra bytes"), std::string::npos) << res.err;
+  auto want = ReadNpy(dir + "/resnet18.ref/output.npy");
+  ASSERT_TRUE(want.ok());
+  std::vector<float> ref(want.value().data.size() / 4);
+  std::memcpy(ref.data(), want.value().data.data(), ref.size() * 4);
+  for (const char* t : {"x86-64-v3", "x86-64-v2"}) {
+    auto r = RunCommand(CliPath() + " run " + tmp.File("m.fcb") + " --target " + t + " --input input=" + dir +
+                        "/resnet18.input.npy --output-dir " + tmp.File(t));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto got = ReadNpy(tmp.File(std::string(t) + "/output.npy"));
+    ASSERT_TRUE(got.ok());
+    std::vector<float> g(got.value().data.size() / 4);
+    std::memcpy(g.data(), got.value().data.data(), g.size() * 4);
+    auto d = testing::Compare(g, ref);
+    if (std::string(t) == "x86-64-v3") {
+      EXPECT_LT(d.rel_l2, 2e-2) << "bf16 tolerance documented in the README";
+      EXPECT_GT(d.rel_l2, 1e-6) << "bf16 weights must really be rounded";
+    } else {
+      EXPECT_LT(d.rel_l2, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fcb
