@@ -15,6 +15,8 @@ enum class Outcome {
   kPass,         // every data set matches on every runnable target
   kFail,         // a mismatch, a compile error or a run error
   kUnsupported,  // the model uses an operator that `fcb ops` does not list
+  kOutOfScope,   // opset < 7 or an element type fcb has no dtype for, and
+                 // compiling it fails cleanly with Unsupported
 };
 
 struct TestResult {

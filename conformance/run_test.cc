@@ -175,7 +175,7 @@ Status BakeInputs(const onnx::ModelProto& model, const std::vector<std::string>&
 
 struct RunOutcome {
   int mode = 0;
-  bool compile_unsupported = false;
+  bool compile_failed = false;
   std::string failure;
   std::map<std::string, bool> target_pass;
 };
@@ -183,7 +183,8 @@ struct RunOutcome {
 // Compiles (mode 0: once per distinct input shapes; else once per data set,
 // with inputs baked from `mode` - 1 on) and runs every data set.
 RunOutcome RunSets(const std::string& name, const fs::path& dir, const onnx::ModelProto& model,
-                   const std::vector<std::string>& in_names, const std::vector<fs::path>& set_dirs,
+                   const std::vector<std::string>& in_names, const std::vector<bool>& needs_shape,
+                   const std::vector<fs::path>& set_dirs,
                    const std::vector<DataSet>& sets, int mode, const Options& opt) {
   RunOutcome o;
   o.mode = mode;
@@ -201,7 +202,8 @@ RunOutcome RunSets(const std::string& name, const fs::path& dir, const onnx::Mod
   for (size_t si = 0; si < sets.size(); ++si) {
     const DataSet& ds = sets[si];
     std::map<std::string, std::vector<int64_t>> shapes;
-    for (size_t k = 0; k < first_baked; ++k) shapes[in_names[k]] = ds.inputs[k]->shape;
+    for (size_t k = 0; k < first_baked; ++k)
+      if (needs_shape[k]) shapes[in_names[k]] = ds.inputs[k]->shape;
     if (mode != 0 || programs.empty() || shapes != compiled_shapes) {
       programs.clear();
       program_targets.clear();
@@ -222,7 +224,7 @@ RunOutcome RunSets(const std::string& name, const fs::path& dir, const onnx::Mod
       fs::remove(baked, ec);
       if (!c.ok()) {
         fs::remove(fcb_path, ec);
-        o.compile_unsupported = c.status().code() == StatusCode::kUnsupported;
+        o.compile_failed = true;
         fail_all("compile: " + c.status().ToString());
         return o;
       }
@@ -328,12 +330,47 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
   r.op = PrimaryOp(r.name, node_ops);
   if (!missing.empty()) return finish(Outcome::kUnsupported, "not in fcb ops: " + missing);
 
-  // Runtime inputs are the graph inputs that are not initializers.
+  // Runtime inputs are the graph inputs that are not initializers; those with
+  // symbolic or unknown dims get their shapes from the test data.
   std::set<std::string> inits;
   for (const auto& t : model.graph().initializer()) inits.insert(t.name());
   std::vector<std::string> in_names;
-  for (const auto& vi : model.graph().input())
-    if (!inits.count(vi.name())) in_names.push_back(vi.name());
+  std::vector<bool> needs_shape;
+  for (const auto& vi : model.graph().input()) {
+    if (inits.count(vi.name())) continue;
+    in_names.push_back(vi.name());
+    bool fixed = vi.type().tensor_type().has_shape();
+    for (const auto& d : vi.type().tensor_type().shape().dim()) fixed = fixed && d.has_dim_value();
+    needs_shape.push_back(!fixed);
+  }
+
+  // Outside fcb's scope: opsets below 7 and element types fcb has no dtype
+  // for. Such a test must fail to compile with Unsupported; then it is
+  // reported as out of scope, otherwise as failed.
+  std::string scope;
+  for (const auto& o : model.opset_import())
+    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() < 7)
+      scope = "opset " + std::to_string(o.version()) + " (fcb reads opsets 7 to 18)";
+  for (int pass = 0; pass < 2 && scope.empty(); ++pass)
+    for (const auto& vi : pass == 0 ? model.graph().input() : model.graph().output()) {
+      const int32_t et = vi.type().tensor_type().elem_type();
+      if (import::DTypeFromOnnx(et) == ir::DType::kUndefined) {
+        scope = "element type " + import::OnnxTypeName(et) + " of '" + vi.name() + "'";
+        break;
+      }
+    }
+  if (!scope.empty()) {
+    CompileSpec spec;
+    spec.targets = opt.targets;
+    const fs::path out = fs::path(opt.tmp_dir) / (r.name + ".fcb");
+    auto c = Compile((dir / "model.onnx").string(), spec, out.string());
+    std::error_code ec;
+    fs::remove(out, ec);
+    if (!c.ok() && c.status().code() == StatusCode::kUnsupported)
+      return finish(Outcome::kOutOfScope, scope + ": " + c.status().message());
+    return finish(Outcome::kFail, scope + ", yet compiling " +
+                                      (c.ok() ? std::string("succeeded") : c.status().ToString()));
+  }
 
   std::vector<DataSet> sets;
   std::vector<fs::path> set_dirs;
@@ -351,16 +388,19 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
 
   // Shape-like inputs (Reshape's shape, Resize's scales, ...) must be
   // compile-time constants for fcb, as they are in exported models; the node
-  // tests feed them as inputs. A test that fails to compile with Unsupported
+  // tests feed them as inputs. A test that fails to compile
   // is retried with the inputs after the first baked in as initializers, then
   // with all of them (r.const_inputs records which).
   const int max_mode = in_names.empty() ? 0 : 2;
-  RunOutcome last;
+  RunOutcome last, first;
   for (int mode = 0; mode <= max_mode; ++mode) {
     if (mode == 1 && in_names.size() < 2) continue;
-    last = RunSets(r.name, dir, model, in_names, set_dirs, sets, mode, opt);
-    if (!last.compile_unsupported || mode == max_mode) break;
+    last = RunSets(r.name, dir, model, in_names, needs_shape, set_dirs, sets, mode, opt);
+    if (mode == 0) first = last;
+    if (!last.compile_failed || mode == max_mode) break;
   }
+  // When no mode compiles, the plain model's error is the one to show.
+  if (last.compile_failed) last = first;
   r.const_inputs = last.mode;
   r.target_pass = last.target_pass;
   bool all = !r.target_pass.empty() && last.failure.empty();

@@ -53,12 +53,13 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kPass: return "pass";
     case Outcome::kFail: return "fail";
     case Outcome::kUnsupported: return "unsupported";
+    case Outcome::kOutOfScope: return "out-of-scope";
   }
   return "?";
 }
 
 struct Row {
-  int tests = 0, passed = 0, failed = 0, unsupported = 0, const_inputs = 0;
+  int tests = 0, passed = 0, failed = 0, unsupported = 0, out_of_scope = 0, const_inputs = 0;
 };
 
 }  // namespace
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
   // Per-operator table.
   std::map<std::string, Row> rows;
   std::map<std::string, std::pair<int, int>> per_target;  // target -> (passed, ran)
-  int supported = 0, passed = 0, unsupported = 0, baked = 0;
+  int supported = 0, passed = 0, unsupported = 0, out_of_scope = 0, baked = 0;
   for (const auto& r : results) {
     Row& row = rows[r.op];
     ++row.tests;
@@ -132,8 +133,9 @@ int main(int argc, char** argv) {
       case Outcome::kPass: ++row.passed; ++passed; ++supported; break;
       case Outcome::kFail: ++row.failed; ++supported; break;
       case Outcome::kUnsupported: ++row.unsupported; ++unsupported; break;
+      case Outcome::kOutOfScope: ++row.out_of_scope; ++out_of_scope; break;
     }
-    if (r.outcome == Outcome::kUnsupported) continue;
+    if (r.outcome == Outcome::kUnsupported || r.outcome == Outcome::kOutOfScope) continue;
     if (r.outcome == Outcome::kPass && r.const_inputs) ++row.const_inputs, ++baked;
     for (const auto& t : a.targets) {
       auto it = r.target_pass.find(t);
@@ -142,23 +144,28 @@ int main(int argc, char** argv) {
       if (it != r.target_pass.end() && it->second) ++pt.first;
     }
   }
+  // out-of-scope: opset < 7 or a type fcb lacks, refused at compile time.
   // const-in: passes that needed shape-like inputs baked in as constants.
-  std::printf("%-28s %6s %7s %7s %12s %9s\n", "operator", "tests", "passed", "failed", "unsupported",
-              "const-in");
+  std::printf("%-28s %6s %7s %7s %12s %13s %9s\n", "operator", "tests", "passed", "failed",
+              "unsupported", "out-of-scope", "const-in");
   for (const auto& [op, row] : rows)
-    std::printf("%-28s %6d %7d %7d %12d %9d\n", op.c_str(), row.tests, row.passed, row.failed,
-                row.unsupported, row.const_inputs);
+    std::printf("%-28s %6d %7d %7d %12d %13d %9d\n", op.c_str(), row.tests, row.passed, row.failed,
+                row.unsupported, row.out_of_scope, row.const_inputs);
   const double rate = supported ? static_cast<double>(passed) / supported : 0.0;
-  std::printf("\n%zu tests: %d supported, %d unsupported; %d of %d supported passed (%.1f%%) in %.1f s\n",
-              results.size(), supported, unsupported, passed, supported, 100.0 * rate, seconds);
+  std::printf("\n%zu tests: %d supported, %d unsupported operator, %d out of scope; "
+              "%d of %d supported passed (%.1f%%) in %.1f s\n",
+              results.size(), supported, unsupported, out_of_scope, passed, supported, 100.0 * rate, seconds);
+  const int strict = supported + out_of_scope;
+  std::printf("  counting out-of-scope tests as failures: %d of %d (%.1f%%)\n", passed, strict,
+              strict ? 100.0 * passed / strict : 0.0);
   for (const auto& [t, pr] : per_target)
     std::printf("  %-10s %d of %d passed (%.1f%%)\n", t.c_str(), pr.first, pr.second,
                 pr.second ? 100.0 * pr.first / pr.second : 0.0);
   std::printf("  %d of the passes needed shape-like inputs baked in as constants (const-in)\n", baked);
   if (a.list_failures) {
-    std::printf("\nfailures:\n");
+    std::printf("\nfailures and out-of-scope tests:\n");
     for (const auto& r : results)
-      if (r.outcome == Outcome::kFail) std::printf("  %s [%s]: %s\n", r.name.c_str(), r.op.c_str(), r.reason.c_str());
+      if (r.outcome == Outcome::kFail || r.outcome == Outcome::kOutOfScope) std::printf("  %s [%s] %s: %s\n", r.name.c_str(), r.op.c_str(), OutcomeName(r.outcome), r.reason.c_str());
   }
 
   if (!a.json_path.empty()) {
@@ -167,13 +174,14 @@ int main(int argc, char** argv) {
     j["supported"] = supported;
     j["passed"] = passed;
     j["unsupported"] = unsupported;
+    j["out_of_scope"] = out_of_scope;
     j["pass_rate"] = rate;
     j["seconds"] = seconds;
     j["const_inputs_passes"] = baked;
     for (const auto& [t, pr] : per_target) j["targets"][t] = {{"passed", pr.first}, {"ran", pr.second}};
     for (const auto& [op, row] : rows)
       j["operators"][op] = {{"tests", row.tests}, {"passed", row.passed}, {"failed", row.failed},
-                            {"unsupported", row.unsupported}, {"const_inputs", row.const_inputs}};
+                            {"unsupported", row.unsupported}, {"out_of_scope", row.out_of_scope}, {"const_inputs", row.const_inputs}};
     for (const auto& r : results) {
       nlohmann::json t = {{"name", r.name}, {"op", r.op}, {"outcome", OutcomeName(r.outcome)},
                           {"seconds", r.seconds}, {"const_inputs", r.const_inputs}};

@@ -95,6 +95,11 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   if (opts.empty()) opts.assign(spec.targets.size(), TargetOptions{});
 
   std::vector<std::string> failures;
+  // The failures' common status code (e.g. Unsupported), or InvalidArgument when they differ.
+  StatusCode failure_code = StatusCode::kOk;
+  auto note = [&](StatusCode c) {
+    failure_code = failure_code == StatusCode::kOk || failure_code == c ? c : StatusCode::kInvalidArgument;
+  };
   format::FileDesc desc;
   desc.producer = std::string("fcb ") + Version();
   format::WeightPoolBuilder pool;
@@ -103,6 +108,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     auto imported = import::ImportOnnx(path, ImportOptionsFor(spec, method));
     if (!imported.ok()) {
       failures.push_back("method '" + method + "' (" + path + "): " + imported.status().message());
+      note(imported.status().code());
       continue;
     }
     // One optimized graph per optimization level in use.
@@ -122,6 +128,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       const auto& g = optimized.at(level);
       if (!g.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + g.status().message());
+        note(g.status().code());
         continue;
       }
       Progress(hooks, "lower", method, target);
@@ -132,6 +139,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       auto ctx = compile::LowerGraph(g.value(), method, lo, pool);
       if (!ctx.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + ctx.status().message());
+        note(ctx.status().code());
         continue;
       }
       desc.contexts.push_back(std::move(ctx).value());
@@ -140,9 +148,9 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   if (!failures.empty()) {
     std::string msg = failures.size() == 1 ? "compilation failed: " : "compilation failed in " +
                                                                            std::to_string(failures.size()) + " places:";
-    if (failures.size() == 1) return Status(StatusCode::kInvalidArgument, msg + failures[0]);
+    if (failures.size() == 1) return Status(failure_code, msg + failures[0]);
     for (const auto& f : failures) msg += "\n  - " + f;
-    return Status(StatusCode::kInvalidArgument, msg);
+    return Status(failure_code, msg);
   }
   Progress(hooks, "write", "", "");
   CompileReport report;

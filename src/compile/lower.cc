@@ -37,7 +37,7 @@ class Lowerer {
       if (s.ok() && !error_.ok()) s = std::move(error_);
       if (!s.ok()) return s.Annotate(n.Describe());
     }
-    for (int v : g_.outputs) ctx_.outputs.push_back(ValueTensor(v));
+    for (int v : g_.outputs) ctx_.outputs.push_back(OutputTensor(v));
     FCB_RETURN_IF_ERROR(CheckSteps());
     PlanArena();
     return std::move(ctx_);
@@ -103,6 +103,26 @@ class Lowerer {
       tensor_of_[v] = static_cast<int32_t>(ctx_.tensors.size()) - 1;
     }
     return tensor_of_[v];
+  }
+
+  // Outputs live in the arena; a graph output folded to a constant (e.g. a
+  // Shape) is copied there from its weight by an Identity step.
+  int32_t OutputTensor(int v) {
+    if (v < 0 || !g_.values[v].is_constant()) return ValueTensor(v);
+    const ir::Value& val = g_.values[v];
+    TensorDesc t;
+    t.name = val.name;
+    t.dtype = static_cast<int32_t>(val.dtype);
+    t.shape = val.shape;
+    t.storage = Storage::kArena;
+    format::StepDesc s;
+    s.op = "Identity";
+    s.node = val.name + "/constant_output";
+    s.inputs = {ValueTensor(v)};
+    ctx_.tensors.push_back(std::move(t));
+    s.outputs = {static_cast<int32_t>(ctx_.tensors.size()) - 1};
+    Push(s);
+    return s.outputs[0];
   }
 
   format::StepDesc BaseStep(const Node& n, const std::string& op) {

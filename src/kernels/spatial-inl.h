@@ -57,6 +57,7 @@ HWY_INLINE void DepthwiseRowGroup(const ConvGeom& g, const float* in, const floa
     const int64_t n = c - c0;
     VF acc[kDwPixels];
     const VF bv = hn::LoadU(d, bias + c0);
+    HWY_UNROLL(8)
     for (int j = 0; j < kDwPixels; ++j) acc[j] = bv;
     for (int64_t ky = 0; ky < g.kh; ++ky) {
       const int64_t iy = pos.iy0 + ky * g.dh;
@@ -70,6 +71,7 @@ HWY_INLINE void DepthwiseRowGroup(const ConvGeom& g, const float* in, const floa
           for (int j = 0; j < kDwPixels; ++j)
             acc[j] = hn::MulAdd(LoadN(d, row + (ix0 + j * g.sw) * g.in_pixel_stride, n), wv, acc[j]);
         } else {
+          HWY_UNROLL(8)
           for (int j = 0; j < kDwPixels; ++j) {
             const int64_t ix = ix0 + j * g.sw;
             if (ix >= 0 && ix < g.iw)
@@ -78,6 +80,7 @@ HWY_INLINE void DepthwiseRowGroup(const ConvGeom& g, const float* in, const floa
         }
       }
     }
+    HWY_UNROLL(8)
     for (int j = 0; j < kDwPixels; ++j) {
       VF x = acc[j];
       if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));

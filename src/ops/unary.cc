@@ -341,9 +341,16 @@ Status InferCast(const InferContext& c, std::vector<TensorInfo>* outs) {
     to = static_cast<DType>(c.attrs.GetInt("to", 0));
   }
   auto castable = [](DType t) { return t == DType::kBool || IsNumeric(t); };
+  // Types fcb has no dtype for are named by their ONNX names.
+  auto name = [](DType t) -> std::string {
+    static const char* kOnnx[] = {"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32",
+                                  "int64", "string", "bool", "float16", "float64", "uint32", "uint64",
+                                  "complex64", "complex128", "bfloat16"};
+    const int code = static_cast<int>(t);
+    return code >= 0 && code < 17 ? kOnnx[code] : "ONNX type " + std::to_string(code);
+  };
   if (!castable(x.dtype) || !castable(to))
-    return OpUnsupported(c.op, std::string("cast from ") + ir::DTypeName(x.dtype) + " to " +
-                                   ir::DTypeName(to));
+    return OpUnsupported(c.op, "cast from " + name(x.dtype) + " to " + name(to));
   outs->push_back(TensorInfo{to, x.shape});
   return Status::Ok();
 }
