@@ -400,7 +400,11 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
     if (!last.compile_failed || mode == max_mode) break;
   }
   // When no mode compiles, the plain model's error is the one to show.
-  if (last.compile_failed) last = first;
+  if (last.compile_failed && last.mode != first.mode) {
+    const std::string baked = last.failure;
+    last = first;
+    last.failure += " | with inputs baked in as constants: " + baked;
+  }
   r.const_inputs = last.mode;
   r.target_pass = last.target_pass;
   bool all = !r.target_pass.empty() && last.failure.empty();

@@ -96,7 +96,7 @@ class ConcurrencyTest : public ::testing::Test {
 
 // Each thread keeps one execution and runs it over and over.
 TEST_F(ConcurrencyTest, MethodsRunOnThreadsAtOnceAndStayCorrect) {
-  constexpr int kIterations = 60;
+  constexpr int kIterations = 200;
   std::atomic<int> mismatches{0}, failures{0};
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
@@ -134,7 +134,7 @@ TEST_F(ConcurrencyTest, MethodsRunOnThreadsAtOnceAndStayCorrect) {
 // Executions created and destroyed while others run: arenas and thread pools
 // come and go, the program and its weight mapping stay.
 TEST_F(ConcurrencyTest, ExecutionsComeAndGoWhileOthersRun) {
-  constexpr int kIterations = 25;
+  constexpr int kIterations = 50;
   std::atomic<int> mismatches{0}, failures{0};
   std::vector<std::thread> threads;
   for (const Job& job : jobs_) {

@@ -193,10 +193,14 @@ Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
     n.attrs.erase("consumed_inputs");
     n.attrs.erase("is_test");
     n.attrs.erase("momentum");
-    n.attrs.erase("training_mode");
+    if (n.GetInt("training_mode", 0) == 0) n.attrs.erase("training_mode");  // 1: infer refuses it
     n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
+  } else if (op == "Dropout" && (n.outputs.size() > 1 || n.inputs.size() > 2)) {
+    // With a mask output or a training_mode input the Dropout op itself
+    // checks training_mode and writes the (all true) inference mask.
+    n.attrs.clear();
   } else if (op == "Dropout") {
-    // Inference: identity; the mask output is not supported (rarely consumed).
+    // Inference: identity.
     n.op_type = "Identity";
     n.attrs.clear();
     n.inputs.resize(std::min<size_t>(n.inputs.size(), 1));

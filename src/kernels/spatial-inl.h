@@ -96,8 +96,12 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
   const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   for (int64_t p = begin; p < end; ++p) {
-    // A run of kDwPixels pixels within one output row takes the grouped path.
-    if (p + kDwPixels <= end && (p % g.ow) + kDwPixels <= g.ow) {
+    // With fewer channels than one block of kBlockVecs vectors, a pixel's taps
+    // would form one or two long dependent chains: a run of kDwPixels pixels
+    // within one output row takes the grouped path instead. (With more
+    // channels the blocks below already have independent chains, and measured
+    // faster than the grouped path.)
+    if (c < kBlockVecs * kN && p + kDwPixels <= end && (p % g.ow) + kDwPixels <= g.ow) {
       DepthwiseRowGroup(g, in, packed_w, bias, residual, out, ep, p, res_stride);
       p += kDwPixels - 1;
       continue;

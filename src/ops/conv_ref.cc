@@ -85,9 +85,12 @@ Status Resolve(const InferContext& c, Window* w) {
     if (transposed) {
       if (has_oshape || same) {
         const int64_t out = has_oshape ? oshape[i] : w->in[i] * w->s[i];
+        // total < 0 (output_shape larger than the natural size) pads the end, as
+        // in the ONNX reference, so halves are floored, not truncated.
         const int64_t total = w->s[i] * (w->in[i] - 1) + w->opad[i] + ek - out;
+        const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
         const bool upper = auto_pad == "SAME_UPPER";
-        w->pb[i] = upper ? total / 2 : total - total / 2;
+        w->pb[i] = upper ? half : total - half;
         w->pe[i] = total - w->pb[i];
         w->out[i] = out;
       } else {
@@ -291,7 +294,9 @@ Result<std::unique_ptr<Kernel>> CreateConvLike(const CreateContext& c) {
 Status InferPoolRef(const InferContext& c, std::vector<TensorInfo>* outs) {
   const TensorInfo& x = Input(c, 0);
   if (!x.present()) return OpError(c.op, "input is missing");
-  if (x.dtype != DType::kF32) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
+  // MaxPool also takes integer tensors (it only compares).
+  if (x.dtype != DType::kF32 && !(c.op == "MaxPool" && IsNumeric(x.dtype)))
+    return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
   Window win;
   FCB_RETURN_IF_ERROR(Resolve(c, &win));
   if (c.op == "LpPool" && c.attrs.GetInt("p", 2) < 1) return OpError(c.op, "p must be >= 1");
@@ -300,7 +305,7 @@ Status InferPoolRef(const InferContext& c, std::vector<TensorInfo>* outs) {
   if (c.num_outputs > 1 && c.op != "MaxPool") return OpError(c.op, "has one output");
   ir::Shape s = {x.shape[0], x.shape[1]};
   for (int i = 0; i < win.rank; ++i) s.push_back(win.out[i]);
-  outs->push_back(TensorInfo{DType::kF32, s});
+  outs->push_back(TensorInfo{x.dtype, s});
   if (c.num_outputs > 1) outs->push_back(TensorInfo{DType::kI64, s});
   return Status::Ok();
 }
@@ -314,7 +319,8 @@ struct PoolPlan {
   std::vector<int64_t> taps;
 };
 
-void RunPool(const PoolPlan& p, const float* x, float* y, int64_t* ind) {
+template <typename T>
+void RunPool(const PoolPlan& p, const T* x, T* y, int64_t* ind) {
   const Window& w = p.w;
   const int r = w.rank;
   const int64_t in_sp = Prod(w.in, r), out_sp = Prod(w.out, r), ntaps = Prod(w.k, r);
@@ -372,7 +378,7 @@ void RunPool(const PoolPlan& p, const float* x, float* y, int64_t* ind) {
       } else if (p.kind == 2) {
         acc = std::pow(acc, 1.0 / p.p);
       }
-      y[ncx * out_sp + o] = static_cast<float>(acc);
+      y[ncx * out_sp + o] = static_cast<T>(acc);
       if (p.indices) ind[ncx * out_sp + o] = best;
     }
 }
@@ -387,9 +393,13 @@ Result<std::unique_ptr<Kernel>> CreatePoolRef(const CreateContext& c) {
   p.indices = c.outputs.size() > 1;
   p.p = static_cast<double>(c.attrs.GetInt("p", 2));
   p.taps = KernelTaps(p.w);
-  return MakeKernel([p = std::move(p)](const RunContext&, const void* const* in, void* const* out) -> Status {
-    RunPool(p, static_cast<const float*>(in[0]), static_cast<float*>(out[0]),
-            p.indices ? static_cast<int64_t*>(out[1]) : nullptr);
+  const DType dt = c.inputs[0].dtype;
+  return MakeKernel([p = std::move(p), dt](const RunContext&, const void* const* in, void* const* out) -> Status {
+    DispatchNumeric(dt, [&](auto tag) {
+      using T = decltype(tag);
+      RunPool(p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]),
+              p.indices ? static_cast<int64_t*>(out[1]) : nullptr);
+    });
     return Status::Ok();
   });
 }

@@ -112,9 +112,9 @@ Status InferConv(const InferContext& c, std::vector<TensorInfo>* out) {
 
 Status InferPool(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& x = c.inputs[0];
-  FCB_RETURN_IF_ERROR(ExpectF32(x, "pool input"));
-  // Other ranks, Indices output and storage_order: reference NCHW kernel.
-  if (x.shape.size() != 4 || c.num_outputs > 1 || c.attrs.GetInt("storage_order", 0) != 0)
+  // Other ranks and dtypes, Indices output and storage_order: reference NCHW kernel.
+  if (x.dtype != DType::kF32 || x.shape.size() != 4 || c.num_outputs > 1 ||
+      c.attrs.GetInt("storage_order", 0) != 0)
     return InferWindowRef(c, out);
   FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "pool input"));
   if (!c.attrs.Has("kernel_shape")) return InvalidArgument("kernel_shape is required");

@@ -388,7 +388,12 @@ Status InferIdentity(const InferContext& c, std::vector<TensorInfo>* outs) {
     double training = 0;
     bool present = false;
     FCB_RETURN_IF_ERROR(ConstScalarInput(c, 2, "training_mode", &training, &present));
-    if (present && training != 0) return OpUnsupported(c.op, "training_mode=true");
+    if (present && training != 0) {  // only ratio 0 (no dropping) is deterministic
+      double ratio = 0.5;
+      bool has_ratio = false;
+      FCB_RETURN_IF_ERROR(ConstScalarInput(c, 1, "ratio", &ratio, &has_ratio));
+      if (ratio != 0) return OpUnsupported(c.op, "training_mode=true (random dropout)");
+    }
     const TensorInfo& ratio = Input(c, 1);
     if (ratio.present() && (!IsFloat(ratio.dtype) || ratio.numel() != 1))
       return OpError(c.op, "ratio must be a float scalar");

@@ -159,6 +159,7 @@ class LayoutRewriter {
     auto is_const = [&](size_t i) {
       return i < n.inputs.size() && n.inputs[i] >= 0 && g_.values[n.inputs[i]].is_constant();
     };
+    if (g_.values[n.inputs[0]].dtype != ir::DType::kF32) return false;
     if (n.op_type == "Conv")
       return is_const(1) && (n.inputs.size() < 3 || n.inputs[2] < 0 || is_const(2));
     if (n.op_type == "MaxPool") return n.outputs.size() == 1 && n.GetInt("storage_order", 0) == 0;
