@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 
 #include <onnx/defs/schema.h>
@@ -36,6 +37,13 @@ std::string Lower(std::string s) {
 
 std::string Clip(const std::string& s, size_t n = 400) {
   return s.size() <= n ? s : s.substr(0, n) + "...";
+}
+
+// Drops the file paths the compiler puts around its messages: the test name
+// already says which model it was.
+std::string Tidy(std::string s) {
+  static const std::regex kPaths(R"((method '[^']*' \([^)]*\): )|(model '[^']*': ))");
+  return std::regex_replace(s, kPaths, "");
 }
 
 struct DataSet {
@@ -306,7 +314,7 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
   r.name = dir.filename().string();
   auto finish = [&](Outcome o, std::string reason) {
     r.outcome = o;
-    r.reason = Clip(reason);
+    r.reason = Clip(Tidy(reason));
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
@@ -353,6 +361,10 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
       scope = "opset " + std::to_string(o.version()) + " (fcb reads opsets 7 to 18)";
   for (int pass = 0; pass < 2 && scope.empty(); ++pass)
     for (const auto& vi : pass == 0 ? model.graph().input() : model.graph().output()) {
+      if (!vi.type().has_tensor_type()) {
+        scope = "'" + vi.name() + "' is a sequence, map or optional, not a tensor";
+        break;
+      }
       const int32_t et = vi.type().tensor_type().elem_type();
       if (import::DTypeFromOnnx(et) == ir::DType::kUndefined) {
         scope = "element type " + import::OnnxTypeName(et) + " of '" + vi.name() + "'";

@@ -1,5 +1,6 @@
-// Activations and float predicates beyond unary.cc's table: PRelu (slope
-// broadcast to X), Celu, Mish, ThresholdedRelu, IsNaN, IsInf. Plain loops in
+// Activations and float math beyond unary.cc's table: PRelu (slope
+// broadcast to X), Celu, Mish, ThresholdedRelu, Shrink, the inverse and
+// hyperbolic trigonometric functions, IsNaN, IsInf. Plain loops in
 // double-free float math; none of these sit on a hot path of the supported
 // models, so they have no per-target kernel.
 #include <cmath>
@@ -26,8 +27,8 @@ Status InferFloatUnary(const InferContext& c, std::vector<TensorInfo>* outs) {
 }
 
 template <typename T>
-void MapFloat(const RunContext& ctx, std::string_view op, float alpha, bool neg_inf, bool pos_inf,
-              const T* x, void* out, int64_t n) {
+void MapFloat(const RunContext& ctx, std::string_view op, float alpha, float shrink_bias, bool neg_inf,
+              bool pos_inf, const T* x, void* out, int64_t n) {
   T* y = static_cast<T*>(out);
   uint8_t* yb = static_cast<uint8_t*>(out);
   const T a = static_cast<T>(alpha);
@@ -46,6 +47,27 @@ void MapFloat(const RunContext& ctx, std::string_view op, float alpha, bool neg_
     });
   } else if (op == "ThresholdedRelu") {
     run([&](int64_t i) { y[i] = x[i] > a ? x[i] : T(0); });
+  } else if (op == "Shrink") {
+    const T lambd = static_cast<T>(alpha), bias = static_cast<T>(shrink_bias);
+    run([&](int64_t i) { const T v = x[i]; y[i] = v < -lambd ? v + bias : v > lambd ? v - bias : T(0); });
+  } else if (op == "Tan") {
+    run([&](int64_t i) { y[i] = std::tan(x[i]); });
+  } else if (op == "Asin") {
+    run([&](int64_t i) { y[i] = std::asin(x[i]); });
+  } else if (op == "Acos") {
+    run([&](int64_t i) { y[i] = std::acos(x[i]); });
+  } else if (op == "Atan") {
+    run([&](int64_t i) { y[i] = std::atan(x[i]); });
+  } else if (op == "Sinh") {
+    run([&](int64_t i) { y[i] = std::sinh(x[i]); });
+  } else if (op == "Cosh") {
+    run([&](int64_t i) { y[i] = std::cosh(x[i]); });
+  } else if (op == "Asinh") {
+    run([&](int64_t i) { y[i] = std::asinh(x[i]); });
+  } else if (op == "Acosh") {
+    run([&](int64_t i) { y[i] = std::acosh(x[i]); });
+  } else if (op == "Atanh") {
+    run([&](int64_t i) { y[i] = std::atanh(x[i]); });
   } else if (op == "IsNaN") {
     run([&](int64_t i) { yb[i] = std::isnan(x[i]); });
   } else if (op == "IsInf") {
@@ -57,7 +79,9 @@ void MapFloat(const RunContext& ctx, std::string_view op, float alpha, bool neg_
 
 Result<std::unique_ptr<Kernel>> CreateFloatUnary(const CreateContext& c) {
   const std::string op(c.op);
-  const float alpha = c.attrs.GetFloat("alpha", op == "ThresholdedRelu" ? 1.0f : 1.0f);
+  // Shrink's lambd travels as alpha.
+  const float alpha = op == "Shrink" ? c.attrs.GetFloat("lambd", 0.5f) : c.attrs.GetFloat("alpha", 1.0f);
+  const float shrink_bias = c.attrs.GetFloat("bias", 0.0f);
   if (op == "Celu" && alpha == 0) return OpError(c.op, "alpha must not be 0");
   const bool neg_inf = c.attrs.GetInt("detect_negative", 1) != 0;
   const bool pos_inf = c.attrs.GetInt("detect_positive", 1) != 0;
@@ -65,9 +89,9 @@ Result<std::unique_ptr<Kernel>> CreateFloatUnary(const CreateContext& c) {
   const DType t = c.inputs[0].dtype;
   return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     if (t == DType::kF32)
-      MapFloat(ctx, op, alpha, neg_inf, pos_inf, static_cast<const float*>(in[0]), out[0], n);
+      MapFloat(ctx, op, alpha, shrink_bias, neg_inf, pos_inf, static_cast<const float*>(in[0]), out[0], n);
     else
-      MapFloat(ctx, op, alpha, neg_inf, pos_inf, static_cast<const double*>(in[0]), out[0], n);
+      MapFloat(ctx, op, alpha, shrink_bias, neg_inf, pos_inf, static_cast<const double*>(in[0]), out[0], n);
     return Status::Ok();
   });
 }
@@ -120,7 +144,8 @@ Result<std::unique_ptr<Kernel>> CreatePRelu(const CreateContext& c) {
 }  // namespace
 
 void RegisterActivationExtraOps(std::vector<OpDef>* ops) {
-  for (const char* name : {"Celu", "Mish", "ThresholdedRelu", "IsNaN", "IsInf"})
+  for (const char* name : {"Celu", "Mish", "ThresholdedRelu", "IsNaN", "IsInf", "Shrink", "Tan", "Asin",
+                           "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
     ops->push_back(Def<InferFloatUnary, CreateFloatUnary>(name, 1, 1));
   ops->push_back(Def<InferPRelu, CreatePRelu>("PRelu", 2, 2));
 }

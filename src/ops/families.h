@@ -22,7 +22,7 @@ void RegisterSoftmaxOps(std::vector<OpDef>* ops);      // softmax.cc: Softmax, L
 void RegisterLayerNormOps(std::vector<OpDef>* ops);    // layernorm.cc: LayerNormalization (from matmul)
 
 // Conformance coverage (one file each; conformance engineer's files).
-void RegisterActivationExtraOps(std::vector<OpDef>* ops);  // activations_extra.cc: PRelu, Celu, Mish, ThresholdedRelu, IsNaN, IsInf
+void RegisterActivationExtraOps(std::vector<OpDef>* ops);  // activations_extra.cc: PRelu, Celu, Mish, ThresholdedRelu, Shrink, trig, IsNaN, IsInf
 void RegisterScanOneHotOps(std::vector<OpDef>* ops);       // scan_onehot.cc: CumSum, OneHot
 void RegisterGatherScatterOps(std::vector<OpDef>* ops);    // gather_scatter.cc: GatherElements, GatherND, ScatterElements, ScatterND
 void RegisterSpaceDepthOps(std::vector<OpDef>* ops);       // space_depth.cc: DepthToSpace, SpaceToDepth
@@ -30,5 +30,6 @@ void RegisterNormOps(std::vector<OpDef>* ops);             // norm.cc: InstanceN
 void RegisterConvRefOps(std::vector<OpDef>* ops);          // conv_ref.cc: ConvTranspose, LpPool (+ reference Conv/pools for nn.cc)
 void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize, Upsample
 void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
+void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
 
 }  // namespace fcb::ops

@@ -95,6 +95,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterConvRefOps(&v);
     RegisterResizeOps(&v);
     RegisterEinsumOps(&v);
+    RegisterTopKHardmaxOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
