@@ -2,7 +2,7 @@
 // method `iterations` times on its own and prints where the time goes, heaviest
 // first. A developer tool for finding hot spots (not a test, not the CLI).
 //
-//   profile_steps MODEL.fcb [--target T] [--threads N] [--iterations N]
+//   profile_steps MODEL.fcb [--target T] [--threads N] [--iterations N] [--in-sequence 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,15 +18,17 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: profile_steps MODEL.fcb [--target T] [--threads N] [--iterations N]\n");
+    std::fprintf(stderr, "usage: profile_steps MODEL.fcb [--target T] [--threads N] [--iterations N] [--in-sequence 0|1]\n");
     return 2;
   }
   fcb::LoadOptions lo;
   int threads = 1, iters = 20;
+  bool in_sequence = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--target")) lo.target = argv[i + 1];
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--iterations")) iters = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--in-sequence")) in_sequence = std::atoi(argv[i + 1]) != 0;
   }
   auto prog = fcb::Program::Load(argv[1], lo);
   if (!prog.ok()) {
@@ -50,20 +52,31 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   double total = 0;
+  // --in-sequence 1: time every step inside whole runs (its inputs and
+  // weights as cold as in a real inference); default: each step repeated on
+  // its own (warm caches), which shows the kernel's own speed.
+  std::vector<std::vector<const void*>> ins(m.steps.size());
+  std::vector<std::vector<void*>> outs(m.steps.size());
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    const auto& s = m.steps[i];
-    std::vector<const void*> in;
-    std::vector<void*> out;
-    for (int32_t t : s.inputs) in.push_back(t < 0 ? nullptr : ptr[t]);
-    for (int32_t t : s.outputs) out.push_back(ptr[t]);
-    double best = 1e30;
-    for (int it = 0; it < iters; ++it) {
-      const auto b = std::chrono::steady_clock::now();
-      (void)s.kernel->Run(ctx, in.data(), out.data());
-      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b).count());
-    }
-    rows.push_back({best, i});
-    total += best;
+    for (int32_t t : m.steps[i].inputs) ins[i].push_back(t < 0 ? nullptr : ptr[t]);
+    for (int32_t t : m.steps[i].outputs) outs[i].push_back(ptr[t]);
+  }
+  std::vector<double> best(m.steps.size(), 1e30);
+  auto time_step = [&](size_t i) {
+    const auto b = std::chrono::steady_clock::now();
+    (void)m.steps[i].kernel->Run(ctx, ins[i].data(), outs[i].data());
+    best[i] = std::min(best[i], std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b).count());
+  };
+  if (in_sequence) {
+    for (int it = 0; it < iters; ++it)
+      for (size_t i = 0; i < m.steps.size(); ++i) time_step(i);
+  } else {
+    for (size_t i = 0; i < m.steps.size(); ++i)
+      for (int it = 0; it < iters; ++it) time_step(i);
+  }
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    rows.push_back({best[i], i});
+    total += best[i];
   }
   std::printf("target %s, %d thread(s): sum of per-step minima %.3f ms\n", p.target_name.c_str(), threads, total);
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });

@@ -14,11 +14,14 @@ dir="${1:-$repo/build-tsan}"
 jobs="${FCB_JOBS:-2}"
 export FCB_TESTDATA_DIR="${FCB_TESTDATA_DIR:-$repo/build/testdata}"
 
-cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFCB_TSAN=ON >/dev/null
-cmake --build "$dir" -j"$jobs" --target concurrency_test fcb_cli >/dev/null
-# Highway probes the CPU once, lazily; its one-time init is benign but runs
-# under the first kernels' threads, so the program is loaded (and the probe
-# done) before threads start — see tests/concurrency_test.cc.
+log="$dir/tsan-build.log"
+mkdir -p "$dir"
+if ! { cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFCB_TSAN=ON &&
+       cmake --build "$dir" -j"$jobs" --target concurrency_test fcb_cli; } >"$log" 2>&1; then
+  grep -E "error" "$log" | head -30 >&2 || true
+  echo "error: the ThreadSanitizer build failed (log: $log)" >&2
+  exit 1
+fi
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 "$dir/tests/concurrency_test"
 echo "tsan: concurrency_test passed with no data race reported"

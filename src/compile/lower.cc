@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstring>
+#include <cstdlib>  // PERF2-TEMP
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -153,6 +154,26 @@ class Lowerer {
     return Status::Ok();
   }
 
+  // Cost model for Winograd F(4x4, 3x3) (ops/nn_fast.cc): 36 multiplies per
+  // 4x4 tile instead of 144, but 4x the weight bytes, which every block of
+  // tiles streams again; it pays where a feature map has many tiles to share
+  // them. Target-neutral, so every fp32 target shares the packed bytes.
+  bool UseWinograd(const Node& n, int64_t oc, int64_t icg, int64_t kh, int64_t kw,
+                   int64_t group) const {
+    if (kh != 3 || kw != 3 || group != 1 || opt_.options.precision == "bf16") return false;
+    if (icg < 16 || icg > kernels::kWinogradMaxIc || oc < 16) return false;
+    for (int64_t s : n.GetInts("strides", {1, 1}))
+      if (s != 1) return false;
+    for (int64_t d : n.GetInts("dilations", {1, 1}))
+      if (d != 1) return false;
+    const ir::Shape& y = g_.values[n.outputs[0]].shape;
+    if (y.size() != 4) return false;
+    const int64_t tiles = y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4);
+    const char* e = std::getenv("FCB_PERF2_WINO_MIN");  // PERF2-TEMP
+    return tiles >= (e ? std::atoll(e) : kMinWinogradTiles);
+  }
+  static constexpr int64_t kMinWinogradTiles = 32;
+
   Status LowerConv(const Node& n) {
     const ir::TensorData* w = Const(n, 1);
     if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4)
@@ -164,6 +185,16 @@ class Lowerer {
     const int64_t ic = g_.values[n.inputs[0]].shape[3];
     const bool depthwise = group > 1 && group == ic && oc == ic && icg == 1;
     const float* bias = b ? b->data<float>() : nullptr;
+    if (UseWinograd(n, oc, icg, kh, kw, group)) {
+      auto s = BaseStep(n, "ConvWinogradNhwc");
+      s.inputs.push_back(ValueTensor(n.inputs[0]));
+      s.inputs.push_back(AddFloats(n.name + ".w", kernels::PackWinograd(w->data<float>(), oc, icg)));
+      s.inputs.push_back(AddFloats(n.name + ".b", kernels::PackConvBias(bias, oc, 1)));
+      if (n.inputs.size() > 3) s.inputs.push_back(ValueTensor(n.inputs[3]));
+      s.outputs.push_back(ValueTensor(n.outputs[0]));
+      Push(std::move(s));
+      return Status::Ok();
+    }
     auto s = BaseStep(n, "ConvNhwc");
     s.inputs.push_back(ValueTensor(n.inputs[0]));
     if (depthwise) {

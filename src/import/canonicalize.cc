@@ -2,6 +2,7 @@
 // (opset-18) form, so an op implementation handles one form only. Attributes
 // that later opsets turned into inputs become constant inputs; removed
 // attributes are dropped; renamed or retired ops map to their successors.
+#include <algorithm>
 #include <set>
 
 #include "import/import_state.h"
@@ -195,12 +196,20 @@ Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
     n.attrs.erase("momentum");
     if (n.GetInt("training_mode", 0) == 0) n.attrs.erase("training_mode");  // 1: infer refuses it
     n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
-  } else if (op == "Dropout" && (n.outputs.size() > 1 || n.inputs.size() > 2)) {
-    // With a mask output or a training_mode input the Dropout op itself
-    // checks training_mode and writes the (all true) inference mask.
+  } else if (op == "Dropout" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    // A training_mode input: the Dropout op itself refuses a true one.
     n.attrs.clear();
   } else if (op == "Dropout") {
-    // Inference: identity.
+    // Inference: identity; a requested mask is all true, a constant.
+    if (n.outputs.size() > 1 && ShapeKnown(s, n.inputs[0])) {
+      auto mask = ir::TensorData::Make(ir::DType::kBool, s.value(n.inputs[0]).shape);
+      std::fill(mask->bytes.begin(), mask->bytes.end(), uint8_t{1});
+      ir::Value& v = s.g.values[n.outputs[1]];
+      v.dtype = ir::DType::kBool;
+      v.shape = mask->shape;
+      v.has_shape = true;
+      v.constant = std::move(mask);
+    }
     n.op_type = "Identity";
     n.attrs.clear();
     n.inputs.resize(std::min<size_t>(n.inputs.size(), 1));

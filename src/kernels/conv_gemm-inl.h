@@ -119,17 +119,33 @@ HWY_INLINE void ConvColumn(const ConvGeom& g, const float* in, const float* wp,
   }
 }
 
+struct RowMap;
+HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* packed_b,
+                           const float* bias, const Epilogue& ep, int64_t begin, int64_t end);
+bool Conv1x1AsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                   const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                   int64_t end);
+
 void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
           const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
+  if (Conv1x1AsGemm(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
   const int64_t panels = (ocg + kPanel - 1) / kPanel;
   const int64_t panel_stride = g.kh * g.kw * icg * kPanel;
   constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
   // A block of pixels is swept once per column block, so its input stays in
-  // cache while every panel of weights passes over it.
-  constexpr int64_t kBlock = 4 * kMR;
-  for (int64_t pb = begin; pb < end; pb += kBlock) {
-    const int64_t pe = std::min(end, pb + kBlock);
+  // cache while every panel of weights passes over it; each block streams all
+  // the weights once. Blocks are therefore as large as an L2-resident input
+  // allows (~512 KiB), and the range is split evenly so that no block is a
+  // sliver (49 pixels would otherwise run as 48 + 1, streaming 9 MiB of a
+  // 7x7x512 layer's weights twice).
+  const int64_t in_floats = std::max<int64_t>(1, g.ic * g.sh * g.sw);
+  const int64_t max_block = std::clamp<int64_t>(131072 / in_floats, 4 * kMR, 1024);
+  const int64_t nblocks = (end - begin + max_block - 1) / max_block;
+  const int64_t block =
+      nblocks > 0 ? ((end - begin + nblocks - 1) / nblocks + kMR - 1) / kMR * kMR : 1;
+  for (int64_t pb = begin; pb < end; pb += block) {
+    const int64_t pe = std::min(end, pb + block);
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const float* wg = packed_w + grp * panels * panel_stride;
       const float* bg = bias + grp * panels * kPanel;
@@ -161,7 +177,7 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
 // tile's sliver of B (kKC x 32 floats, 16 KiB) is swept over every row tile
 // of the block while it sits in L1, instead of streaming B from L2 once per
 // row tile.
-inline constexpr int64_t kKC = 128;
+inline constexpr int64_t kKC = 256;
 inline constexpr int64_t kMC = 10 * kMR;
 
 // acc[r][v] += sum_k apk[k * MR + r] * w[k * kPanel + VecOffset(v)].
@@ -189,8 +205,8 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
 // last block. cp: the tile's MR row pointers (padding rows repeat the last).
 template <int MR, int NV>
 HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const float* bias,
-                           float* const* cp, const Epilogue& ep, int rows, int64_t col0,
-                           int64_t ncols, int64_t k0, int64_t kc) {
+                           float* const* cp, const float* const* rp, const Epilogue& ep, int rows,
+                           int64_t col0, int64_t ncols, int64_t k0, int64_t kc) {
   const DF d;
   VF acc[MR][NV];
   HWY_UNROLL(16)
@@ -206,10 +222,33 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
   }
   MicroKernelPackedA<MR, NV>(d, apk, kc, bp + k0 * kPanel, K * kPanel, acc);
   float* op[MR];
-  for (int r = 0; r < MR; ++r) op[r] = cp[r] + col0;
+  const float* res[MR];
+  for (int r = 0; r < MR; ++r) {
+    op[r] = cp[r] + col0;
+    res[r] = rp ? rp[r] + col0 : nullptr;
+  }
   const Epilogue no_act{};
-  StoreTile<MR, NV>(d, acc, rows, ncols, nullptr, op, k0 + kc >= K ? ep : no_act);
+  const bool last = k0 + kc >= K;  // residual and activation apply to the finished sum
+  StoreTile<MR, NV>(d, acc, rows, ncols, last && rp ? res : nullptr, op, last ? ep : no_act);
 }
+
+// Where the rows of A, C and the residual lie: plain strided rows (GEMM), or
+// the output pixels of a 1x1 convolution, whose A row is the input pixel
+// (b, oy*sh, ox*sw).
+struct RowMap {
+  const float* a;
+  int64_t lda;
+  float* c;
+  int64_t ldc;
+  const float* res = nullptr;  // residual rows (ldr apart), or null
+  int64_t ldr = 0;
+  int64_t ow = 0, ohw = 0, sh = 1, sw = 1, iw = 0, ihw = 0;  // ow == 0: plain rows
+  const float* ARow(int64_t m) const {
+    if (ow == 0) return a + m * lda;
+    const int64_t b = m / ohw, q = m % ohw;
+    return a + (b * ihw + (q / ow) * sh * iw + (q % ow) * sw) * lda;
+  }
+};
 
 // Row tiles of one block: the main tile, then smaller ones for the remainder.
 struct RowTile {
@@ -219,51 +258,49 @@ struct RowTile {
 };
 
 template <int MR>
-HWY_INLINE void PackATile(const float* A, int64_t lda, int64_t m0, int rows, int64_t k0, int64_t kc,
+HWY_INLINE void PackATile(const RowMap& rm, int64_t m0, int rows, int64_t k0, int64_t kc,
                           float* apk) {
   for (int r = 0; r < MR; ++r) {
-    const float* a = A + (m0 + std::min(r, rows - 1)) * lda + k0;  // pad with the last row
+    const float* a = rm.ARow(m0 + std::min(r, rows - 1)) + k0;  // pad with the last row
     for (int64_t k = 0; k < kc; ++k) apk[k * MR + r] = a[k];
   }
 }
 
 template <int MR, int NV>
 HWY_INLINE void GemmTileAt(const RowTile& t, int64_t K, const float* apk, const float* bp,
-                           const float* bias, float* C, int64_t ldc, const Epilogue& ep,
+                           const float* bias, const RowMap& rm, const Epilogue& ep,
                            int64_t col0, int64_t ncols, int64_t k0, int64_t kc) {
   float* cp[MR];
-  for (int r = 0; r < MR; ++r) cp[r] = C + (t.m0 + std::min(r, t.rows - 1)) * ldc;
-  GemmTile<MR, NV>(K, apk + t.apk, bp, bias, cp, ep, t.rows, col0, ncols, k0, kc);
+  const float* rp[MR];
+  for (int r = 0; r < MR; ++r) {
+    const int64_t m = t.m0 + std::min(r, t.rows - 1);
+    cp[r] = rm.c + m * rm.ldc;
+    rp[r] = rm.res ? rm.res + m * rm.ldr : nullptr;
+  }
+  GemmTile<MR, NV>(K, apk + t.apk, bp, bias, cp, rm.res ? rp : nullptr, ep, t.rows, col0, ncols,
+                   k0, kc);
 }
 
 template <int NV>
 HWY_INLINE void GemmColumnTile(const RowTile* tiles, int ntiles, int64_t K, const float* apk,
-                               const float* bp, const float* bias, float* C, int64_t ldc,
+                               const float* bp, const float* bias, const RowMap& rm,
                                const Epilogue& ep, int64_t col0, int64_t ncols, int64_t k0,
                                int64_t kc) {
   for (int i = 0; i < ntiles; ++i) {
     const RowTile& t = tiles[i];
     if (t.mr == kMR) {
-      GemmTileAt<kMR, NV>(t, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+      GemmTileAt<kMR, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
     } else if (t.mr == kMRSmall) {
-      GemmTileAt<kMRSmall, NV>(t, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+      GemmTileAt<kMRSmall, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
     } else {
-      GemmTileAt<1, NV>(t, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+      GemmTileAt<1, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
     }
   }
 }
 
-void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
-          const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
-          int64_t end) {
-  if (K == 0) {  // no reduction: C = act(bias)
-    const DF d;
-    for (int64_t m = begin; m < end; ++m)
-      for (int64_t n = 0; n < N; n += kN)
-        StoreN(ApplyAct(d, bias ? LoadN(d, bias + n, N - n) : hn::Zero(d), ep), d,
-               C + m * ldc + n, N - n);
-    return;
-  }
+// Rows [begin, end) of C = act(A B + bias [+ residual]) for K >= 1.
+HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* packed_b,
+                           const float* bias, const Epilogue& ep, int64_t begin, int64_t end) {
   HWY_ALIGN float apk[kMC * kKC];
   RowTile tiles[kMC];
   const int64_t panels = (N + kPanel - 1) / kPanel;
@@ -282,11 +319,11 @@ void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
         t.rows = static_cast<int>(std::min<int64_t>(rem, t.mr));
         t.apk = off;
         if (t.mr == kMR) {
-          PackATile<kMR>(A, lda, m0, t.rows, k0, kc, apk + off);
+          PackATile<kMR>(rm, m0, t.rows, k0, kc, apk + off);
         } else if (t.mr == kMRSmall) {
-          PackATile<kMRSmall>(A, lda, m0, t.rows, k0, kc, apk + off);
+          PackATile<kMRSmall>(rm, m0, t.rows, k0, kc, apk + off);
         } else {
-          PackATile<1>(A, lda, m0, t.rows, k0, kc, apk + off);
+          PackATile<1>(rm, m0, t.rows, k0, kc, apk + off);
         }
         off += t.mr * kc;
         m0 += t.rows;
@@ -296,14 +333,50 @@ void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
         const int64_t ncols = std::min<int64_t>(N - col0, kTilePanels * kPanel);
         const float* bp = packed_b + p * K * kPanel;
         if (panels - p >= kTilePanels) {
-          GemmColumnTile<kNV>(tiles, ntiles, K, apk, bp, bias, C, ldc, ep, col0, ncols, k0, kc);
+          GemmColumnTile<kNV>(tiles, ntiles, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
         } else {  // AVX-512 only: one panel left over
-          GemmColumnTile<kVecPerPanel>(tiles, ntiles, K, apk, bp, bias, C, ldc, ep, col0, ncols,
-                                       k0, kc);
+          GemmColumnTile<kVecPerPanel>(tiles, ntiles, K, apk, bp, bias, rm, ep, col0, ncols, k0,
+                                       kc);
         }
       }
     }
   }
+}
+
+// An ungrouped 1x1 conv without padding is a GEMM over output pixels whose
+// packed weights ([panel][ic][16]) already are PackGemmB's layout. The GEMM
+// path copies blocks of input pixels into a contiguous [k][row] buffer: read
+// in place, pixels of 1024 channels (4 KiB) or strided pixels would all map
+// to the same L1 sets. Returns false when the conv is not of that kind.
+bool Conv1x1AsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                   const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                   int64_t end) {
+  if (g.kh != 1 || g.kw != 1 || g.groups != 1 || g.pad_top != 0 || g.pad_left != 0 ||
+      (g.oh - 1) * g.sh >= g.ih || (g.ow - 1) * g.sw >= g.iw || g.ic < 1 ||
+      (residual != nullptr && residual == out))
+    return false;
+  RowMap rm{in, g.in_pixel_stride, out, g.out_pixel_stride};
+  rm.res = residual;
+  rm.ldr = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
+  rm.ow = g.ow, rm.ohw = g.oh * g.ow, rm.sh = g.sh, rm.sw = g.sw, rm.iw = g.iw;
+  rm.ihw = g.ih * g.iw;
+  GemmRows(g.oc, g.ic, rm, packed_w, bias, ep, begin, end);
+  return true;
+}
+
+void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
+          const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
+          int64_t end) {
+  if (K == 0) {  // no reduction: C = act(bias)
+    const DF d;
+    for (int64_t m = begin; m < end; ++m)
+      for (int64_t n = 0; n < N; n += kN)
+        StoreN(ApplyAct(d, bias ? LoadN(d, bias + n, N - n) : hn::Zero(d), ep), d,
+               C + m * ldc + n, N - n);
+    return;
+  }
+  RowMap rm{A, lda, C, ldc};
+  GemmRows(N, K, rm, packed_b, bias, ep, begin, end);
 }
 
 // ---------------------------------------------------------------------------

@@ -24,6 +24,10 @@ namespace fcb::kernels {
 
 inline constexpr int64_t kPanel = 16;
 
+// Largest input channel count of the Winograd conv: its input transform for
+// one block of tiles lives on the stack (36 * 12 * 256 floats = 432 KiB).
+inline constexpr int64_t kWinogradMaxIc = 256;
+
 // Activation fused into the epilogue of conv/gemm, and standalone unary ops.
 enum class Act : int32_t {
   kNone = 0,
@@ -89,6 +93,14 @@ struct KernelTable {
   void (*depthwise)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                     const float* residual, float* out, const Epilogue& ep, int64_t begin,
                     int64_t end);
+
+  // Winograd F(4x4, 3x3) conv: kh = kw = 3, unit strides and dilations,
+  // groups == 1, 1 <= ic <= kWinogradMaxIc (otherwise it does nothing).
+  // Weights packed by PackWinograd, bias by PackConvBias. Work items: 4x4
+  // output tiles in [0, n * ceil(oh/4) * ceil(ow/4)), row-major per image.
+  void (*winograd)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                   const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                   int64_t end);
 
   // C[m][0..n) = A[m][0..k) * B + bias, B packed by PackGemmB (k x n, panels of 16 columns).
   // bias [N] (unpadded) may be null. Work items: rows m in [0, M).

@@ -31,6 +31,7 @@
 #include "kernels/eltwise-inl.h"
 #include "kernels/spatial-inl.h"
 #include "kernels/tile-inl.h"
+#include "kernels/winograd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fcb::kernels::HWY_NAMESPACE {
@@ -40,6 +41,7 @@ void FillTable(KernelTable* t) {
   t->isa = hwy::TargetName(HWY_TARGET);
   t->conv = &Conv;
   t->depthwise = &Depthwise;
+  t->winograd = &Winograd;
   t->gemm = &Gemm;
   t->matmul = &MatMul;
   t->maxpool = &MaxPool;

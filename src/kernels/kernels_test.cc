@@ -146,6 +146,9 @@ const ConvCase kConvCases[] = {
     {1, 6, 5, 5, 5, 3, 3, 1, 2, 1, 1, 2, 0, 1, 2, 5, 0, 0},  // groups == channels via conv
     {1, 3, 3, 2, 40, 3, 3, 1, 1, 1, 1, 5, 5, 5, 5, 1, 0, 0},  // padding wider than the input
     {2, 13, 9, 3, 64, 7, 7, 2, 2, 1, 1, 3, 2, 3, 4, 1, 1, 0},
+    {2, 9, 7, 300, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 3, 1},  // 1x1 as GEMM: K blocks + residual
+    {1, 5, 5, 16, 17, 1, 1, 2, 2, 1, 1, 0, 0, 2, 2, 1, 0, 0},   // 1x1 reaching into the padding
+    {1, 6, 6, 1024, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0}, // 4 KiB pixels
 };
 
 TEST_P(KernelTest, Conv) {

@@ -55,6 +55,36 @@ std::vector<float> PackDepthwiseBias(const float* bias, int64_t c) {
   return out;
 }
 
+int64_t PackedWinogradFloats(int64_t oc, int64_t ic) { return 36 * Panels(oc) * ic * kPanel; }
+
+std::vector<float> PackWinograd(const float* w, int64_t oc, int64_t ic) {
+  // G of F(4x4, 3x3) with interpolation points 0, -1, 1, -2, 2 and infinity;
+  // computed in double so the packed weights carry no extra rounding.
+  static constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
+                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                      {0, 0, 1}};
+  const int64_t panels = Panels(oc);
+  std::vector<float> out(static_cast<size_t>(PackedWinogradFloats(oc, ic)), 0.f);
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t c = 0; c < ic; ++c) {
+      const float* g = w + (o * ic + c) * 9;
+      double t[6][3];  // G g
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 3; ++j)
+          t[i][j] = kG[i][0] * g[j] + kG[i][1] * g[3 + j] + kG[i][2] * g[6 + j];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          const double u = t[i][0] * kG[j][0] + t[i][1] * kG[j][1] + t[i][2] * kG[j][2];
+          const int64_t pos = i * 6 + j;
+          out[((pos * panels + o / kPanel) * ic + c) * kPanel + o % kPanel] = static_cast<float>(u);
+        }
+    }
+  return out;
+}
+
 std::vector<float> PackGemmB(const float* b, int64_t k, int64_t n, int64_t ldb, int64_t ldcol) {
   const int64_t panels = Panels(n);
   std::vector<float> out(static_cast<size_t>(panels * k * kPanel), 0.f);

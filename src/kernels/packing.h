@@ -23,6 +23,12 @@ std::vector<float> PackConvBias(const float* bias, int64_t oc, int64_t groups);
 std::vector<float> PackDepthwise(const float* w, int64_t c, int64_t kh, int64_t kw);
 std::vector<float> PackDepthwiseBias(const float* bias, int64_t c);
 
+// Winograd F(4x4, 3x3) weights: ONNX [oc][ic][3][3] -> U = G g G^T per
+// (output, input) channel pair, laid out [36 positions][ceil(oc/16)][ic][16]
+// (each position is a PackGemmB-style matrix of ic x oc).
+int64_t PackedWinogradFloats(int64_t oc, int64_t ic);
+std::vector<float> PackWinograd(const float* w, int64_t oc, int64_t ic);
+
 // GEMM B operand, logical [k][n] given with row stride ldb and column stride
 // ldcol (so a transposed source is ldb=1, ldcol=k) -> [ceil(n/16)][k][16].
 std::vector<float> PackGemmB(const float* b, int64_t k, int64_t n, int64_t ldb, int64_t ldcol);

@@ -87,6 +87,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterReduceOps(&v);
     RegisterMatMulOps(&v);
     RegisterNnOps(&v);
+    RegisterNnFastOps(&v);
     RegisterActivationExtraOps(&v);
     RegisterScanOneHotOps(&v);
     RegisterGatherScatterOps(&v);

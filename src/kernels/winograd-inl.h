@@ -1,0 +1,226 @@
+// Winograd F(4x4, 3x3) convolution (Lavin & Gray), NHWC, for 3x3 stride-1
+// dilation-1 ungrouped convs. Included once per Highway target.
+//
+// A block of MR output tiles (4x4 pixels each; MR is the register tile's row
+// count) goes through three phases, all on the stack so Run stays
+// allocation-free and thread-safe:
+//   1. input transform  V[pos][t][c] = (B^T d B)[pos] for each 6x6 input tile
+//      d, vectorized over channels (contiguous in NHWC);
+//   2. 36 small GEMMs   M[pos][t][o] = sum_c V[pos][t][c] U[pos][c][o], on the
+//      same register tile and packed panels as the direct conv;
+//   3. output transform Y = A^T M A (+ bias, residual, activation).
+// The multiply count per output drops from 9 to 36/16 = 2.25 per (ic, oc).
+
+#if defined(FCB_KERNELS_WINOGRAD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FCB_KERNELS_WINOGRAD_INL_H_
+#undef FCB_KERNELS_WINOGRAD_INL_H_
+#else
+#define FCB_KERNELS_WINOGRAD_INL_H_
+#endif
+
+#include <algorithm>
+
+#include "hwy/highway.h"
+#include "kernels/common-inl.h"
+#include "kernels/tile-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fcb::kernels::HWY_NAMESPACE {
+
+inline constexpr int kWinoA = 6;                  // input tile side (4 + 3 - 1)
+inline constexpr int kWinoPos = kWinoA * kWinoA;  // 36 transformed positions
+inline constexpr int kWinoCols = kNV * kN;        // output channels per column block
+
+// y = B^T x for one 6-vector (x and y may not alias).
+HWY_INLINE void WinoInput6(DF d, const VF* x, VF* y) {
+  const VF four = hn::Set(d, 4.f), five = hn::Set(d, 5.f), two = hn::Set(d, 2.f);
+  y[0] = hn::MulAdd(four, x[0], hn::NegMulAdd(five, x[2], x[4]));
+  y[1] = hn::NegMulAdd(four, hn::Add(x[1], x[2]), hn::Add(x[3], x[4]));
+  y[2] = hn::MulAdd(four, hn::Sub(x[1], x[2]), hn::Sub(x[4], x[3]));
+  y[3] = hn::MulAdd(two, hn::Sub(x[3], x[1]), hn::Sub(x[4], x[2]));
+  y[4] = hn::MulAdd(two, hn::Sub(x[1], x[3]), hn::Sub(x[4], x[2]));
+  y[5] = hn::MulAdd(four, x[1], hn::NegMulAdd(five, x[3], x[5]));
+}
+
+// y = A^T m for one 6-vector, y has 4 entries.
+HWY_INLINE void WinoOutput6(DF d, const VF* m, VF* y) {
+  const VF a = hn::Add(m[1], m[2]), b = hn::Sub(m[1], m[2]);
+  const VF c = hn::Add(m[3], m[4]), e = hn::Sub(m[3], m[4]);
+  y[0] = hn::Add(hn::Add(m[0], a), c);
+  y[1] = hn::MulAdd(hn::Set(d, 2.f), e, b);
+  y[2] = hn::MulAdd(hn::Set(d, 4.f), c, a);
+  y[3] = hn::Add(hn::MulAdd(hn::Set(d, 8.f), e, b), m[5]);
+}
+
+// Top-left input pixel of tile t and its image.
+struct WinoTile {
+  const float* img;
+  float* out_img;
+  const float* res_img;
+  int64_t y0, x0;  // output coordinates of the tile's first pixel
+};
+
+HWY_INLINE WinoTile LocateTile(const ConvGeom& g, const float* in, const float* residual,
+                               float* out, int64_t res_stride, int64_t t) {
+  const int64_t th = (g.oh + 3) / 4, tw = (g.ow + 3) / 4;
+  const int64_t b = t / (th * tw), q = t % (th * tw);
+  WinoTile w;
+  w.img = in + b * g.ih * g.iw * g.in_pixel_stride;
+  w.out_img = out + b * g.oh * g.ow * g.out_pixel_stride;
+  w.res_img = residual ? residual + b * g.oh * g.ow * res_stride : nullptr;
+  w.y0 = (q / tw) * 4;
+  w.x0 = (q % tw) * 4;
+  return w;
+}
+
+// Phase 1 for one tile into row `r` of v (layout [pos][MR][vstride]).
+template <int MR>
+HWY_INLINE void WinoInputTile(DF d, const ConvGeom& g, const WinoTile& tile, float* v, int r,
+                              int64_t vstride) {
+  const float* px[kWinoA][kWinoA];
+  for (int i = 0; i < kWinoA; ++i) {
+    const int64_t iy = tile.y0 - g.pad_top + i;
+    for (int j = 0; j < kWinoA; ++j) {
+      const int64_t ix = tile.x0 - g.pad_left + j;
+      const bool in = iy >= 0 && iy < g.ih && ix >= 0 && ix < g.iw;
+      px[i][j] = in ? tile.img + (iy * g.iw + ix) * g.in_pixel_stride : nullptr;
+    }
+  }
+  for (int64_t c0 = 0; c0 < g.ic; c0 += kN) {
+    const int64_t nc = g.ic - c0;
+    VF rows[kWinoA][kWinoA];  // d B^T... row-transformed input, rows[i][nu]
+    for (int i = 0; i < kWinoA; ++i) {
+      VF x[kWinoA];
+      HWY_UNROLL(6)
+      for (int j = 0; j < kWinoA; ++j) x[j] = px[i][j] ? LoadN(d, px[i][j] + c0, nc) : hn::Zero(d);
+      WinoInput6(d, x, rows[i]);
+    }
+    HWY_UNROLL(6)
+    for (int nu = 0; nu < kWinoA; ++nu) {
+      VF col[kWinoA], y[kWinoA];
+      HWY_UNROLL(6)
+      for (int i = 0; i < kWinoA; ++i) col[i] = rows[i][nu];
+      WinoInput6(d, col, y);
+      HWY_UNROLL(6)
+      for (int xi = 0; xi < kWinoA; ++xi)
+        hn::Store(y[xi], d, v + ((xi * kWinoA + nu) * MR + r) * vstride + c0);
+    }
+  }
+}
+
+// Phase 3 for one tile (row r of m, layout [pos][MR][kWinoCols]) and the
+// column block's `ncols` channels starting at oc0.
+template <int MR>
+HWY_INLINE void WinoOutputTile(DF d, const ConvGeom& g, const WinoTile& tile, const float* m, int r,
+                               const float* bias, int64_t oc0, int64_t ncols, int64_t res_stride,
+                               const Epilogue& ep) {
+  for (int64_t c0 = 0; c0 < ncols; c0 += kN) {
+    const int64_t nc = ncols - c0;
+    VF s[kWinoA][4];  // A^T applied along nu: s[xi][x]
+    for (int xi = 0; xi < kWinoA; ++xi) {
+      VF x[kWinoA];
+      HWY_UNROLL(6)
+      for (int nu = 0; nu < kWinoA; ++nu)
+        x[nu] = hn::Load(d, m + ((xi * kWinoA + nu) * MR + r) * kWinoCols + c0);
+      WinoOutput6(d, x, s[xi]);
+    }
+    const VF bv = hn::LoadU(d, bias + c0);  // bias is padded to whole panels
+    for (int x = 0; x < 4; ++x) {
+      const int64_t ox = tile.x0 + x;
+      if (ox >= g.ow) break;
+      VF col[kWinoA], y[4];
+      HWY_UNROLL(6)
+      for (int xi = 0; xi < kWinoA; ++xi) col[xi] = s[xi][x];
+      WinoOutput6(d, col, y);
+      for (int yy = 0; yy < 4; ++yy) {
+        const int64_t oy = tile.y0 + yy;
+        if (oy >= g.oh) break;
+        const int64_t p = oy * g.ow + ox;
+        VF o = hn::Add(y[yy], bv);
+        if (tile.res_img) o = hn::Add(o, LoadN(d, tile.res_img + p * res_stride + oc0 + c0, nc));
+        StoreN(ApplyAct(d, o, ep), d, tile.out_img + p * g.out_pixel_stride + oc0 + c0, nc);
+      }
+    }
+  }
+}
+
+// Phase 2 + 3 for one column block of NV vectors (panels starting at p).
+template <int MR, int NV>
+HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int rows,
+                           const float* v, int64_t vstride, float* m, const float* packed_w,
+                           const float* bias, int64_t p, int64_t res_stride, const Epilogue& ep) {
+  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
+  const int64_t panel_stride = g.ic * kPanel;
+  const int64_t pos_stride = panels * panel_stride;
+  const int64_t oc0 = p * kPanel;
+  const int64_t ncols = std::min<int64_t>(g.oc - oc0, NV * kN);
+  for (int pos = 0; pos < kWinoPos; ++pos) {
+    const float* ap[MR];
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) ap[r] = v + (pos * MR + r) * vstride;
+    VF acc[MR][NV];
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r)
+      HWY_UNROLL(16)
+      for (int nv = 0; nv < NV; ++nv) acc[r][nv] = hn::Zero(d);
+    MicroKernel<MR, NV>(d, ap, g.ic, packed_w + pos * pos_stride + p * panel_stride, kPanel,
+                        panel_stride, acc);
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r)
+      HWY_UNROLL(16)
+      for (int nv = 0; nv < NV; ++nv)
+        hn::Store(acc[r][nv], d, m + (pos * MR + r) * kWinoCols + nv * kN);
+  }
+  for (int r = 0; r < rows; ++r)
+    WinoOutputTile<MR>(d, g, tiles[r], m, r, bias + oc0, oc0, ncols, res_stride, ep);
+}
+
+// Tiles [t0, t0 + rows), rows <= MR; missing rows repeat the last tile.
+template <int MR>
+HWY_NOINLINE void WinoBlock(const ConvGeom& g, const float* in, const float* packed_w,
+                            const float* bias, const float* residual, float* out,
+                            const Epilogue& ep, int64_t t0, int rows) {
+  const DF d;
+  const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
+  const int64_t vstride = (g.ic + kN - 1) / kN * kN;
+  HWY_ALIGN float v[kWinoPos * MR * kWinogradMaxIc];
+  HWY_ALIGN float m[kWinoPos * MR * kWinoCols];
+  WinoTile tiles[MR];
+  for (int r = 0; r < MR; ++r) {
+    tiles[r] = LocateTile(g, in, residual, out, res_stride, t0 + std::min(r, rows - 1));
+    WinoInputTile<MR>(d, g, tiles[r], v, r, vstride);
+  }
+  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
+  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
+  for (int64_t p = 0; p < panels; p += kTilePanels) {
+    if (panels - p >= kTilePanels) {
+      WinoColumn<MR, kNV>(d, g, tiles, rows, v, vstride, m, packed_w, bias, p, res_stride, ep);
+    } else {  // AVX-512 only: one panel left over
+      WinoColumn<MR, kVecPerPanel>(d, g, tiles, rows, v, vstride, m, packed_w, bias, p,
+                                   res_stride, ep);
+    }
+  }
+}
+
+void Winograd(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+              const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
+  // The op validates the geometry; refusing here as well keeps a misuse from
+  // overrunning the stack buffers.
+  if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 ||
+      g.groups != 1 || g.ic < 1 || g.ic > kWinogradMaxIc)
+    return;
+  for (int64_t t0 = begin; t0 < end; t0 += kMR) {
+    const int64_t rem = end - t0;
+    if (rem > kMRSmall) {
+      WinoBlock<kMR>(g, in, packed_w, bias, residual, out, ep, t0,
+                     static_cast<int>(std::min<int64_t>(rem, kMR)));
+    } else {
+      WinoBlock<kMRSmall>(g, in, packed_w, bias, residual, out, ep, t0, static_cast<int>(rem));
+    }
+  }
+}
+
+}  // namespace fcb::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FCB_KERNELS_WINOGRAD_INL_H_
