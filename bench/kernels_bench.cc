@@ -107,6 +107,22 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
   SetFlops(state, 2.0 * 56 * 56 * 64 * 64 * 9);
 }
 
+// An activation over 1M floats (the epilogue cost of a large conv). Out of
+// place: repeated in place, SiLU would drive values into denormals.
+void BenchUnary(benchmark::State& state, TargetId target, Act act) {
+  const KernelTable& k = GetKernelTable(target);
+  const auto x = Random(1 << 20, 4);
+  std::vector<float> y(x.size());
+  const Epilogue ep{act, 0.f, 0.f};
+  for (auto _ : state) {
+    k.unary(ep, x.data(), y.data(), 0, 1 << 20);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["elems"] =
+      benchmark::Counter(1 << 20, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BenchWinograd(benchmark::State& state, TargetId target, int64_t hw, int64_t c) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
@@ -148,6 +164,8 @@ int main(int argc, char** argv) {
                                  12, 32, 256);
     benchmark::RegisterBenchmark(("conv3x3_56x56x64/" + name).c_str(), kernels::BenchConv3x3, t)
         ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("silu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kSilu);
+    benchmark::RegisterBenchmark(("relu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kRelu);
     benchmark::RegisterBenchmark(("winograd3x3_56x56x64/" + name).c_str(), kernels::BenchWinograd,
                                  t, 56, 64)
         ->Unit(benchmark::kMillisecond);

@@ -415,7 +415,7 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
   if (last.compile_failed && last.mode != first.mode) {
     const std::string baked = last.failure;
     last = first;
-    last.failure += " | with inputs baked in as constants: " + baked;
+    if (Tidy(baked) != Tidy(last.failure)) last.failure += " | with inputs baked in as constants: " + baked;
   }
   r.const_inputs = last.mode;
   r.target_pass = last.target_pass;

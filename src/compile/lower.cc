@@ -2,7 +2,6 @@
 
 #include <climits>
 #include <cstring>
-#include <cstdlib>  // PERF2-TEMP
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -169,8 +168,7 @@ class Lowerer {
     const ir::Shape& y = g_.values[n.outputs[0]].shape;
     if (y.size() != 4) return false;
     const int64_t tiles = y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4);
-    const char* e = std::getenv("FCB_PERF2_WINO_MIN");  // PERF2-TEMP
-    return tiles >= (e ? std::atoll(e) : kMinWinogradTiles);
+    return tiles >= kMinWinogradTiles;
   }
   static constexpr int64_t kMinWinogradTiles = 32;
 

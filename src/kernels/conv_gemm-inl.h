@@ -101,17 +101,25 @@ HWY_NOINLINE void ConvTile(const ConvGeom& g, const float* in, const float* wp,
   StoreTile<MR, NV>(d, acc, rows, ncols, residual ? rp : nullptr, op, ep);
 }
 
-// Output pixels [pb, pe) for one column block of NV vectors.
-template <int NV>
+// The direct conv's register tile. On AVX-512 it is 8 rows x 3 vectors, not
+// the GEMM's 12 x 2: ConvTile reads each row from its own input pixel, and 12
+// row pointers do not fit the 16 general registers beside the loop's own (the
+// compiler parked them in vector registers and on the stack, putting moves on
+// the FMA port). 8 x 3 also needs fewer loads per FMA (11 per 24 vs 14).
+inline constexpr int kConvMR = kN == 16 ? 8 : kMR;
+inline constexpr int kConvNV = kN == 16 ? 3 : kNV;
+
+// Output pixels [pb, pe) for one column block of NV vectors, in tiles of MR rows.
+template <int MR, int NV>
 HWY_INLINE void ConvColumn(const ConvGeom& g, const float* in, const float* wp,
                            int64_t panel_stride, const float* bias, const float* residual,
                            float* out, const Epilogue& ep, int64_t pb, int64_t pe, int64_t ic0,
                            int64_t oc0, int64_t ncols) {
-  for (int64_t p0 = pb; p0 < pe; p0 += kMR) {
+  for (int64_t p0 = pb; p0 < pe; p0 += MR) {
     const int64_t rem = pe - p0;
     if (rem > kMRSmall) {
-      ConvTile<kMR, NV>(g, in, wp, panel_stride, bias, residual, out, ep, p0,
-                        static_cast<int>(std::min<int64_t>(rem, kMR)), ic0, oc0, ncols);
+      ConvTile<MR, NV>(g, in, wp, panel_stride, bias, residual, out, ep, p0,
+                       static_cast<int>(std::min<int64_t>(rem, MR)), ic0, oc0, ncols);
     } else {
       ConvTile<kMRSmall, NV>(g, in, wp, panel_stride, bias, residual, out, ep, p0,
                              static_cast<int>(rem), ic0, oc0, ncols);
@@ -122,17 +130,17 @@ HWY_INLINE void ConvColumn(const ConvGeom& g, const float* in, const float* wp,
 struct RowMap;
 HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* packed_b,
                            const float* bias, const Epilogue& ep, int64_t begin, int64_t end);
-bool Conv1x1AsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
-                   const float* residual, float* out, const Epilogue& ep, int64_t begin,
-                   int64_t end);
+bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                int64_t end);
 
 void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
           const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
-  if (Conv1x1AsGemm(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
+  if (ConvAsGemm(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
   const int64_t panels = (ocg + kPanel - 1) / kPanel;
   const int64_t panel_stride = g.kh * g.kw * icg * kPanel;
-  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
+  constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
   // A block of pixels is swept once per column block, so its input stays in
   // cache while every panel of weights passes over it; each block streams all
   // the weights once. Blocks are therefore as large as an L2-resident input
@@ -140,25 +148,32 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
   // sliver (49 pixels would otherwise run as 48 + 1, streaming 9 MiB of a
   // 7x7x512 layer's weights twice).
   const int64_t in_floats = std::max<int64_t>(1, g.ic * g.sh * g.sw);
-  const int64_t max_block = std::clamp<int64_t>(131072 / in_floats, 4 * kMR, 1024);
+  const int64_t max_block = std::clamp<int64_t>(131072 / in_floats, 4 * kConvMR, 1024);
   const int64_t nblocks = (end - begin + max_block - 1) / max_block;
   const int64_t block =
-      nblocks > 0 ? ((end - begin + nblocks - 1) / nblocks + kMR - 1) / kMR * kMR : 1;
+      nblocks > 0 ? ((end - begin + nblocks - 1) / nblocks + kConvMR - 1) / kConvMR * kConvMR : 1;
   for (int64_t pb = begin; pb < end; pb += block) {
     const int64_t pe = std::min(end, pb + block);
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const float* wg = packed_w + grp * panels * panel_stride;
       const float* bg = bias + grp * panels * kPanel;
-      for (int64_t p = 0; p < panels; p += kTilePanels) {
+      for (int64_t p = 0, step = 0; p < panels; p += step) {
+        // AVX-512 takes 3 panels per 8x3 tile, but never leaves a single
+        // panel behind (4 panels run as 2 + 2 in 12x2 tiles, not 3 + 1).
+        const int64_t rem = panels - p;
+        step = kTilePanels == 1 ? 1 : rem >= 3 && rem % 3 != 1 ? 3 : rem >= 2 ? 2 : 1;
         const int64_t col0 = p * kPanel;
-        const int64_t ncols = std::min<int64_t>(ocg - col0, kTilePanels * kPanel);
+        const int64_t ncols = std::min<int64_t>(ocg - col0, step * kPanel);
         const float* wp = wg + p * panel_stride;
-        if (panels - p >= kTilePanels) {
-          ConvColumn<kNV>(g, in, wp, panel_stride, bg + col0, residual, out, ep, pb, pe,
-                          grp * icg, grp * ocg + col0, ncols);
-        } else {  // AVX-512 only: one panel left over
-          ConvColumn<kVecPerPanel>(g, in, wp, panel_stride, bg + col0, residual, out, ep, pb,
-                                   pe, grp * icg, grp * ocg + col0, ncols);
+        if (step == kTilePanels) {
+          ConvColumn<kConvMR, kConvNV>(g, in, wp, panel_stride, bg + col0, residual, out, ep,
+                                       pb, pe, grp * icg, grp * ocg + col0, ncols);
+        } else if (step == 2) {  // AVX-512 only
+          ConvColumn<kMR, 2 * kVecPerPanel>(g, in, wp, panel_stride, bg + col0, residual, out,
+                                            ep, pb, pe, grp * icg, grp * ocg + col0, ncols);
+        } else {  // AVX-512 only: a single panel
+          ConvColumn<kMR, kVecPerPanel>(g, in, wp, panel_stride, bg + col0, residual, out, ep,
+                                        pb, pe, grp * icg, grp * ocg + col0, ncols);
         }
       }
     }
@@ -233,8 +248,9 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
 }
 
 // Where the rows of A, C and the residual lie: plain strided rows (GEMM), or
-// the output pixels of a 1x1 convolution, whose A row is the input pixel
-// (b, oy*sh, ox*sw).
+// the output pixels of an ungrouped convolution read through an implicit
+// im2col: A[m][k] is channel k % ic of tap k / ic of output pixel m's window
+// (zeros where the tap falls into the padding).
 struct RowMap {
   const float* a;
   int64_t lda;
@@ -242,11 +258,19 @@ struct RowMap {
   int64_t ldc;
   const float* res = nullptr;  // residual rows (ldr apart), or null
   int64_t ldr = 0;
-  int64_t ow = 0, ohw = 0, sh = 1, sw = 1, iw = 0, ihw = 0;  // ow == 0: plain rows
-  const float* ARow(int64_t m) const {
-    if (ow == 0) return a + m * lda;
-    const int64_t b = m / ohw, q = m % ohw;
-    return a + (b * ihw + (q / ow) * sh * iw + (q % ow) * sw) * lda;
+  int64_t ow = 0;  // 0: plain rows; else the conv geometry below
+  int64_t ohw = 0, ih = 0, iw = 0, ic = 0, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  // K splits into segments of this many columns that a reduction block must
+  // not straddle (one conv tap); 0: no segments.
+  int64_t seg = 0;
+  // Points at A[m][k]; the next kc <= kKC values are A[m][k .. k + kc).
+  const float* ARow(int64_t m, int64_t k) const {
+    if (ow == 0) return a + m * lda + k;
+    const int64_t b = m / ohw, q = m % ohw, tap = k / ic;
+    const int64_t iy = (q / ow) * sh - pt + (tap / kw) * dh;
+    const int64_t ix = (q % ow) * sw - pl + (tap % kw) * dw;
+    if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) return kZeros;
+    return a + ((b * ih + iy) * iw + ix) * lda + k % ic;
   }
 };
 
@@ -261,7 +285,7 @@ template <int MR>
 HWY_INLINE void PackATile(const RowMap& rm, int64_t m0, int rows, int64_t k0, int64_t kc,
                           float* apk) {
   for (int r = 0; r < MR; ++r) {
-    const float* a = rm.ARow(m0 + std::min(r, rows - 1)) + k0;  // pad with the last row
+    const float* a = rm.ARow(m0 + std::min(r, rows - 1), k0);  // pad with the last row
     for (int64_t k = 0; k < kc; ++k) apk[k * MR + r] = a[k];
   }
 }
@@ -305,8 +329,9 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
   RowTile tiles[kMC];
   const int64_t panels = (N + kPanel - 1) / kPanel;
   constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
-  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-    const int64_t kc = std::min(kKC, K - k0);
+  static_assert(kKC <= kZeroLen, "a reduction block of padding reads kZeros");
+  for (int64_t k0 = 0, kc = 0; k0 < K; k0 += kc) {
+    kc = std::min(kKC, rm.seg ? rm.seg - k0 % rm.seg : K - k0);
     for (int64_t mb = begin; mb < end; mb += kMC) {
       const int64_t me = std::min(end, mb + kMC);
       int ntiles = 0;
@@ -343,24 +368,28 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
   }
 }
 
-// An ungrouped 1x1 conv without padding is a GEMM over output pixels whose
-// packed weights ([panel][ic][16]) already are PackGemmB's layout. The GEMM
-// path copies blocks of input pixels into a contiguous [k][row] buffer: read
-// in place, pixels of 1024 channels (4 KiB) or strided pixels would all map
-// to the same L1 sets. Returns false when the conv is not of that kind.
-bool Conv1x1AsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
-                   const float* residual, float* out, const Epilogue& ep, int64_t begin,
-                   int64_t end) {
-  if (g.kh != 1 || g.kw != 1 || g.groups != 1 || g.pad_top != 0 || g.pad_left != 0 ||
-      (g.oh - 1) * g.sh >= g.ih || (g.ow - 1) * g.sw >= g.iw || g.ic < 1 ||
-      (residual != nullptr && residual == out))
-    return false;
+// An ungrouped conv is a GEMM over output pixels (an implicit im2col, see
+// RowMap) whose packed weights ([panel][ky][kx][ic][16]) already are
+// PackGemmB's layout with K = kh*kw*ic; used for 1x1 convs. The GEMM path copies blocks of the
+// input into a contiguous [k][row] buffer; read in place (ConvTile), the rows
+// of a tile lie >= 2 KiB apart when pixels are wide or strided and map onto
+// few L1 sets. The copy pays off then, or when many column tiles reuse it
+// (oc >= 256). Returns false for the convs left to ConvTile.
+bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                int64_t end) {
+  if (g.groups != 1 || g.ic < 1 || (residual != nullptr && residual == out)) return false;
+  // Measured on ResNets: for 3x3 convs the copy (9x the input) costs more
+  // than ConvTile's in-place reads lose, so only 1x1 convs take this path.
+  if (g.kh != 1 || g.kw != 1) return false;
+  if (g.oc < 256 && g.in_pixel_stride * g.sw < 512) return false;
   RowMap rm{in, g.in_pixel_stride, out, g.out_pixel_stride};
   rm.res = residual;
   rm.ldr = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
-  rm.ow = g.ow, rm.ohw = g.oh * g.ow, rm.sh = g.sh, rm.sw = g.sw, rm.iw = g.iw;
-  rm.ihw = g.ih * g.iw;
-  GemmRows(g.oc, g.ic, rm, packed_w, bias, ep, begin, end);
+  rm.ow = g.ow, rm.ohw = g.oh * g.ow, rm.ih = g.ih, rm.iw = g.iw, rm.ic = g.ic, rm.kw = g.kw;
+  rm.sh = g.sh, rm.sw = g.sw, rm.dh = g.dh, rm.dw = g.dw, rm.pt = g.pad_top, rm.pl = g.pad_left;
+  rm.seg = g.ic;
+  GemmRows(g.oc, g.kh * g.kw * g.ic, rm, packed_w, bias, ep, begin, end);
   return true;
 }
 

@@ -149,6 +149,7 @@ const ConvCase kConvCases[] = {
     {2, 9, 7, 300, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 3, 1},  // 1x1 as GEMM: K blocks + residual
     {1, 5, 5, 16, 17, 1, 1, 2, 2, 1, 1, 0, 0, 2, 2, 1, 0, 0},   // 1x1 reaching into the padding
     {1, 6, 6, 1024, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0}, // 4 KiB pixels
+    {1, 4, 5, 8, 260, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 2},   // 1x1 as GEMM for many columns
 };
 
 TEST_P(KernelTest, Conv) {

@@ -75,7 +75,7 @@ Status Execution::SetInput(const std::string& name, const void* data, size_t byt
       return InvalidArgument("input '" + name + "' needs " + std::to_string(want) + " bytes (" +
                              DTypeName(m.info.inputs[i].dtype) + " " + ir::ShapeToString(m.info.inputs[i].shape) +
                              "), got " + std::to_string(bytes));
-    std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);
+    if (bytes) std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);  // empty: data may be null
     return Status::Ok();
   }
   std::string names;
