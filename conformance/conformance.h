@@ -15,8 +15,6 @@ enum class Outcome {
   kPass,         // every data set matches on every runnable target
   kFail,         // a mismatch, a compile error or a run error
   kUnsupported,  // the model uses an operator that `fcb ops` does not list
-  kOutOfScope,   // opset < 7 or an element type fcb has no dtype for, and
-                 // compiling it fails cleanly with Unsupported
 };
 
 struct TestResult {
@@ -25,6 +23,10 @@ struct TestResult {
   std::set<std::string> ops;   // every op_type of the model's nodes
   Outcome outcome = Outcome::kFail;
   std::string reason;          // why it failed / what is unsupported
+  // For kFail, the kind of failure: "refused" (compiling failed with
+  // Unsupported: a type, mode or attribute value fcb does not handle),
+  // "compile error", "error" (test data, load or run) or "wrong result".
+  std::string failure_kind;
   std::map<std::string, bool> target_pass;  // target -> passed (targets that ran)
   // 0: every input fed at run time; 1: inputs after the first baked in as
   // initializers; 2: all inputs baked (see run_test.cc).

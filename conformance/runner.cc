@@ -5,10 +5,10 @@
 //                   [--min-pass-rate 0.95] [--failures] [--target T]...
 //
 // Pass rate = passed / supported, where a test is supported when every
-// operator of its model is in `fcb ops`; tests of other operators are listed
-// as unsupported and never counted as passes. A test passes only when every
-// data set matches on every target the host can run. Exit status 1 when the
-// pass rate is below --min-pass-rate.
+// operator of its model is in `fcb ops` (whatever its opset or types); tests
+// of other operators are listed as unsupported and never counted as passes. A
+// test passes only when every data set matches on every target the host can
+// run. Exit status 1 when the pass rate is below --min-pass-rate.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -53,13 +53,12 @@ const char* OutcomeName(Outcome o) {
     case Outcome::kPass: return "pass";
     case Outcome::kFail: return "fail";
     case Outcome::kUnsupported: return "unsupported";
-    case Outcome::kOutOfScope: return "out-of-scope";
   }
   return "?";
 }
 
 struct Row {
-  int tests = 0, passed = 0, failed = 0, unsupported = 0, out_of_scope = 0, const_inputs = 0;
+  int tests = 0, passed = 0, failed = 0, refused = 0, unsupported = 0, const_inputs = 0;
 };
 
 }  // namespace
@@ -125,17 +124,22 @@ int main(int argc, char** argv) {
   // Per-operator table.
   std::map<std::string, Row> rows;
   std::map<std::string, std::pair<int, int>> per_target;  // target -> (passed, ran)
-  int supported = 0, passed = 0, unsupported = 0, out_of_scope = 0, baked = 0, all_baked = 0;
+  int supported = 0, passed = 0, unsupported = 0, baked = 0, all_baked = 0;
+  std::map<std::string, int> kinds;  // failure kind -> tests
   for (const auto& r : results) {
     Row& row = rows[r.op];
     ++row.tests;
     switch (r.outcome) {
       case Outcome::kPass: ++row.passed; ++passed; ++supported; break;
-      case Outcome::kFail: ++row.failed; ++supported; break;
+      case Outcome::kFail:
+        ++row.failed;
+        ++supported;
+        ++kinds[r.failure_kind.empty() ? "error" : r.failure_kind];
+        if (r.failure_kind == "refused") ++row.refused;
+        break;
       case Outcome::kUnsupported: ++row.unsupported; ++unsupported; break;
-      case Outcome::kOutOfScope: ++row.out_of_scope; ++out_of_scope; break;
     }
-    if (r.outcome == Outcome::kUnsupported || r.outcome == Outcome::kOutOfScope) continue;
+    if (r.outcome == Outcome::kUnsupported) continue;
     if (r.outcome == Outcome::kPass && r.const_inputs) ++row.const_inputs, ++baked;
     if (r.outcome == Outcome::kPass && r.const_inputs == 2) ++all_baked;
     for (const auto& t : a.targets) {
@@ -145,29 +149,31 @@ int main(int argc, char** argv) {
       if (it != r.target_pass.end() && it->second) ++pt.first;
     }
   }
-  // out-of-scope: opset < 7 or a type fcb lacks, refused at compile time.
+  // refused: of the failures, those fcb refuses at compile time (Unsupported).
   // const-in: passes that needed shape-like inputs baked in as constants.
-  std::printf("%-28s %6s %7s %7s %12s %13s %9s\n", "operator", "tests", "passed", "failed",
-              "unsupported", "out-of-scope", "const-in");
+  std::printf("%-28s %6s %7s %7s %8s %12s %9s\n", "operator", "tests", "passed", "failed",
+              "refused", "unsupported", "const-in");
   for (const auto& [op, row] : rows)
-    std::printf("%-28s %6d %7d %7d %12d %13d %9d\n", op.c_str(), row.tests, row.passed, row.failed,
-                row.unsupported, row.out_of_scope, row.const_inputs);
+    std::printf("%-28s %6d %7d %7d %8d %12d %9d\n", op.c_str(), row.tests, row.passed, row.failed,
+                row.refused, row.unsupported, row.const_inputs);
   const double rate = supported ? static_cast<double>(passed) / supported : 0.0;
-  std::printf("\n%zu tests: %d supported, %d unsupported operator, %d out of scope; "
+  std::printf("\n%zu tests: %d supported (every operator in fcb ops), %d with unsupported operators; "
               "%d of %d supported passed (%.1f%%) in %.1f s\n",
-              results.size(), supported, unsupported, out_of_scope, passed, supported, 100.0 * rate, seconds);
-  const int strict = supported + out_of_scope;
-  std::printf("  counting out-of-scope tests as failures: %d of %d (%.1f%%)\n", passed, strict,
-              strict ? 100.0 * passed / strict : 0.0);
+              results.size(), supported, unsupported, passed, supported, 100.0 * rate, seconds);
+  std::string by_kind;
+  for (const auto& [k, n] : kinds) by_kind += (by_kind.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+  std::printf("  failures by kind: %s\n", by_kind.empty() ? "none" : by_kind.c_str());
   for (const auto& [t, pr] : per_target)
     std::printf("  %-10s %d of %d passed (%.1f%%)\n", t.c_str(), pr.first, pr.second,
                 pr.second ? 100.0 * pr.first / pr.second : 0.0);
   std::printf("  %d of the passes needed shape-like inputs baked in as constants (const-in); in %d of them\n"
               "  every input was, so they ran as compile-time constant folding\n", baked, all_baked);
   if (a.list_failures) {
-    std::printf("\nfailures and out-of-scope tests:\n");
+    std::printf("\nfailures:\n");
     for (const auto& r : results)
-      if (r.outcome == Outcome::kFail || r.outcome == Outcome::kOutOfScope) std::printf("  %s [%s] %s: %s\n", r.name.c_str(), r.op.c_str(), OutcomeName(r.outcome), r.reason.c_str());
+      if (r.outcome == Outcome::kFail)
+        std::printf("  %s [%s] %s: %s\n", r.name.c_str(), r.op.c_str(), r.failure_kind.c_str(),
+                    r.reason.c_str());
   }
 
   if (!a.json_path.empty()) {
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
     j["supported"] = supported;
     j["passed"] = passed;
     j["unsupported"] = unsupported;
-    j["out_of_scope"] = out_of_scope;
+    for (const auto& [k, n] : kinds) j["failures_by_kind"][k] = n;
     j["pass_rate"] = rate;
     j["seconds"] = seconds;
     j["const_inputs_passes"] = baked;
@@ -184,11 +190,12 @@ int main(int argc, char** argv) {
     for (const auto& [t, pr] : per_target) j["targets"][t] = {{"passed", pr.first}, {"ran", pr.second}};
     for (const auto& [op, row] : rows)
       j["operators"][op] = {{"tests", row.tests}, {"passed", row.passed}, {"failed", row.failed},
-                            {"unsupported", row.unsupported}, {"out_of_scope", row.out_of_scope}, {"const_inputs", row.const_inputs}};
+                            {"refused", row.refused}, {"unsupported", row.unsupported}, {"const_inputs", row.const_inputs}};
     for (const auto& r : results) {
       nlohmann::json t = {{"name", r.name}, {"op", r.op}, {"outcome", OutcomeName(r.outcome)},
                           {"seconds", r.seconds}, {"const_inputs", r.const_inputs}};
       if (!r.reason.empty()) t["reason"] = r.reason;
+      if (!r.failure_kind.empty()) t["failure_kind"] = r.failure_kind;
       for (const auto& [tg, ok] : r.target_pass) t["targets"][tg] = ok;
       j["results"].push_back(std::move(t));
     }

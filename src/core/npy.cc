@@ -21,7 +21,8 @@ struct DTypeEntry {
 constexpr DTypeEntry kDTypes[] = {
     {kNpyF32, 'f', 4, "<f4"}, {kNpyF64, 'f', 8, "<f8"}, {kNpyI64, 'i', 8, "<i8"},
     {kNpyI32, 'i', 4, "<i4"}, {kNpyU8, 'u', 1, "|u1"},  {kNpyI8, 'i', 1, "|i1"},
-    {kNpyBool, 'b', 1, "|b1"},
+    {kNpyBool, 'b', 1, "|b1"}, {kNpyF16, 'f', 2, "<f2"}, {kNpyI16, 'i', 2, "<i2"},
+    {kNpyU16, 'u', 2, "<u2"},  {kNpyU32, 'u', 4, "<u4"}, {kNpyU64, 'u', 8, "<u8"},
 };
 
 const DTypeEntry* FindDType(int32_t dtype) {
@@ -125,6 +126,7 @@ Result<int32_t> DTypeFromDescr(const std::string& descr, const std::string& what
   const std::string size_text = descr.substr(2);
   size_t size = 0;
   if (size_text == "1") size = 1;
+  else if (size_text == "2") size = 2;
   else if (size_text == "4") size = 4;
   else if (size_text == "8") size = 8;
   if (order != '<' && order != '>' && order != '|' && order != '=') {
@@ -142,7 +144,7 @@ Result<int32_t> DTypeFromDescr(const std::string& descr, const std::string& what
     return e.dtype;
   }
   return Unsupported(what + ": dtype '" + descr +
-                     "' is not supported (supported: <f4 <f8 <i8 <i4 |u1 |i1 |b1)");
+                     "' is not supported (supported: <f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1)");
 }
 
 struct Header {
@@ -304,6 +306,7 @@ Result<std::vector<uint8_t>> SerializeNpy(const NpyArray& a) {
   const DTypeEntry* e = FindDType(a.dtype);
   if (!e) {
     return InvalidArgument("cannot write .npy: dtype code " + std::to_string(a.dtype) +
+                           (a.dtype == 16 ? " (bfloat16, which NumPy has no dtype for)" : "") +
                            " is not supported");
   }
   const std::optional<uint64_t> need = DataBytes(a.shape, e->size);

@@ -35,6 +35,11 @@ inline constexpr int32_t kNpyI32 = 6;   // '<i4'
 inline constexpr int32_t kNpyI64 = 7;   // '<i8'
 inline constexpr int32_t kNpyBool = 9;  // '|b1', one byte per element, 0 or 1
 inline constexpr int32_t kNpyF64 = 11;  // '<f8'
+inline constexpr int32_t kNpyU16 = 4;   // '<u2'
+inline constexpr int32_t kNpyI16 = 5;   // '<i2'
+inline constexpr int32_t kNpyF16 = 10;  // '<f2' (IEEE float16; NumPy has no bfloat16)
+inline constexpr int32_t kNpyU32 = 12;  // '<u4'
+inline constexpr int32_t kNpyU64 = 13;  // '<u8'
 
 // Bytes per element of an ONNX dtype code, or 0 when .npy I/O does not handle it.
 size_t NpyElementSize(int32_t dtype);

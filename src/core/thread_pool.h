@@ -2,8 +2,15 @@
 //
 // Created with an execution, destroyed with it; ParallelFor does not allocate.
 // The calling thread takes part in the work, so a pool of 1 runs inline.
+//
+// Workers spin for a short while (~100 us) before they sleep, and the caller
+// spins before it sleeps waiting for them: a model runs dozens of operators of
+// 10-500 us each, and waking a sleeping thread costs tens of microseconds (far
+// more in a VM, where it is an IPI to a halted vCPU), which cancelled all the
+// gain of a second thread on small operators.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -47,10 +54,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  // Current job.
+  // Written under mu_ (so the condition variables' predicates stay exact) and
+  // read without it while spinning.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  // Current job, written under mu_ before generation_ is bumped (release).
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, chunk_ = 0, num_chunks_ = 0;

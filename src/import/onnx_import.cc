@@ -6,11 +6,13 @@
 // checks here cover what fcb relies on.
 #include "import/onnx_import.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include "import/import_state.h"
@@ -19,7 +21,11 @@
 namespace fcb::import {
 namespace {
 
-constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
+constexpr int64_t kMinOpset = 1, kMaxOpset = 18;
+// Canonicalization handles opsets 7 and later. An older model is read as
+// opset 7 when every node's operator is unchanged between its opset and 7
+// (see OldOpsetProblem).
+constexpr int64_t kBaseOpset = 7;
 // IR versions 3 (opset 7's) to 10: newer IR versions only add types fcb
 // rejects per tensor anyway.
 constexpr int64_t kMinIrVersion = 3, kMaxIrVersion = 10;
@@ -35,6 +41,35 @@ Result<int64_t> DefaultOpset(const onnx::ModelProto& m) {
     }
   }
   return InvalidArgument("model has no opset_import entry for the default ONNX domain");
+}
+
+// Why a default-domain node of an opset-`opset` (< 7) model cannot be read
+// with opset-7 semantics, or "" when it can: libonnx's schema registry gives
+// the operator version in force at each opset; the same version means the
+// same semantics.
+std::string OldOpsetProblem(const ir::Node& n, int64_t opset) {
+  const auto* old = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(opset), "");
+  const auto* base = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(kBaseOpset), "");
+  if (!old && !base) {
+    // Not an ONNX operator at all (the op registry reports it), or one added after opset 7.
+    const auto* any = onnx::OpSchemaRegistry::Schema(n.op_type, "");
+    if (!any) return "";
+    return n.Describe() + ": " + n.op_type + " does not exist in opset " + std::to_string(opset) +
+           " (it was added in opset " + std::to_string(any->since_version()) + ")";
+  }
+  const std::string at = "opset-" + std::to_string(opset);
+  if (!old) return n.Describe() + ": " + n.op_type + " does not exist in opset " + std::to_string(opset);
+  if (base && old->since_version() == base->since_version()) return "";
+  std::string what = "changed in opset " + std::to_string(base ? base->since_version() : kBaseOpset);
+  if (!base) what = "was removed by opset " + std::to_string(kBaseOpset);
+  // The one change that touches many operators.
+  if (base && old->attributes().count("broadcast") && !base->attributes().count("broadcast"))
+    what += " (legacy broadcast)";
+  else if (old->attributes().count("consumed_inputs"))
+    what += " (consumed_inputs)";
+  return n.Describe() + " uses " + at + " semantics (" + n.op_type + "-" +
+         std::to_string(old->since_version()) + ") that " + what + "; re-export the model at opset >= " +
+         std::to_string(kBaseOpset);
 }
 
 std::string DimsToString(const std::vector<int64_t>& d) { return ir::ShapeToString(d); }
@@ -127,7 +162,9 @@ class Importer {
       return Unsupported("model has IR version " + std::to_string(m_.ir_version()) +
                          "; fcb reads IR versions " + std::to_string(kMinIrVersion) + " to " +
                          std::to_string(kMaxIrVersion));
-    FCB_ASSIGN_OR_RETURN(s_.opset, DefaultOpset(m_));
+    FCB_ASSIGN_OR_RETURN(model_opset_, DefaultOpset(m_));
+    // Nodes of older models that pass OldOpsetProblem mean what they mean at 7.
+    s_.opset = std::max(model_opset_, kBaseOpset);
     if (!m_.has_graph()) return InvalidArgument("model has no graph");
     if (g_.output_size() == 0) return InvalidArgument("model graph has no outputs");
     return Status::Ok();
@@ -262,7 +299,16 @@ class Importer {
     }
 
     std::string why;
-    if (n.op_type == "Constant" && (n.domain.empty() || n.domain == "ai.onnx")) {
+    const bool onnx_domain = n.domain.empty() || n.domain == "ai.onnx";
+    if (onnx_domain && model_opset_ < kBaseOpset) {
+      const std::string problem = OldOpsetProblem(n, model_opset_);
+      if (!problem.empty()) {
+        s_.unsupported.push_back(problem);
+        for (int o : n.outputs) s_.MarkUnknown(o);
+        return Status::Ok();
+      }
+    }
+    if (n.op_type == "Constant" && onnx_domain) {
       FCB_ASSIGN_OR_RETURN(auto t, ConstantValue(p, base_dir_, n.Describe(), &why));
       if (t && n.outputs.size() == 1) {
         ir::Value& v = s_.g.values[n.outputs[0]];
@@ -299,6 +345,7 @@ class Importer {
   const std::string base_dir_;
   const ImportOptions& opts_;
   ImportState s_;
+  int64_t model_opset_ = 0;  // as declared; s_.opset is what canonicalization assumes
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// ONNX import: an .onnx model (opsets 7-18) becomes an ir::Graph with every
+// ONNX import: an .onnx model (opsets 7-18; 1-6 when every node's operator
+// version is the one opset 7 uses) becomes an ir::Graph with every
 // value's dtype and shape static, opset differences canonicalized to the
 // latest semantics, and every compile-time-computable subgraph (shape chains,
 // ConstantOfShape, Range, ...) folded into constants.

@@ -94,6 +94,12 @@ ir::DType DTypeFromOnnx(int32_t e) {
     case TP::INT64: return ir::DType::kI64;
     case TP::BOOL: return ir::DType::kBool;
     case TP::DOUBLE: return ir::DType::kF64;
+    case TP::INT16: return ir::DType::kI16;
+    case TP::UINT16: return ir::DType::kU16;
+    case TP::UINT32: return ir::DType::kU32;
+    case TP::UINT64: return ir::DType::kU64;
+    case TP::FLOAT16: return ir::DType::kF16;
+    case TP::BFLOAT16: return ir::DType::kBF16;
     default: return ir::DType::kUndefined;
   }
 }
@@ -143,7 +149,9 @@ Result<std::shared_ptr<ir::TensorData>> TensorFromProto(const onnx::TensorProto&
     case ir::DType::kF32: count = t.float_data_size(); break;
     case ir::DType::kF64: count = t.double_data_size(); break;
     case ir::DType::kI64: count = t.int64_data_size(); break;
-    default: count = t.int32_data_size(); break;  // int32, int8, uint8, bool
+    case ir::DType::kU32: case ir::DType::kU64: count = t.uint64_data_size(); break;
+    // int32, int8, uint8, int16, uint16, bool; float16 and bfloat16 as their bits.
+    default: count = t.int32_data_size(); break;
   }
   if (count != numel)
     return CorruptFile(what + ": holds " + std::to_string(count) + " values, shape " +
@@ -155,6 +163,12 @@ Result<std::shared_ptr<ir::TensorData>> TensorFromProto(const onnx::TensorProto&
     case ir::DType::kI32: CopyTyped<int32_t>(t.int32_data(), out.get()); break;
     case ir::DType::kI8: CopyTyped<int8_t>(t.int32_data(), out.get()); break;
     case ir::DType::kU8: CopyTyped<uint8_t>(t.int32_data(), out.get()); break;
+    case ir::DType::kI16: CopyTyped<int16_t>(t.int32_data(), out.get()); break;
+    case ir::DType::kU16: case ir::DType::kF16: case ir::DType::kBF16:
+      CopyTyped<uint16_t>(t.int32_data(), out.get());
+      break;
+    case ir::DType::kU32: CopyTyped<uint32_t>(t.uint64_data(), out.get()); break;
+    case ir::DType::kU64: CopyTyped<uint64_t>(t.uint64_data(), out.get()); break;
     case ir::DType::kBool: {
       uint8_t* dst = out->mutable_data<uint8_t>();
       for (int i = 0; i < count; ++i) dst[i] = t.int32_data(i) != 0;

@@ -1,5 +1,7 @@
 #include "ir/ir.h"
 
+#include "core/half.h"
+
 #include <cstring>
 #include <set>
 
@@ -15,6 +17,11 @@ size_t DTypeSize(DType t) {
     case DType::kBool: return 1;
     case DType::kF64: return 8;
     case DType::kBF16: return 2;
+    case DType::kU16: return 2;
+    case DType::kI16: return 2;
+    case DType::kF16: return 2;
+    case DType::kU32: return 4;
+    case DType::kU64: return 8;
     default: return 0;
   }
 }
@@ -29,6 +36,11 @@ const char* DTypeName(DType t) {
     case DType::kBool: return "bool";
     case DType::kF64: return "float64";
     case DType::kBF16: return "bfloat16";
+    case DType::kU16: return "uint16";
+    case DType::kI16: return "int16";
+    case DType::kF16: return "float16";
+    case DType::kU32: return "uint32";
+    case DType::kU64: return "uint64";
     default: return "undefined";
   }
 }
@@ -58,6 +70,12 @@ double TensorData::GetDouble(int64_t i) const {
     case DType::kU8: return data<uint8_t>()[i];
     case DType::kI8: return data<int8_t>()[i];
     case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kU16: return data<uint16_t>()[i];
+    case DType::kI16: return data<int16_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kU64: return static_cast<double>(data<uint64_t>()[i]);
+    case DType::kF16: return HalfToDouble(data<uint16_t>()[i]);
+    case DType::kBF16: return BFloat16ToDouble(data<uint16_t>()[i]);
     default: return 0;
   }
 }
@@ -71,6 +89,12 @@ int64_t TensorData::GetInt(int64_t i) const {
     case DType::kU8: return data<uint8_t>()[i];
     case DType::kI8: return data<int8_t>()[i];
     case DType::kBool: return data<uint8_t>()[i] ? 1 : 0;
+    case DType::kU16: return data<uint16_t>()[i];
+    case DType::kI16: return data<int16_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kU64: return static_cast<int64_t>(data<uint64_t>()[i]);  // wraps above 2^63
+    case DType::kF16: return static_cast<int64_t>(HalfToDouble(data<uint16_t>()[i]));
+    case DType::kBF16: return static_cast<int64_t>(BFloat16ToDouble(data<uint16_t>()[i]));
     default: return 0;
   }
 }

@@ -23,11 +23,16 @@ enum class DType : int32_t {
   kF32 = 1,
   kU8 = 2,
   kI8 = 3,
+  kU16 = 4,
+  kI16 = 5,
   kI32 = 6,
   kI64 = 7,
   kBool = 9,
+  kF16 = 10,   // IEEE float16, stored as its bits (core/half.h converts)
   kF64 = 11,
-  kBF16 = 16,  // bfloat16: weights stored at half size (precision "bf16")
+  kU32 = 12,
+  kU64 = 13,
+  kBF16 = 16,  // bfloat16 tensors, and weights stored at half size (precision "bf16")
 };
 
 size_t DTypeSize(DType t);

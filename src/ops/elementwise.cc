@@ -2,7 +2,8 @@
 // variadic Max/Min/Sum/Mean, comparisons, boolean logic and Where.
 //
 // float32 goes through the target's binary kernel, one broadcast run at a
-// time; other dtypes use plain loops. Integer arithmetic wraps (two's
+// time; other dtypes use plain loops. float16 and bfloat16 are computed in
+// float32 per binary step and rounded back (to nearest even), as NumPy does. Integer arithmetic wraps (two's
 // complement) instead of invoking C++ undefined behaviour, and integer
 // division or modulo by zero yields 0 rather than trapping: inputs arrive at
 // run time and must never crash the process.
@@ -10,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/half.h"
 #include "ops/broadcast.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
@@ -78,7 +80,8 @@ T SafeMod(T a, T b, bool fmod) {
     if constexpr (std::is_signed_v<T>)
       if (b == -1) return 0;
     T r = static_cast<T>(a % b);
-    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);  // sign of divisor
+    if constexpr (std::is_signed_v<T>)
+      if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);  // sign of divisor
     return r;
   }
 }
@@ -174,8 +177,8 @@ Status CheckDTypes(const InferContext& c, Bin k) {
   const DType t0 = Input(c, 0).dtype;
   if (k == Bin::kPow) {
     const DType t1 = Input(c, 1).dtype;
-    auto ok = [](DType t) { return IsFloat(t) || t == DType::kI32 || t == DType::kI64; };
-    if (!ok(t0) || !ok(t1))
+    const bool base_ok = IsFloat(t0) || t0 == DType::kI32 || t0 == DType::kI64;
+    if (!base_ok || !(IsFloat(t1) || IsAnyInt(t1)))
       return OpUnsupported(c.op, std::string("dtypes ") + ir::DTypeName(t0) + " ^ " +
                                      ir::DTypeName(t1));
     return Status::Ok();
@@ -186,13 +189,14 @@ Status CheckDTypes(const InferContext& c, Bin k) {
       return OpError(c.op, std::string("inputs have different dtypes (") + ir::DTypeName(t0) +
                                ", " + ir::DTypeName(c.inputs[i].dtype) + ")");
   }
+  const bool any_float = IsFloat(t0) || IsHalf(t0);
   bool ok = false;
   if (IsLogic(k)) ok = t0 == DType::kBool;
-  else if (k == Bin::kEq) ok = IsNumeric(t0) || t0 == DType::kBool;
-  else if (k == Bin::kSum || k == Bin::kMean) ok = IsFloat(t0);
-  else ok = IsNumeric(t0);
+  else if (k == Bin::kEq) ok = any_float || IsAnyInt(t0) || t0 == DType::kBool;
+  else if (k == Bin::kSum || k == Bin::kMean) ok = any_float;
+  else ok = any_float || IsAnyInt(t0);
   if (!ok) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(t0));
-  if (k == Bin::kMod && IsFloat(t0) && c.attrs.GetInt("fmod", 0) != 1)
+  if (k == Bin::kMod && any_float && c.attrs.GetInt("fmod", 0) != 1)
     return OpError(c.op, "fmod must be 1 for floating-point inputs");
   return Status::Ok();
 }
@@ -299,6 +303,59 @@ Result<std::unique_ptr<Kernel>> PowKernel(const CreateContext& c) {
   });
 }
 
+// float16 / bfloat16 (bits in uint16_t): each step widens to float32, applies
+// the float32 semantics and rounds back; comparisons write bools.
+float Widen(uint16_t h, bool bf) { return bf ? BFloat16ToFloat(h) : HalfToFloat(h); }
+uint16_t Narrow(float f, bool bf) { return bf ? FloatToBFloat16(f) : FloatToHalf(f); }
+
+Result<std::unique_ptr<Kernel>> HalfKernel(const CreateContext& c, Bin k) {
+  std::vector<BroadcastPlan> plans;
+  FCB_RETURN_IF_ERROR(MakeStages(c, &plans));
+  const bool bf = c.inputs[0].dtype == DType::kBF16;
+  const bool fmod = c.attrs.GetInt("fmod", 0) != 0;
+  const int64_t count = static_cast<int64_t>(c.inputs.size());
+  const int64_t total = c.outputs[0].numel();
+  return MakeKernel([plans = std::move(plans), k, bf, fmod, count, total](
+                        const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    if (IsCompare(k)) {
+      const auto* a = static_cast<const uint16_t*>(in[0]);
+      const auto* b = static_cast<const uint16_t*>(in[1]);
+      uint8_t* y = static_cast<uint8_t*>(out[0]);
+      Pass2(ctx, plans[0], a, b, y, [k, bf](uint16_t x, uint16_t z) -> uint8_t {
+        const float p = Widen(x, bf), q = Widen(z, bf);
+        switch (k) {
+          case Bin::kEq: return p == q;
+          case Bin::kLt: return p < q;
+          case Bin::kGt: return p > q;
+          case Bin::kLe: return p <= q;
+          default: return p >= q;
+        }
+      });
+      return Status::Ok();
+    }
+    uint16_t* y = static_cast<uint16_t*>(out[0]);
+    if (count == 1) {
+      BroadcastCopy(ctx, plans[0], static_cast<const uint16_t*>(in[0]), y);
+      return Status::Ok();
+    }
+    const auto f = ArithFn<float>(k, fmod);
+    for (int64_t s = 0; s < count - 1; ++s) {
+      const uint16_t* a = s == 0 ? static_cast<const uint16_t*>(in[0]) : y;
+      const uint16_t* b = static_cast<const uint16_t*>(in[s + 1]);
+      Pass2(ctx, plans[s], a, b, y, [&f, bf](uint16_t x, uint16_t z) -> uint16_t {
+        return Narrow(f(Widen(x, bf), Widen(z, bf)), bf);
+      });
+    }
+    if (k == Bin::kMean) {
+      const float scale = static_cast<float>(1.0 / static_cast<double>(count));
+      ctx.pool->ParallelFor(total, 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = Narrow(Widen(y[i], bf) * scale, bf);
+      });
+    }
+    return Status::Ok();
+  });
+}
+
 template <typename T>
 Result<std::unique_ptr<Kernel>> CompareKernel(const CreateContext& c, Bin k) {
   BroadcastPlan plan;
@@ -350,16 +407,11 @@ Result<std::unique_ptr<Kernel>> CreateBinary(const CreateContext& c) {
   const DType t = c.inputs[0].dtype;
   if (IsLogic(k) || (k == Bin::kEq && t == DType::kBool)) return LogicKernel(c, k);
   Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "dtype");
+  if (IsHalf(t) && k != Bin::kPow) return HalfKernel(c, k);
   if (k == Bin::kPow) {
     auto with_exp = [&](auto base) {
       using A = decltype(base);
-      switch (c.inputs[1].dtype) {
-        case DType::kF32: r = PowKernel<A, float>(c); break;
-        case DType::kF64: r = PowKernel<A, double>(c); break;
-        case DType::kI32: r = PowKernel<A, int32_t>(c); break;
-        case DType::kI64: r = PowKernel<A, int64_t>(c); break;
-        default: break;
-      }
+      DispatchNumericOrExtraInt(c.inputs[1].dtype, [&](auto e) { r = PowKernel<A, decltype(e)>(c); });
     };
     switch (t) {
       case DType::kF32: with_exp(float{}); break;
@@ -370,7 +422,7 @@ Result<std::unique_ptr<Kernel>> CreateBinary(const CreateContext& c) {
     }
     return r;
   }
-  DispatchNumeric(t, [&](auto tag) {
+  DispatchNumericOrExtraInt(t, [&](auto tag) {
     using T = decltype(tag);
     r = IsCompare(k) ? CompareKernel<T>(c, k) : ArithKernel<T>(c, k);
   });

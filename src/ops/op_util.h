@@ -138,6 +138,31 @@ bool DispatchNumeric(ir::DType t, F&& f) {
   }
 }
 
+// The integer types only a few ops handle (elementwise arithmetic and
+// comparisons, Cast, Clip, the byte-moving ops); IsNumeric leaves them out so
+// the other ops refuse them with Unsupported instead of miscomputing.
+inline bool IsExtraInt(ir::DType t) {
+  return t == ir::DType::kI16 || t == ir::DType::kU16 || t == ir::DType::kU32 ||
+         t == ir::DType::kU64;
+}
+inline bool IsAnyInt(ir::DType t) {
+  return IsSignedInt(t) || t == ir::DType::kU8 || IsExtraInt(t);
+}
+// float16 / bfloat16: stored as uint16_t bits, computed in float32 (core/half.h).
+inline bool IsHalf(ir::DType t) { return t == ir::DType::kF16 || t == ir::DType::kBF16; }
+
+// DispatchNumeric plus the extra integer types.
+template <typename F>
+bool DispatchNumericOrExtraInt(ir::DType t, F&& f) {
+  switch (t) {
+    case ir::DType::kI16: f(int16_t{}); return true;
+    case ir::DType::kU16: f(uint16_t{}); return true;
+    case ir::DType::kU32: f(uint32_t{}); return true;
+    case ir::DType::kU64: f(uint64_t{}); return true;
+    default: return DispatchNumeric(t, f);
+  }
+}
+
 // Unsigned integer of the same size as an element: byte-moving ops (Transpose,
 // Gather, Pad, ...) copy elements by size, not by dtype.
 template <typename F>

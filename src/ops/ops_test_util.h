@@ -128,8 +128,16 @@ inline ::testing::AssertionResult Same(const ir::TensorData& got, const ir::Tens
   if (got.shape != want.shape)
     return ::testing::AssertionFailure() << "shape " << ir::ShapeToString(got.shape) << " vs "
                                          << ir::ShapeToString(want.shape);
+  const bool half = got.dtype == DType::kF16 || got.dtype == DType::kBF16;
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double g = got.GetDouble(i), w = want.GetDouble(i);
+    if (half) {  // 16-bit floats must round exactly: compare bits (any NaN matches NaN)
+      const uint16_t gb = got.data<uint16_t>()[i], wb = want.data<uint16_t>()[i];
+      if (gb != wb && !(std::isnan(g) && std::isnan(w)))
+        return ::testing::AssertionFailure() << "element " << i << ": got bits 0x" << std::hex << gb
+                                             << " (" << g << "), want 0x" << wb << " (" << w << ")";
+      continue;
+    }
     const bool ok = IsFloatDType(got.dtype)
                         ? ((std::isnan(g) && std::isnan(w)) || g == w ||
                            std::fabs(g - w) <= tol * (1 + std::fabs(w)))

@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/half.h"
 #include "ops/families.h"
 #include "ops/op_util.h"
 
@@ -300,32 +301,55 @@ D ConvertOne(S v) {
   }
 }
 
-// Calls f(T{}) for every castable dtype; bool is read and written as bytes.
+// Tags for the 16-bit float types, whose elements are uint16_t bit patterns.
+struct F16Tag {};
+struct BF16Tag {};
+
+// Calls f(T{}) for every castable dtype (bool, numeric, the extra integer
+// types, F16Tag / BF16Tag).
 template <typename F>
 bool DispatchCast(DType t, F&& f) {
-  if (t == DType::kBool) {
-    f(bool{});
-    return true;
+  switch (t) {
+    case DType::kBool: f(bool{}); return true;
+    case DType::kF16: f(F16Tag{}); return true;
+    case DType::kBF16: f(BF16Tag{}); return true;
+    default: return DispatchNumericOrExtraInt(t, f);
   }
-  return DispatchNumeric(t, f);
+}
+
+// How an element of cast type T is stored.
+template <typename T> struct Storage { using type = T; };
+template <> struct Storage<bool> { using type = uint8_t; };  // any nonzero byte is true
+template <> struct Storage<F16Tag> { using type = uint16_t; };
+template <> struct Storage<BF16Tag> { using type = uint16_t; };
+
+// An element's value: 16-bit floats widen exactly to double.
+template <typename S>
+auto Load(typename Storage<S>::type v) {
+  if constexpr (std::is_same_v<S, bool>) return v != 0;
+  else if constexpr (std::is_same_v<S, F16Tag>) return HalfToDouble(v);
+  else if constexpr (std::is_same_v<S, BF16Tag>) return BFloat16ToDouble(v);
+  else return v;
+}
+
+// A value stored as type D: 16-bit floats round to nearest even in one step
+// from double (NaN stays NaN, overflow gives Inf); see ConvertOne for the rest.
+template <typename D, typename V>
+typename Storage<D>::type Store(V v) {
+  if constexpr (std::is_same_v<D, F16Tag>) return DoubleToHalf(static_cast<double>(v));
+  else if constexpr (std::is_same_v<D, BF16Tag>) return DoubleToBFloat16(static_cast<double>(v));
+  else if constexpr (std::is_same_v<D, bool>) return static_cast<uint8_t>(v != V(0));
+  else return ConvertOne<D>(v);
 }
 
 template <typename D, typename S>
 void CastLoop(const RunContext& ctx, const void* in, void* out, int64_t n) {
+  using SS = typename Storage<S>::type;
+  using DS = typename Storage<D>::type;
   ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) {
-    if constexpr (std::is_same_v<S, bool>) {
-      const uint8_t* x = static_cast<const uint8_t*>(in);
-      for (int64_t i = b; i < e; ++i) {
-        if constexpr (std::is_same_v<D, bool>) static_cast<uint8_t*>(out)[i] = x[i] != 0;
-        else static_cast<D*>(out)[i] = static_cast<D>(x[i] != 0);
-      }
-    } else {
-      const S* x = static_cast<const S*>(in);
-      for (int64_t i = b; i < e; ++i) {
-        if constexpr (std::is_same_v<D, bool>) static_cast<uint8_t*>(out)[i] = ConvertOne<D>(x[i]);
-        else static_cast<D*>(out)[i] = ConvertOne<D>(x[i]);
-      }
-    }
+    const SS* x = static_cast<const SS*>(in);
+    DS* y = static_cast<DS*>(out);
+    for (int64_t i = b; i < e; ++i) y[i] = Store<D>(Load<S>(x[i]));
   });
 }
 
@@ -340,7 +364,9 @@ Status InferCast(const InferContext& c, std::vector<TensorInfo>* outs) {
     if (!c.attrs.Has("to")) return OpError(c.op, "attribute 'to' is required");
     to = static_cast<DType>(c.attrs.GetInt("to", 0));
   }
-  auto castable = [](DType t) { return t == DType::kBool || IsNumeric(t); };
+  auto castable = [](DType t) {
+    return t == DType::kBool || IsNumeric(t) || IsExtraInt(t) || IsHalf(t);
+  };
   // Types fcb has no dtype for are named by their ONNX names.
   auto name = [](DType t) -> std::string {
     static const char* kOnnx[] = {"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32",
