@@ -195,6 +195,11 @@ Status BakeInputs(const onnx::ModelProto& model, const std::vector<std::string>&
     onnx::TensorProto t;
     if (!ReadFile(p, &bytes) || !t.ParseFromString(bytes)) return NotFound("cannot read " + p.string());
     t.set_name(in_names[k]);
+    for (int i = 0; i < g->input_size(); ++i)  // bfloat16 data stored as uint16 (see LoadDataSet)
+      if (g->input(i).name() == in_names[k] &&
+          g->input(i).type().tensor_type().elem_type() == onnx::TensorProto::BFLOAT16 &&
+          t.data_type() == onnx::TensorProto::UINT16)
+        t.set_data_type(onnx::TensorProto::BFLOAT16);
     *g->add_initializer() = t;
     for (int i = 0; i < g->input_size(); ++i)
       if (g->input(i).name() == in_names[k]) {

@@ -49,6 +49,7 @@ TEST(Lifecycle, CompileFailsCleanlyAtEveryAcquisition) {
     total = count_only.count();
   }
   ASSERT_GT(total, 10) << "compile must pass through its acquisition points";
+  std::printf("compile of the demo model for 4 targets: %lld acquisition points\n", static_cast<long long>(total));
   const std::vector<uint8_t> good = testing::ReadBytes(out);
   for (int64_t n = 1; n <= total; ++n) {
     SCOPED_TRACE("failing acquisition " + std::to_string(n) + " of " + std::to_string(total));
@@ -95,6 +96,7 @@ TEST(Lifecycle, LoadAndExecutionFailCleanlyAtEveryAcquisition) {
     total = count_only.count();
   }
   ASSERT_GT(total, 5);
+  std::printf("load + execution (2 threads) + run: %lld acquisition points\n", static_cast<long long>(total));
   std::set<std::string> kinds;
   for (int64_t n = 1; n <= total; ++n) {
     SCOPED_TRACE("failing acquisition " + std::to_string(n));

@@ -1,9 +1,11 @@
 #include "ir/ir.h"
 
-#include "core/half.h"
-
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
+
+#include "core/half.h"
 
 namespace fcb::ir {
 
@@ -80,10 +82,20 @@ double TensorData::GetDouble(int64_t i) const {
   }
 }
 
+namespace {
+// float -> int64 without undefined behaviour: NaN -> 0, out of range saturates.
+int64_t FloatToInt(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+}  // namespace
+
 int64_t TensorData::GetInt(int64_t i) const {
   switch (dtype) {
-    case DType::kF32: return static_cast<int64_t>(data<float>()[i]);
-    case DType::kF64: return static_cast<int64_t>(data<double>()[i]);
+    case DType::kF32: return FloatToInt(data<float>()[i]);
+    case DType::kF64: return FloatToInt(data<double>()[i]);
     case DType::kI64: return data<int64_t>()[i];
     case DType::kI32: return data<int32_t>()[i];
     case DType::kU8: return data<uint8_t>()[i];
@@ -93,8 +105,8 @@ int64_t TensorData::GetInt(int64_t i) const {
     case DType::kI16: return data<int16_t>()[i];
     case DType::kU32: return data<uint32_t>()[i];
     case DType::kU64: return static_cast<int64_t>(data<uint64_t>()[i]);  // wraps above 2^63
-    case DType::kF16: return static_cast<int64_t>(HalfToDouble(data<uint16_t>()[i]));
-    case DType::kBF16: return static_cast<int64_t>(BFloat16ToDouble(data<uint16_t>()[i]));
+    case DType::kF16: return FloatToInt(HalfToDouble(data<uint16_t>()[i]));
+    case DType::kBF16: return FloatToInt(BFloat16ToDouble(data<uint16_t>()[i]));
     default: return 0;
   }
 }
