@@ -1,4 +1,5 @@
 #include "format/fcb_file.h"
+#include "format/fast_hash.h"
 
 #include <xxhash.h>
 
@@ -157,7 +158,7 @@ Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
     if (data[i] != 0) return corrupt(i, "padding before the weight pool is not zero");
   }
   if (verify_checksums) {
-    uint64_t pool_hash = XXH3_64bits(data + h.pool_offset, h.pool_size);
+    uint64_t pool_hash = Xxh3_64(data + h.pool_offset, h.pool_size);
     if (pool_hash != h.pool_hash)
       return corrupt(h.pool_offset, "weight pool [offset " + std::to_string(h.pool_offset) +
                                         ", size " + std::to_string(h.pool_size) +
