@@ -159,6 +159,8 @@ class Lowerer {
   // them. Target-neutral, so every fp32 target shares the packed bytes.
   bool UseWinograd(const Node& n, int64_t oc, int64_t icg, int64_t kh, int64_t kw,
                    int64_t group) const {
+    // Level 0 means straightforward kernels; bf16 keeps the direct conv's bf16 packing.
+    if (opt_.options.optimization_level == 0) return false;
     if (kh != 3 || kw != 3 || group != 1 || opt_.options.precision == "bf16") return false;
     if (icg < 16 || icg > kernels::kWinogradMaxIc || oc < 16) return false;
     for (int64_t s : n.GetInts("strides", {1, 1}))
