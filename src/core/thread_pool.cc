@@ -1,14 +1,13 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
-#include <cstdlib>  // PERF2-TEMP
 
 namespace fcb {
 namespace {
 
 // Spin iterations before blocking; a pause is ~40-140 cycles, so this is
 // roughly 50-150 us.
-static const int kSpinIterations = [] { const char* e = std::getenv("FCB_PERF2_SPIN"); return e ? std::atoi(e) : 2000; }();  // PERF2-TEMP
+constexpr int kSpinIterations = 2000;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
