@@ -49,7 +49,9 @@ class ThreadPool {
   }
   void Run(int64_t n, int64_t grain, TaskFn fn, void* ctx);
   void WorkerLoop(int index);
-  void DoChunks(int self);
+  // Claims and runs chunks of the current job, thread `self`'s own first,
+  // until none is left; `notify` wakes the caller after the last chunk.
+  void RunChunks(int self, bool notify);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -57,9 +59,14 @@ class ThreadPool {
   // Written under mu_ (so the condition variables' predicates stay exact) and
   // read without it while spinning.
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // Chunks are claimed, not assigned: bit c set while chunk c is unclaimed.
+  // A worker the OS has not scheduled yet (a busy machine) then delays
+  // nothing, the caller takes its chunk; a worker waking late finds none.
+  std::atomic<uint64_t> unclaimed_{0};
+  std::atomic<int64_t> done_{0};  // chunks finished in the current job
   std::atomic<bool> stop_{false};
-  // Current job, written under mu_ before generation_ is bumped (release).
+  // Current job, written under mu_ before unclaimed_ is published (release); read
+  // only by a thread that has claimed one of its chunks.
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0, chunk_ = 0, num_chunks_ = 0;
