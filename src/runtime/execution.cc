@@ -1,3 +1,5 @@
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -21,6 +23,22 @@ class ExecutionImpl {
   std::vector<std::vector<void*>> step_out;
 };
 
+namespace {
+
+// Arenas of a megabyte or more are 2 MiB aligned and offered to the kernel as
+// transparent huge pages: a few page faults instead of hundreds on the first
+// run, and fewer TLB misses while activations stream through. Best effort.
+uint8_t* AllocateArena(uint64_t bytes) {
+  constexpr uint64_t kHuge = uint64_t{2} << 20;
+  if (bytes < (uint64_t{1} << 20)) return static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  const uint64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  if (p) madvise(p, size, MADV_HUGEPAGE);
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
 Execution::Execution(std::unique_ptr<ExecutionImpl> impl) : impl_(std::move(impl)) {}
 Execution::~Execution() = default;
 
@@ -35,7 +53,7 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   impl->method = m;
   const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
   if (!fault::Hit(fault::Kind::kArena, method))
-    impl->arena.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (arena_bytes + 63) / 64 * 64)));
+    impl->arena.reset(AllocateArena(arena_bytes));
   if (!impl->arena)
     return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena of method '" +
                              method + "'");
