@@ -16,20 +16,8 @@
 namespace fcb::kernels {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-std::vector<TargetId> RunnableHere() {
-  std::vector<TargetId> out;
-  for (const TargetInfo& t : KnownTargets())
-    if (HostCanRun(t.id)) out.push_back(t.id);
-  return out;
-}
+using test_support::Random;
+using test_support::RunnableHere;
 
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
                  const std::string& what) {
@@ -173,11 +161,6 @@ TEST_P(EltwiseTest, SoftmaxLargeValues) {
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, EltwiseTest, ::testing::ValuesIn(RunnableHere()),
-                         [](const ::testing::TestParamInfo<TargetId>& info) {
-                           std::string s = TargetName(info.param);
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         [](const ::testing::TestParamInfo<TargetId>& info) { return test_support::TargetTestName(info.param); });
 
 }  // namespace fcb::kernels

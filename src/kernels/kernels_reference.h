@@ -7,9 +7,42 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
+#include "core/target.h"
+
 #include "kernels/kernels.h"
+
+namespace fcb::kernels::test_support {
+
+// Uniform values in [lo, hi) from a fixed seed.
+inline std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Every target this host can run: the parameter list of the per-target tests.
+inline std::vector<TargetId> RunnableHere() {
+  std::vector<TargetId> out;
+  for (const TargetInfo& t : KnownTargets())
+    if (HostCanRun(t.id)) out.push_back(t.id);
+  return out;
+}
+
+// GoogleTest parameter name for a target ("x86_64_v4").
+inline std::string TargetTestName(TargetId id) {
+  std::string s = TargetName(id);
+  for (char& ch : s)
+    if (ch == '-') ch = '_';
+  return s;
+}
+
+}  // namespace fcb::kernels::test_support
 
 namespace fcb::kernels::reference {
 

@@ -23,22 +23,10 @@
 namespace fcb::kernels {
 namespace {
 
+using test_support::Random;
+using test_support::RunnableHere;
+
 constexpr float kSentinel = 777.f;
-
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-std::vector<TargetId> RunnableHere() {
-  std::vector<TargetId> out;
-  for (const TargetInfo& t : KnownTargets())
-    if (HostCanRun(t.id)) out.push_back(t.id);
-  return out;
-}
 
 struct WinoCase {
   int64_t n, ih, iw, ic, oc, pt, pl, pb, pr, in_extra, out_extra;
@@ -137,11 +125,6 @@ TEST_P(WinogradTest, RefusesGeometryItCannotRun) {
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, WinogradTest, ::testing::ValuesIn(RunnableHere()),
-                         [](const ::testing::TestParamInfo<TargetId>& info) {
-                           std::string s = TargetName(info.param);
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         [](const ::testing::TestParamInfo<TargetId>& info) { return test_support::TargetTestName(info.param); });
 
 }  // namespace fcb::kernels
