@@ -40,15 +40,13 @@ Status ForEachPoolChunk(const std::vector<BlobDesc>& blobs, const WeightPoolBuil
 }
 
 uint64_t PoolChecksum(const std::vector<BlobDesc>& blobs, const WeightPoolBuilder& pool) {
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                 &XXH3_freeState);
-  XXH3_64bits_reset(state.get());
+  PoolHasher hasher;
   Status ignored = ForEachPoolChunk(blobs, pool, [&](const void* p, uint64_t n) {
-    XXH3_64bits_update(state.get(), p, n);
+    hasher.Update(p, n);
     return Status::Ok();
   });
   (void)ignored;
-  return XXH3_64bits_digest(state.get());
+  return hasher.Digest();
 }
 
 }  // namespace
@@ -158,7 +156,7 @@ Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
     if (data[i] != 0) return corrupt(i, "padding before the weight pool is not zero");
   }
   if (verify_checksums) {
-    uint64_t pool_hash = Xxh3_64(data + h.pool_offset, h.pool_size);
+    uint64_t pool_hash = PoolHash(data + h.pool_offset, h.pool_size);
     if (pool_hash != h.pool_hash)
       return corrupt(h.pool_offset, "weight pool [offset " + std::to_string(h.pool_offset) +
                                         ", size " + std::to_string(h.pool_size) +

@@ -1,11 +1,11 @@
 // Writing and loading .fcb files.
 //
-// Byte layout, in order (all integers little-endian; format version 1):
+// Byte layout, in order (all integers little-endian; format version 2):
 //
 //   offset size  field
 //   0      8     magic "\x89FCB\r\n\x1a\n" (the PNG trick: catches 7-bit and
 //                CRLF/LF mangling, and stops `type` on DOS at \x1a)
-//   8      4     u32 format version (kFormatVersion = 1)
+//   8      4     u32 format version (kFormatVersion = 2)
 //   12     4     u32 header size (128)
 //   16     4     u32 endianness marker 0x01020304 (bytes 04 03 02 01); a
 //                big-endian file is refused with a message saying so
@@ -18,7 +18,10 @@
 //   80     8     u64 metadata XXH3-64
 //   88     8     u64 weight-pool offset (4096-byte aligned, after the metadata)
 //   96     8     u64 weight-pool size (the pool ends the file)
-//   104    8     u64 weight-pool XXH3-64 (of all pool bytes, padding included)
+//   104    8     u64 weight-pool checksum: XXH3-64 of the XXH3-64s of the
+//                pool's 1 MiB chunks (all pool bytes, padding included), so
+//                the loader verifies chunks on every core (fast_hash.h).
+//                Version 1 hashed the pool as one stream.
 //   112    8     reserved, zero
 //   120    8     u64 XXH3-64 of header bytes [0, 120)
 //   128    ...   metadata: a FlatBuffer (schema fcb.fbs, identifier "FCBM")
@@ -47,7 +50,7 @@
 
 namespace fcb::format {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 class MappedFile;
 

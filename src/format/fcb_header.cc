@@ -102,10 +102,16 @@ Result<FileHeader> DecodeHeader(const uint8_t* data, uint64_t file_size,
                        " (written by '" + PrintableProducer(data + kOffProducer) +
                        "') but this build of fcb reads format version " +
                        std::to_string(kFormatVersion) + " only; use a newer fcb");
+  if (h.format_version < kFormatVersion)
+    return corrupt(kOffVersion,
+                   "file has format version " + std::to_string(h.format_version) +
+                       " (written by '" + PrintableProducer(data + kOffProducer) +
+                       "'), which this build of fcb no longer reads (it reads version " +
+                       std::to_string(kFormatVersion) + "); compile the model again");
   uint32_t header_size = LoadLe32(data + kOffHeaderSize);
   if (header_size != kHeaderSize)
     return corrupt(kOffHeaderSize, "header size " + std::to_string(header_size) +
-                                       " (format version 1 has " +
+                                       " (format version " + std::to_string(kFormatVersion) + " has " +
                                        std::to_string(kHeaderSize) + ")");
   uint64_t want_hash = LoadLe64(data + kOffHeaderHash);
   uint64_t got_hash = XXH3_64bits(data, kOffHeaderHash);

@@ -18,7 +18,7 @@ inline constexpr uint64_t kBlobAlign = 64;          // every blob
 inline constexpr uint64_t kLargeBlob = 64 * 1024;   // from this size on, page aligned
 inline constexpr uint64_t kMetaAlign = 8;           // FlatBuffers scalars read in place
 
-// Byte offsets of the header fields (format version 1). Magic, version, header
+// Byte offsets of the header fields (format versions 1 and 2). Magic, version, header
 // size and endianness marker keep their offsets in every future version so a
 // reader can always say what it is looking at.
 enum HeaderOffset : uint64_t {

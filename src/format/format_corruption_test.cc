@@ -169,9 +169,17 @@ TEST_F(Corruption, HeaderFieldsAreCheckedWithClearMessages) {
   ExpectCorrupt(b, "bad magic");
 
   b = good_;
-  Put32(b, kVersionAt, 2);
-  ExpectCorrupt(b, "format version 2 (written by 'fcb 0.1.0') but this build of fcb reads "
-                   "format version 1");
+  Put32(b, kVersionAt, 3);
+  ExpectCorrupt(b, "format version 3 (written by 'fcb 0.1.0') but this build of fcb reads "
+                   "format version 2");
+
+  // Version 1 hashed the pool as one stream; such files are refused by
+  // version, not misreported as a checksum mismatch.
+  b = good_;
+  Put32(b, kVersionAt, 1);
+  Rehash(b);
+  ExpectCorrupt(b, "format version 1 (written by 'fcb 0.1.0'), which this build of fcb no "
+                   "longer reads (it reads version 2); compile the model again");
 
   b = good_;
   Put32(b, kVersionAt, 0);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/fast_hash.h"
 #include "format/fcb_file.h"
 #include "format/format_test_util.h"
 #include "format/io_fault.h"
@@ -31,7 +32,7 @@ TEST(FcbFile, RoundTripKeepsDescAndBytes) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   const LoadedFile& f = **loaded;
   ExpectDescEq(f.desc(), desc);
-  EXPECT_EQ(f.format_version(), 1u);
+  EXPECT_EQ(f.format_version(), 2u);
   std::vector<uint8_t> file = ReadBytes(path);
   EXPECT_EQ(f.file_size(), file.size());
 
@@ -56,7 +57,7 @@ TEST(FcbFile, RoundTripKeepsDescAndBytes) {
   // The header as documented in fcb_file.h.
   const uint8_t magic[8] = {0x89, 'F', 'C', 'B', '\r', '\n', 0x1a, '\n'};
   EXPECT_EQ(std::memcmp(file.data(), magic, 8), 0);
-  EXPECT_EQ(Get32(file, kVersionAt), 1u);
+  EXPECT_EQ(Get32(file, kVersionAt), 2u);
   EXPECT_EQ(Get32(file, kHdrSizeAt), 128u);
   EXPECT_EQ(file[kEndianAt], 0x04);
   EXPECT_EQ(file[kEndianAt + 3], 0x01);
@@ -71,7 +72,7 @@ TEST(FcbFile, RoundTripKeepsDescAndBytes) {
   EXPECT_GE(po, mo + ms);
   EXPECT_EQ(po + ps, file.size());
   EXPECT_EQ(Get64(file, kMetaHashAt), XXH3_64bits(&file[mo], ms));
-  EXPECT_EQ(Get64(file, kPoolHashAt), XXH3_64bits(&file[po], ps));
+  EXPECT_EQ(Get64(file, kPoolHashAt), RefPoolHash(&file[po], ps));
   EXPECT_EQ(Get64(file, kHdrHashAt), XXH3_64bits(file.data(), 120));
   for (size_t i = 112; i < 120; ++i) EXPECT_EQ(file[i], 0) << "reserved byte " << i;
   // Every byte that is not metadata or a blob is zero padding.
@@ -288,6 +289,29 @@ TEST(FcbFile, MissingFileAndFolderAreReportedWithThePath) {
   auto empty = LoadFcbFile(dir.File("empty.fcb"));
   EXPECT_EQ(empty.status().code(), StatusCode::kCorruptFile);
   EXPECT_TRUE(Contains(empty.status().message(), "shorter than the 128-byte header"));
+}
+
+// The chunked pool checksum: parallel verification and the writer's streaming
+// hasher agree with the documented definition, whatever the thread count and
+// however the bytes are fed, and a flip in any chunk changes it.
+TEST(PoolChecksum, ChunkedHashMatchesTheDefinition) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, (size_t{1} << 20), (size_t{11} << 19) + 77}) {
+    const std::vector<uint8_t> data = Bytes(n, static_cast<uint32_t>(n + 1));
+    const uint64_t want = RefPoolHash(data.data(), n);
+    for (unsigned threads : {1u, 2u, 3u, 8u})
+      EXPECT_EQ(PoolHash(data.data(), n, threads), want) << n << " bytes, " << threads << " threads";
+    PoolHasher streamed;
+    for (size_t off = 0, piece = 1; off < n; off += piece, piece = piece * 3 + 1)
+      streamed.Update(data.data() + off, std::min(piece, n - off));
+    EXPECT_EQ(streamed.Digest(), want) << n << " bytes streamed";
+  }
+  std::vector<uint8_t> data = Bytes((size_t{11} << 19) + 77, 5);
+  const uint64_t good = PoolHash(data.data(), data.size(), 2);
+  for (size_t off : {size_t{0}, (size_t{1} << 20) - 1, size_t{3} << 20, data.size() - 1}) {
+    data[off] ^= 0x10;
+    EXPECT_NE(PoolHash(data.data(), data.size(), 2), good) << "flip at " << off;
+    data[off] ^= 0x10;
+  }
 }
 
 }  // namespace

@@ -138,6 +138,8 @@ const ConvCase kConvCases[] = {
     {1, 5, 5, 16, 17, 1, 1, 2, 2, 1, 1, 0, 0, 2, 2, 1, 0, 0},   // 1x1 reaching into the padding
     {1, 6, 6, 1024, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0}, // 4 KiB pixels
     {1, 4, 5, 8, 260, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 2},   // 1x1 as GEMM for many columns
+    {2, 20, 19, 3, 40, 7, 7, 2, 2, 1, 1, 3, 3, 2, 3, 1, 0, 0},  // RGB stem: gathered windows, > 1 row block
+    {1, 13, 15, 4, 20, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 1, 0, 1},  // gathered windows with dilation
 };
 
 TEST_P(KernelTest, Conv) {
