@@ -13,7 +13,7 @@
 #include "core/target.h"
 #include "fcb/fcb.h"
 #include "format/fcb_file.h"
-#include "import/onnx_import.h"
+#include "compile/onnx_plugin.h"
 #include "passes/fuse_residual.h"
 #include "passes/layout.h"
 #include "passes/passes.h"
@@ -27,8 +27,8 @@ void Progress(const CompileHooks& h, const std::string& stage, const std::string
 }
 
 // Input shapes for one method: plain names apply to every method, "METHOD:NAME" to one.
-import::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& method) {
-  import::ImportOptions o;
+ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& method) {
+  ir::ImportOptions o;
   for (const auto& [key, dims] : spec.input_shapes) {
     const auto colon = key.find(':');
     if (colon == std::string::npos) {
@@ -83,6 +83,8 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     if (name.empty() || path.empty())
       return InvalidArgument("a method needs a name and a model path: --method NAME=MODEL.onnx");
 
+  FCB_ASSIGN_OR_RETURN(ir::OnnxImportFn importer, compile::OnnxImporter());
+
   // Expand "all" and pair each target with its options.
   CompileSpec spec = spec_in;
   std::vector<TargetOptions> opts = spec.target_options;
@@ -105,7 +107,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   format::WeightPoolBuilder pool;
   for (const auto& [method, path] : methods) {
     Progress(hooks, "import", method, "");
-    auto imported = import::ImportOnnx(path, ImportOptionsFor(spec, method));
+    auto imported = importer(path, ImportOptionsFor(spec, method));
     if (!imported.ok()) {
       failures.push_back("method '" + method + "' (" + path + "): " + imported.status().message());
       note(imported.status().code());

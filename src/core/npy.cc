@@ -1,5 +1,7 @@
 #include "core/npy.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -228,7 +230,13 @@ size_t NpyElementSize(int32_t dtype) {
   return e ? e->size : 0;
 }
 
-Result<NpyArray> ParseNpy(const uint8_t* bytes, size_t size, const std::string& what) {
+namespace {
+
+// Parses an .npy image. With `owned` (holding exactly these bytes) the data
+// moves out of it in place instead of being copied: a fresh copy of a large
+// input costs a page fault per 4 KiB, more than reading the file.
+Result<NpyArray> ParseNpyImpl(const uint8_t* bytes, size_t size, const std::string& what,
+                              std::vector<uint8_t>* owned) {
   if (size < 10 || std::memcmp(bytes, kMagic, kMagicSize) != 0) {
     return CorruptFile(what + ": not a NumPy .npy file (" +
                        (size < 10 ? "only " + std::to_string(size) + " bytes" : "bad magic") +
@@ -275,12 +283,23 @@ Result<NpyArray> ParseNpy(const uint8_t* bytes, size_t size, const std::string& 
   NpyArray a;
   a.dtype = h.dtype;
   a.shape = std::move(h.shape);
-  a.data.assign(bytes + data_start, bytes + size);
+  if (owned) {
+    owned->erase(owned->begin(), owned->begin() + static_cast<std::ptrdiff_t>(data_start));
+    a.data = std::move(*owned);
+  } else {
+    a.data.assign(bytes + data_start, bytes + size);
+  }
   // NumPy treats any non-zero byte as True; fcb kernels expect exactly 0 or 1.
   if (a.dtype == kNpyBool) {
     for (uint8_t& b : a.data) b = b != 0;
   }
   return a;
+}
+
+}  // namespace
+
+Result<NpyArray> ParseNpy(const uint8_t* bytes, size_t size, const std::string& what) {
+  return ParseNpyImpl(bytes, size, what, nullptr);
 }
 
 Result<NpyArray> ReadNpy(const std::string& path) {
@@ -290,16 +309,30 @@ Result<NpyArray> ReadNpy(const std::string& path) {
     std::string msg = path + ": cannot open .npy file: " + std::strerror(err);
     return err == ENOENT ? NotFound(msg) : IoError(msg);
   }
+  // One buffer of the file's size, filled without intermediate copies (read
+  // to EOF all the same, in case the file is not regular or grows).
   std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) {
-    bytes.insert(bytes.end(), chunk, chunk + n);
+  struct stat st;
+  const bool sized = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  bytes.resize(sized ? static_cast<size_t>(st.st_size) : size_t{1} << 16);
+  size_t used = 0;
+  for (;;) {
+    if (used == bytes.size()) {  // full: grow only if there is more to read
+      uint8_t probe;
+      if (std::fread(&probe, 1, 1, f) == 0) break;
+      bytes.resize(bytes.size() * 2);
+      bytes[used++] = probe;
+    }
+    const size_t n = std::fread(bytes.data() + used, 1, bytes.size() - used, f);
+    if (n == 0) break;
+    used += n;
   }
+  bytes.resize(used);
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
-  if (failed) return IoError(path + ": read error after " + std::to_string(bytes.size()) + " bytes");
-  return ParseNpy(bytes.data(), bytes.size(), path);
+  if (failed) return IoError(path + ": read error after " + std::to_string(used) + " bytes");
+  const uint8_t* data = bytes.data();
+  return ParseNpyImpl(data, used, path, &bytes);
 }
 
 Result<std::vector<uint8_t>> SerializeNpy(const NpyArray& a) {

@@ -14,15 +14,12 @@
 #include <vector>
 
 #include "fcb/status.h"
+#include "ir/importer.h"
 #include "ir/ir.h"
 
 namespace fcb::import {
 
-struct ImportOptions {
-  // Graph input name -> dims. Fixes symbolic/unknown dims; must agree with
-  // every dim the model fixes.
-  std::map<std::string, std::vector<int64_t>> input_shapes;
-};
+using ImportOptions = ir::ImportOptions;
 
 // Reads the model at `path`; external data files are resolved relative to the
 // model's folder.

@@ -1,0 +1,33 @@
+// Where the ONNX importer is found. The importer (src/import, with libonnx and
+// protobuf behind it) is not part of libfcb: it is the plugin libfcb_onnx.so,
+// loaded on the first compile (compile/onnx_plugin.h), so that loading a
+// program to run it maps neither library (~2 ms of dynamic linking in every
+// `fcb run`). Programs that link the import layer's objects directly (unit
+// tests, fcb-conformance) register it at start-up instead.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fcb/status.h"
+#include "ir/ir.h"
+
+namespace fcb::ir {
+
+struct ImportOptions {
+  // Graph input name -> dims. Fixes symbolic/unknown dims; must agree with
+  // every dim the model fixes.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+// Reads the ONNX model at `path` into a graph with static shapes.
+using OnnxImportFn = Result<Graph> (*)(const std::string& path, const ImportOptions& opts);
+
+// Thread-safe; the last registration wins (there is one importer).
+void RegisterOnnxImporter(OnnxImportFn fn);
+// The registered importer, or null.
+OnnxImportFn RegisteredOnnxImporter();
+
+}  // namespace fcb::ir
