@@ -81,6 +81,77 @@ TEST_F(CorruptFileTest, TruncatedAtManyOffsets) {
   }
 }
 
+// The pool checksum runs in the background (runtime/pool_check.h): a flipped
+// float weight lets Load return but fails every Run, and `fcb run` writes no
+// output; a flipped small constant (read while kernels are prepared) fails
+// Load itself, naming the blob and its tensor.
+TEST(DeferredPoolCheck, FailsRunsNotJustLoad) {
+  // resnet18: its weights are far over the 64 KiB of a small constant.
+  TempDir dir;
+  CompileSpec spec;
+  spec.targets = {"x86-64-v3"};
+  ASSERT_TRUE(Compile(FCB_TESTDATA_DIR "/resnet18.onnx", spec, dir.File("good.fcb")).ok());
+  const std::vector<uint8_t> good = testing::ReadBytes(dir.File("good.fcb"));
+  auto f = format::LoadFcbFile(dir.File("good.fcb"));
+  ASSERT_TRUE(f.ok());
+  const format::FileDesc& desc = f.value()->desc();
+  int32_t large = -1, small = -1;
+  for (const auto& c : desc.contexts) {
+    if (c.target != "x86-64-v3") continue;
+    for (const auto& t : c.tensors) {
+      if (t.storage != format::Storage::kWeight || t.dtype != 1) continue;
+      const uint64_t size = desc.blobs[t.blob].size;
+      if (size > 65536 && (large < 0 || size > desc.blobs[large].size)) large = t.blob;
+      if (size <= 1024 && small < 0) small = t.blob;
+    }
+  }
+  ASSERT_GE(large, 0) << "no float weight over 64 KiB";
+  ASSERT_GE(small, 0) << "no small float constant";
+  const uint64_t pool_offset = f.value()->pool_offset();
+  LoadOptions opts;
+  opts.target = "x86-64-v3";
+
+  auto flipped = [&](int32_t blob, const std::string& name) {
+    auto bad = good;
+    bad[pool_offset + desc.blobs[blob].offset + desc.blobs[blob].size / 2] ^= 0x40;
+    const std::string path = dir.File(name);
+    testing::WriteBytes(path, bad);
+    return path;
+  };
+
+  const std::string weight = flipped(large, "weight.fcb");
+  auto p = Program::Load(weight, opts);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto ex = Execution::Create(p.value(), "main", 1);
+  ASSERT_TRUE(ex.ok());
+  for (int i = 0; i < 2; ++i) {
+    Status s = ex.value()->Run();
+    EXPECT_EQ(s.code(), StatusCode::kCorruptFile) << s.message();
+    EXPECT_NE(s.message().find("weight pool"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+  }
+  LoadOptions unchecked = opts;
+  unchecked.verify_checksums = false;
+  auto q = Program::Load(weight, unchecked);
+  ASSERT_TRUE(q.ok());
+  auto ex2 = Execution::Create(q.value(), "main", 1);
+  ASSERT_TRUE(ex2.ok());
+  EXPECT_TRUE(ex2.value()->Run().ok());
+  const std::string out = dir.File("deferred_out");
+  auto r = RunCommand(CliPath() + " run '" + weight + "' --target x86-64-v3 --output-dir '" + out + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("checksum mismatch"), std::string::npos) << r.err;
+  EXPECT_TRUE(testing::ReadBytes(out + "/output.npy").empty()) << "an output was written";
+
+  const std::string constant = flipped(small, "constant.fcb");
+  auto c = Program::Load(constant, opts);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kCorruptFile);
+  EXPECT_NE(c.status().message().find("weight blob " + std::to_string(small)), std::string::npos)
+      << c.status().message();
+  EXPECT_NE(c.status().message().find("tensor '"), std::string::npos) << c.status().message();
+}
+
 TEST_F(CorruptFileTest, ExtendedFileIsRefused) {
   auto bad = good_;
   bad.resize(bad.size() + 100, 0);

@@ -98,6 +98,10 @@ class Program {
   // Maps and verifies `path`, then selects the target. Errors: CorruptFile (with
   // the byte offset), Unavailable (forced target not runnable or none runnable:
   // the message lists what the file holds and what the host supports).
+  // The bulk float weights are checksummed on a background thread while the
+  // caller goes on (everything that can steer control flow or addressing is
+  // checked before Load returns): Execution::Run waits for that check and
+  // fails with CorruptFile if it did not pass.
   static Result<std::shared_ptr<const Program>> Load(const std::string& path,
                                                      const LoadOptions& options = {});
   ~Program();

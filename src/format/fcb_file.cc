@@ -155,23 +155,39 @@ Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
   for (uint64_t i = h.meta_offset + h.meta_size; i < h.pool_offset; ++i) {
     if (data[i] != 0) return corrupt(i, "padding before the weight pool is not zero");
   }
-  if (verify_checksums) {
-    uint64_t pool_hash = PoolHash(data + h.pool_offset, h.pool_size);
-    if (pool_hash != h.pool_hash)
-      return corrupt(h.pool_offset, "weight pool [offset " + std::to_string(h.pool_offset) +
-                                        ", size " + std::to_string(h.pool_size) +
-                                        "] checksum mismatch (stored " + Hex(h.pool_hash) +
-                                        ", computed " + Hex(pool_hash) + ")");
-  }
-
   std::unique_ptr<LoadedFile> file(new LoadedFile());
   file->map_ = std::move(map);
   file->size_ = h.file_size;
   file->format_version_ = h.format_version;
   file->meta_size_ = h.meta_size;
   file->pool_offset_ = h.pool_offset;
+  file->pool_size_ = h.pool_size;
+  file->pool_hash_ = h.pool_hash;
+  file->path_ = path;
   file->desc_ = std::move(desc).value();
+  if (verify_checksums) FCB_RETURN_IF_ERROR(file->VerifyPool());
   return file;
+}
+
+Status LoadedFile::VerifyPool(unsigned max_threads) const {
+  const uint64_t got = PoolHash(map_->data() + pool_offset_, pool_size_, max_threads);
+  if (got == pool_hash_) return Status::Ok();
+  return CorruptFile("fcb file '" + path_ + "': at offset " + std::to_string(pool_offset_) +
+                     ": weight pool [offset " + std::to_string(pool_offset_) + ", size " +
+                     std::to_string(pool_size_) + "] checksum mismatch (stored " + Hex(pool_hash_) +
+                     ", computed " + Hex(got) + ")");
+}
+
+Status LoadedFile::VerifyBlob(int32_t id, const std::string& what) const {
+  const uint8_t* p = blob_data(id);
+  if (!p) return CorruptFile("fcb file '" + path_ + "': " + what + " refers to blob " + std::to_string(id) + " which does not exist");
+  const BlobDesc& b = desc_.blobs[id];
+  const XXH128_hash_t h = XXH3_128bits(p, b.size);
+  if (h.low64 == b.hash_lo && h.high64 == b.hash_hi) return Status::Ok();
+  const uint64_t at = pool_offset_ + b.offset;
+  return CorruptFile("fcb file '" + path_ + "': at offset " + std::to_string(at) + ": weight blob " +
+                     std::to_string(id) + " [offset " + std::to_string(at) + ", size " +
+                     std::to_string(b.size) + "] (" + what + ") checksum mismatch");
 }
 
 }  // namespace fcb::format

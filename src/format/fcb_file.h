@@ -104,6 +104,16 @@ class LoadedFile {
   const uint8_t* blob_data(int32_t id) const;
   uint64_t meta_bytes() const { return meta_size_; }
   uint64_t pool_offset() const { return pool_offset_; }
+  uint64_t pool_size() const { return pool_size_; }
+
+  // The pool checksum (all pool bytes against the header's), hashing chunks
+  // on up to `max_threads` threads (0: every core). CorruptFile names the
+  // file and the pool's offset and size. LoadFcbFile runs it when asked to
+  // verify; a loader that defers it calls it itself.
+  Status VerifyPool(unsigned max_threads = 0) const;
+  // Blob `id`'s bytes against the XXH3-128 the metadata records for it;
+  // CorruptFile names the blob, `what` uses it, and its file offset.
+  Status VerifyBlob(int32_t id, const std::string& what) const;
 
  private:
   friend Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string&, bool);
@@ -113,6 +123,9 @@ class LoadedFile {
   uint32_t format_version_ = 0;
   uint64_t meta_size_ = 0;
   uint64_t pool_offset_ = 0;
+  uint64_t pool_size_ = 0;
+  uint64_t pool_hash_ = 0;
+  std::string path_;
   FileDesc desc_;
 };
 

@@ -133,7 +133,9 @@ Status Execution::Run() {
     Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
-  return Status::Ok();
+  // The weight pool's checksum runs in the background from Program::Load on
+  // (runtime/pool_check.h); no run succeeds before it has passed.
+  return impl_->program->impl().pool_check.Wait();
 }
 
 const void* Execution::output_data(size_t i) const {

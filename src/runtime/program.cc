@@ -155,9 +155,20 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
 
 }  // namespace
 
+// A tensor PrepareMethod reads while preparing kernels (at most
+// kMaxInferConstantBytes); shapes too large to compute count as large.
+static bool IsSmallConstant(const format::TensorDesc& t) {
+  uint64_t n = ir::DTypeSize(static_cast<ir::DType>(t.dtype));
+  for (int64_t d : t.shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
+  return n <= ops::kMaxInferConstantBytes;
+}
+
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options) {
   auto impl = std::make_unique<ProgramImpl>();
-  FCB_ASSIGN_OR_RETURN(impl->file, format::LoadFcbFile(path, options.verify_checksums));
+  // The pool's checksum is deferred (runtime/pool_check.h); the structural
+  // checks, the header and metadata checksums run now.
+  FCB_ASSIGN_OR_RETURN(impl->file, format::LoadFcbFile(path, /*verify_checksums=*/false));
   const auto& desc = impl->file->desc();
   for (const auto& c : desc.contexts)
     if (std::find(impl->targets_in_file.begin(), impl->targets_in_file.end(), c.target) == impl->targets_in_file.end())
@@ -166,6 +177,26 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   FCB_ASSIGN_OR_RETURN(impl->target, SelectTarget(impl->targets_in_file, options.target, path));
   impl->target_name = TargetName(impl->target);
   impl->kernels = &kernels::GetKernelTable(impl->target);
+  if (options.verify_checksums) {
+    // Now: every blob that can steer control flow or addressing, i.e. integer
+    // and boolean tensors and the small constants read while preparing kernels.
+    std::vector<bool> checked(desc.blobs.size(), false);
+    for (const auto& c : desc.contexts) {
+      if (c.target != impl->target_name) continue;
+      for (const auto& t : c.tensors) {
+        if (t.storage != format::Storage::kWeight || t.blob < 0 ||
+            static_cast<size_t>(t.blob) >= desc.blobs.size() || checked[t.blob])
+          continue;  // PrepareMethod reports blobs that do not exist
+        const auto dt = static_cast<ir::DType>(t.dtype);
+        const bool floating = dt == ir::DType::kF32 || dt == ir::DType::kF16 ||
+                              dt == ir::DType::kBF16 || dt == ir::DType::kF64;
+        if (floating && !IsSmallConstant(t)) continue;
+        checked[t.blob] = true;
+        FCB_RETURN_IF_ERROR(impl->file->VerifyBlob(
+            t.blob, "tensor '" + t.name + "' of method '" + c.method + "', target " + c.target));
+      }
+    }
+  }
   for (const auto& c : desc.contexts) {
     if (c.target != impl->target_name) continue;
     if (impl->Find(c.method)) return CorruptFile("'" + path + "' holds method '" + c.method + "' twice for target " + c.target);
@@ -174,6 +205,12 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
     if (!s.ok()) return s.Annotate("'" + path + "', target " + c.target + ", method '" + c.method + "'");
     impl->methods.push_back(std::move(m));
   }
+  if (!options.verify_checksums) {
+    impl->pool_check.Skip();
+    return impl;
+  }
+  // Later: the whole pool, behind the caller's back; runs wait for it.
+  impl->pool_check.Start(impl->file.get());
   return impl;
 }
 

@@ -12,6 +12,7 @@
 #include "format/fcb_file.h"
 #include "kernels/kernels.h"
 #include "ops/op.h"
+#include "runtime/pool_check.h"
 
 namespace fcb {
 
@@ -38,6 +39,8 @@ class ProgramImpl {
   const kernels::KernelTable* kernels = nullptr;
   std::vector<std::string> targets_in_file;
   std::vector<PreparedMethod> methods;
+  // Declared last: destroyed first, so its thread stops before `file` goes.
+  PoolCheck pool_check;
 
   const PreparedMethod* Find(const std::string& name) const {
     for (const auto& m : methods)
