@@ -40,48 +40,57 @@ HWY_INLINE PixelPos Locate(const G& g, int64_t p) {
   return {p / ohw, (q / g.ow) * g.sh - g.pad_top, (q % g.ow) * g.sw - g.pad_left};
 }
 
-// kDwPixels output pixels of one output row, one vector of channels at a time:
-// the pixels' accumulators are independent chains (a single pixel's taps form
-// one dependent chain of FMAs, latency-bound when the channels fill only one
-// or two vectors) and each weight vector is loaded once for all of them.
+// Depthwise convolution: P output pixels of one output row at a time, one
+// vector of channels at a time. Each channel's taps form one dependent chain
+// of FMAs (4-cycle latency), so a pass over one pixel is latency-bound; P
+// pixels give P independent chains, and each weight vector is loaded once
+// for all of them (a tap costs P + 1 loads for P FMAs, not 2P).
 inline constexpr int kDwPixels = 8;
 
-HWY_INLINE void DepthwiseRowGroup(const ConvGeom& g, const float* in, const float* packed_w,
-                                  const float* bias, const float* residual, float* out,
-                                  const Epilogue& ep, int64_t p, int64_t res_stride) {
+template <int P>
+HWY_NOINLINE void DepthwisePixels(const ConvGeom& g, const float* img, const float* packed_w,
+                                const float* bias, const float* residual, float* out,
+                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                int64_t res_stride) {
   const DF d;
   const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
-  const PixelPos pos = Locate(g, p);
-  const float* img = in + pos.b * g.ih * g.iw * g.in_pixel_stride;
+  // Taps whose P pixels all lie inside the row: x range of the whole group.
   for (int64_t c0 = 0; c0 < c; c0 += kN) {
     const int64_t n = c - c0;
-    VF acc[kDwPixels];
+    VF acc[P];
     const VF bv = hn::LoadU(d, bias + c0);
     HWY_UNROLL(8)
-    for (int j = 0; j < kDwPixels; ++j) acc[j] = bv;
+    for (int j = 0; j < P; ++j) acc[j] = bv;
     for (int64_t ky = 0; ky < g.kh; ++ky) {
-      const int64_t iy = pos.iy0 + ky * g.dh;
+      const int64_t iy = iy0 + ky * g.dh;
       if (iy < 0 || iy >= g.ih) continue;
       const float* row = img + iy * g.iw * g.in_pixel_stride + c0;
+      const float* wrow = packed_w + ky * g.kw * cpad + c0;
       for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const VF wv = hn::LoadU(d, packed_w + (ky * g.kw + kx) * cpad + c0);
-        const int64_t ix0 = pos.ix0 + kx * g.dw;
-        if (ix0 >= 0 && ix0 + (kDwPixels - 1) * g.sw < g.iw) {  // all pixels inside
-          HWY_UNROLL(8)
-          for (int j = 0; j < kDwPixels; ++j)
-            acc[j] = hn::MulAdd(LoadN(d, row + (ix0 + j * g.sw) * g.in_pixel_stride, n), wv, acc[j]);
+        const VF wv = hn::LoadU(d, wrow + kx * cpad);
+        const int64_t ix = ix0 + kx * g.dw;
+        if (ix >= 0 && ix + (P - 1) * g.sw < g.iw) {  // all P pixels inside
+          const float* ip = row + ix * g.in_pixel_stride;
+          const int64_t step = g.sw * g.in_pixel_stride;
+          if (n >= kN) {
+            HWY_UNROLL(8)
+            for (int j = 0; j < P; ++j) acc[j] = hn::MulAdd(hn::LoadU(d, ip + j * step), wv, acc[j]);
+          } else {
+            HWY_UNROLL(8)
+            for (int j = 0; j < P; ++j) acc[j] = hn::MulAdd(LoadN(d, ip + j * step, n), wv, acc[j]);
+          }
         } else {
           HWY_UNROLL(8)
-          for (int j = 0; j < kDwPixels; ++j) {
-            const int64_t ix = ix0 + j * g.sw;
-            if (ix >= 0 && ix < g.iw)
-              acc[j] = hn::MulAdd(LoadN(d, row + ix * g.in_pixel_stride, n), wv, acc[j]);
+          for (int j = 0; j < P; ++j) {
+            const int64_t x = ix + j * g.sw;
+            if (x >= 0 && x < g.iw)
+              acc[j] = hn::MulAdd(LoadN(d, row + x * g.in_pixel_stride, n), wv, acc[j]);
           }
         }
       }
     }
     HWY_UNROLL(8)
-    for (int j = 0; j < kDwPixels; ++j) {
+    for (int j = 0; j < P; ++j) {
       VF x = acc[j];
       if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
       StoreN(ApplyAct(d, x, ep), d, out + (p + j) * g.out_pixel_stride + c0, n);
@@ -89,49 +98,112 @@ HWY_INLINE void DepthwiseRowGroup(const ConvGeom& g, const float* in, const floa
   }
 }
 
+// The common case of DepthwisePixels: every tap of all P pixels lies inside
+// the row (only groups at the image's left and right edges are not), so the
+// tap loop has no bounds checks and the P accumulators stay in registers.
+// Rows [ky0, ky1) are the kernel rows inside the image.
+template <int P, int KW>  // KW: the kernel width when known at compile time (3), else 0
+HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const float* packed_w,
+                                    const float* bias, const float* residual, float* out,
+                                    const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                    int64_t ky0, int64_t ky1, int64_t res_stride) {
+  const DF d;
+  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t kw = KW ? KW : g.kw;
+  const int64_t pix = g.sw * g.in_pixel_stride, tap = g.dw * g.in_pixel_stride;
+  const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
+  const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
+  for (int64_t c0 = 0; c0 < c; c0 += kN) {
+    const int64_t n = c - c0;
+    VF acc[P];
+    const VF bv = hn::LoadU(d, bias + c0);
+    HWY_UNROLL(8)
+    for (int j = 0; j < P; ++j) acc[j] = bv;
+    const float* row = base + c0;
+    const float* wrow = packed_w + ky0 * kw * cpad + c0;
+    for (int64_t ky = ky0; ky < ky1; ++ky, row += row_step, wrow += kw * cpad) {
+      const float* ip = row;
+      if (n >= kN) {
+        HWY_UNROLL(3)
+        for (int64_t kx = 0; kx < kw; ++kx, ip += tap) {
+          const VF wv = hn::LoadU(d, wrow + kx * cpad);
+          HWY_UNROLL(8)
+          for (int j = 0; j < P; ++j) acc[j] = hn::MulAdd(hn::LoadU(d, ip + j * pix), wv, acc[j]);
+        }
+      } else {  // the last, partial channel vector: no reads past the channels
+        for (int64_t kx = 0; kx < kw; ++kx, ip += tap) {
+          const VF wv = hn::LoadU(d, wrow + kx * cpad);
+          HWY_UNROLL(8)
+          for (int j = 0; j < P; ++j) acc[j] = hn::MulAdd(LoadN(d, ip + j * pix, n), wv, acc[j]);
+        }
+      }
+    }
+    HWY_UNROLL(8)
+    for (int j = 0; j < P; ++j) {
+      VF x = acc[j];
+      if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
+      StoreN(ApplyAct(d, x, ep), d, out + (p + j) * g.out_pixel_stride + c0, n);
+    }
+  }
+}
+
+template <int P>
+HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float* packed_w,
+                               const float* bias, const float* residual, float* out,
+                               const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                               int64_t res_stride) {
+  if (ix0 >= 0 && ix0 + (g.kw - 1) * g.dw + (P - 1) * g.sw < g.iw) {
+    int64_t ky0 = 0, ky1 = g.kh;
+    while (ky0 < ky1 && iy0 + ky0 * g.dh < 0) ++ky0;
+    while (ky1 > ky0 && iy0 + (ky1 - 1) * g.dh >= g.ih) --ky1;
+    if (g.kw == 3)
+      DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+    else
+      DepthwiseInterior<P, 0>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+  } else {
+    DepthwisePixels<P>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, res_stride);
+  }
+}
+
 void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                const float* residual, float* out, const Epilogue& ep, int64_t begin,
                int64_t end) {
-  const DF d;
-  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
-  for (int64_t p = begin; p < end; ++p) {
-    // With fewer channels than one block of kBlockVecs vectors, a pixel's taps
-    // would form one or two long dependent chains: a run of kDwPixels pixels
-    // within one output row takes the grouped path instead. (With more
-    // channels the blocks below already have independent chains, and measured
-    // faster than the grouped path.)
-    if (c < kBlockVecs * kN && p + kDwPixels <= end && (p % g.ow) + kDwPixels <= g.ow) {
-      DepthwiseRowGroup(g, in, packed_w, bias, residual, out, ep, p, res_stride);
-      p += kDwPixels - 1;
-      continue;
+  const int64_t ohw = g.oh * g.ow;
+  // Output columns [x_lo, x_hi) have every tap inside the row; the few at the
+  // edges go one pixel at a time through the bounds-checked path.
+  const int64_t x_lo = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
+  const int64_t reach = (g.kw - 1) * g.dw - g.pad_left;  // last tap's offset from x * sw
+  const int64_t x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
+  for (int64_t p = begin; p < end;) {
+    // One run of pixels within an output row: coordinates by division once.
+    const int64_t b = p / ohw, q = p % ohw, oy = q / g.ow, ox = q % g.ow;
+    const int64_t run = std::min(g.ow - ox, end - p);
+    const float* img = in + b * g.ih * g.iw * g.in_pixel_stride;
+    const int64_t iy0 = oy * g.sh - g.pad_top;
+    for (int64_t i = 0; i < run;) {
+      const int64_t x = ox + i, ix0 = x * g.sw - g.pad_left;
+      if (x < x_lo || x >= x_hi) {
+        DepthwisePixels<1>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        ++i;
+        continue;
+      }
+      const int64_t left = std::min(run - i, x_hi - x);
+      if (left >= kDwPixels) {
+        DepthwiseGroup<kDwPixels>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        i += kDwPixels;
+      } else if (left >= 4) {
+        DepthwiseGroup<4>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        i += 4;
+      } else if (left >= 2) {
+        DepthwiseGroup<2>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        i += 2;
+      } else {
+        DepthwiseGroup<1>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        i += 1;
+      }
     }
-    const PixelPos pos = Locate(g, p);
-    const float* img = in + pos.b * g.ih * g.iw * g.in_pixel_stride;
-    float* o = out + p * g.out_pixel_stride;
-    const float* res = residual ? residual + p * res_stride : nullptr;
-    ForChannelBlocks(c, [&]<int B>(int64_t c0, int64_t n) {
-      VF acc[B];
-      for (int v = 0; v < B; ++v) acc[v] = hn::LoadU(d, bias + c0 + v * kN);
-      for (int64_t ky = 0; ky < g.kh; ++ky) {
-        const int64_t iy = pos.iy0 + ky * g.dh;
-        if (iy < 0 || iy >= g.ih) continue;
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const int64_t ix = pos.ix0 + kx * g.dw;
-          if (ix < 0 || ix >= g.iw) continue;
-          const float* ip = img + (iy * g.iw + ix) * g.in_pixel_stride + c0;
-          const float* wt = packed_w + (ky * g.kw + kx) * cpad + c0;
-          for (int v = 0; v < B; ++v)
-            acc[v] = hn::MulAdd(LoadN(d, ip + v * kN, n - v * kN), hn::LoadU(d, wt + v * kN),
-                                acc[v]);
-        }
-      }
-      for (int v = 0; v < B; ++v) {
-        VF x = acc[v];
-        if (res) x = hn::Add(x, LoadN(d, res + c0 + v * kN, n - v * kN));
-        StoreN(ApplyAct(d, x, ep), d, o + c0 + v * kN, n - v * kN);
-      }
-    });
+    p += run;
   }
 }
 
