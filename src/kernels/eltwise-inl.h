@@ -19,9 +19,11 @@ namespace fcb::kernels::HWY_NAMESPACE {
 
 void Unary(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end) {
   const DF d;
-  int64_t i = begin;
-  for (; i + kN <= end; i += kN) hn::StoreU(ApplyAct(d, hn::LoadU(d, x + i), op), d, y + i);
-  if (i < end) StoreN(ApplyAct(d, LoadPartial(d, x + i, end - i), op), d, y + i, end - i);
+  WithAct(op, [&]<Act A>() {
+    int64_t i = begin;
+    for (; i + kN <= end; i += kN) hn::StoreU(ApplyActT<A>(d, hn::LoadU(d, x + i), op), d, y + i);
+    if (i < end) StoreN(ApplyActT<A>(d, LoadPartial(d, x + i, end - i), op), d, y + i, end - i);
+  });
 }
 
 // y[i] = f(a[i*sa], b[i*sb]); a stride of 0 broadcasts a[0].

@@ -138,12 +138,16 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
         }
       }
     }
-    HWY_UNROLL(8)
-    for (int j = 0; j < P; ++j) {
-      VF x = acc[j];
-      if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
-      StoreN(ApplyAct(d, x, ep), d, out + (p + j) * g.out_pixel_stride + c0, n);
-    }
+    WithAct(ep, [&]<Act A>() {
+      HWY_UNROLL(8)
+      for (int j = 0; j < P; ++j) {
+        VF x = acc[j];
+        if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
+        float* o = out + (p + j) * g.out_pixel_stride + c0;
+        if (n >= kN) hn::StoreU(ApplyActT<A>(d, x, ep), d, o);
+        else StoreN(ApplyActT<A>(d, x, ep), d, o, n);
+      }
+    });
   }
 }
 

@@ -67,16 +67,30 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
 template <int MR, int NV>
 HWY_INLINE void StoreTile(DF d, VF (&acc)[MR][NV], int rows, int64_t ncols,
                           const float* const* res, float* const* out, const Epilogue& ep) {
-  for (int r = 0; r < rows; ++r) {
-    HWY_UNROLL(16)
-    for (int v = 0; v < NV; ++v) {
-      const int64_t n = ncols - v * kN;
-      if (n <= 0) break;
-      VF x = acc[r][v];
-      if (res != nullptr) x = hn::Add(x, LoadN(d, res[r] + v * kN, n));
-      StoreN(ApplyAct(d, x, ep), d, out[r] + v * kN, n);
+  WithAct(ep, [&]<Act A>() {
+    if (rows == MR && ncols == NV * kN) {  // a full tile: no bounds per vector
+      HWY_UNROLL(16)
+      for (int r = 0; r < MR; ++r) {
+        HWY_UNROLL(16)
+        for (int v = 0; v < NV; ++v) {
+          VF x = acc[r][v];
+          if (res != nullptr) x = hn::Add(x, hn::LoadU(d, res[r] + v * kN));
+          hn::StoreU(ApplyActT<A>(d, x, ep), d, out[r] + v * kN);
+        }
+      }
+      return;
     }
-  }
+    for (int r = 0; r < rows; ++r) {
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) {
+        const int64_t n = ncols - v * kN;
+        if (n <= 0) break;
+        VF x = acc[r][v];
+        if (res != nullptr) x = hn::Add(x, LoadN(d, res[r] + v * kN, n));
+        StoreN(ApplyActT<A>(d, x, ep), d, out[r] + v * kN, n);
+      }
+    }
+  });
 }
 
 }  // namespace fcb::kernels::HWY_NAMESPACE
