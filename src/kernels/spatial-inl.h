@@ -47,6 +47,25 @@ HWY_INLINE PixelPos Locate(const G& g, int64_t p) {
 // for all of them (a tap costs P + 1 loads for P FMAs, not 2P).
 inline constexpr int kDwPixels = 8;
 
+// Stores P pixels' accumulators of channels [c0, c0 + n): residual, then the
+// activation (chosen once for the group).
+template <int P>
+HWY_INLINE void StoreDwPixels(DF d, const VF (&acc)[P], const ConvGeom& g, const float* residual,
+                              float* out, const Epilogue& ep, int64_t p, int64_t c0, int64_t n,
+                              int64_t res_stride) {
+  WithAct(ep, [&]<Act A>() {
+    HWY_UNROLL(8)
+    for (int j = 0; j < P; ++j) {
+      VF x = acc[j];
+      if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
+      float* o = out + (p + j) * g.out_pixel_stride + c0;
+      if (n >= kN) hn::StoreU(ApplyActT<A>(d, x, ep), d, o);
+      else StoreN(ApplyActT<A>(d, x, ep), d, o, n);
+    }
+  });
+}
+
+// The bounds-checked path: any pixel of the group may have taps in the padding.
 template <int P>
 HWY_NOINLINE void DepthwisePixels(const ConvGeom& g, const float* img, const float* packed_w,
                                 const float* bias, const float* residual, float* out,
@@ -54,7 +73,6 @@ HWY_NOINLINE void DepthwisePixels(const ConvGeom& g, const float* img, const flo
                                 int64_t res_stride) {
   const DF d;
   const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
-  // Taps whose P pixels all lie inside the row: x range of the whole group.
   for (int64_t c0 = 0; c0 < c; c0 += kN) {
     const int64_t n = c - c0;
     VF acc[P];
@@ -89,12 +107,7 @@ HWY_NOINLINE void DepthwisePixels(const ConvGeom& g, const float* img, const flo
         }
       }
     }
-    HWY_UNROLL(8)
-    for (int j = 0; j < P; ++j) {
-      VF x = acc[j];
-      if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
-      StoreN(ApplyAct(d, x, ep), d, out + (p + j) * g.out_pixel_stride + c0, n);
-    }
+    StoreDwPixels<P>(d, acc, g, residual, out, ep, p, c0, n, res_stride);
   }
 }
 
@@ -138,16 +151,7 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
         }
       }
     }
-    WithAct(ep, [&]<Act A>() {
-      HWY_UNROLL(8)
-      for (int j = 0; j < P; ++j) {
-        VF x = acc[j];
-        if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
-        float* o = out + (p + j) * g.out_pixel_stride + c0;
-        if (n >= kN) hn::StoreU(ApplyActT<A>(d, x, ep), d, o);
-        else StoreN(ApplyActT<A>(d, x, ep), d, o, n);
-      }
-    });
+    StoreDwPixels<P>(d, acc, g, residual, out, ep, p, c0, n, res_stride);
   }
 }
 
