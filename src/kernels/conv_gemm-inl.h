@@ -68,6 +68,35 @@ HWY_NOINLINE void ConvTile(const ConvGeom& g, const float* in, const float* wp,
   // packed weights: reduce over them in one run of kw*icg (a 7x7 conv over 3
   // channels would otherwise run 49 reductions of length 3).
   const bool merge_row = g.dw == 1 && g.in_pixel_stride == icg && g.kw > 1;
+  // Most tiles have every pixel's whole window inside the image: then each
+  // kernel row's operands are the pixels' window origins plus a fixed offset,
+  // with no bounds to check (a 3x3 stem over 3 channels spent as long on
+  // those checks as on its 9-step reductions).
+  bool inside = true;
+  for (int r = 0; r < MR; ++r)
+    inside &= iy0[r] >= 0 && iy0[r] + (g.kh - 1) * g.dh < g.ih && ix0[r] >= 0 &&
+              ix0[r] + (g.kw - 1) * g.dw < g.iw;
+  if (inside) {
+    const float* origin[MR];
+    for (int r = 0; r < MR; ++r) origin[r] = img[r] + (iy0[r] * g.iw + ix0[r]) * g.in_pixel_stride;
+    const int64_t row_step = g.dh * g.iw * g.in_pixel_stride, tap_step = g.dw * g.in_pixel_stride;
+    const float* wt = wp;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const float* ap[MR];
+      for (int r = 0; r < MR; ++r) ap[r] = origin[r] + ky * row_step;
+      if (merge_row) {
+        MicroKernel<MR, NV>(d, ap, g.kw * icg, wt, kPanel, panel_stride, acc);
+        wt += g.kw * icg * kPanel;
+        continue;
+      }
+      for (int64_t kx = 0; kx < g.kw; ++kx, wt += icg * kPanel) {
+        MicroKernel<MR, NV>(d, ap, icg, wt, kPanel, panel_stride, acc);
+        for (int r = 0; r < MR; ++r) ap[r] += tap_step;
+      }
+    }
+    StoreTile<MR, NV>(d, acc, rows, ncols, residual ? rp : nullptr, op, ep);
+    return;
+  }
   const float* wt = wp;
   for (int64_t ky = 0; ky < g.kh; ++ky) {
     if (merge_row) {
