@@ -32,7 +32,10 @@ class Lowerer {
     for (int v : g_.inputs) ctx_.inputs.push_back(ValueTensor(v));
     if (fault::Hit(fault::Kind::kContext, TargetName(opt_.target)))
       return ResourceExhausted("cannot create the compile context (injected fault)");
-    for (const Node& n : g_.nodes) {
+    FindExpandDepthwisePairs();
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (fused_into_[i] >= 0) continue;  // lowered with its producer
       Status s = LowerNode(n);
       if (s.ok() && !error_.ok()) s = std::move(error_);
       if (!s.ok()) return s.Annotate(n.Describe());
@@ -143,8 +146,93 @@ class Lowerer {
     return g_.values[n.inputs[i]].constant.get();
   }
 
+  // Marks each depthwise ConvNhwc whose input is the only use of a plain
+  // 1x1 ConvNhwc's output (MobileNetV2/EfficientNet's expansion), so that
+  // the pair is lowered as one ConvExpandDwNhwc step and the intermediate
+  // tensor never exists. fp32 at optimization level >= 1 only.
+  void FindExpandDepthwisePairs() {
+    fused_into_.assign(g_.nodes.size(), -1);
+    expand_partner_.assign(g_.nodes.size(), -1);
+    if (opt_.options.optimization_level == 0 || opt_.options.precision == "bf16") return;
+    std::vector<int> uses(g_.values.size(), 0), user(g_.values.size(), -1);
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (int v : g_.nodes[i].inputs)
+        if (v >= 0) ++uses[v], user[v] = static_cast<int>(i);
+    for (int v : g_.outputs) uses[v] += 2;  // a graph output must exist
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& a = g_.nodes[i];
+      if (!IsPlainPointwise(a) || a.outputs.size() != 1) continue;
+      const int mid = a.outputs[0];
+      if (uses[mid] != 1) continue;
+      const int j = user[mid];
+      if (j < 0 || !IsFusableDepthwise(g_.nodes[j], mid)) continue;
+      fused_into_[j] = static_cast<int>(i);
+      expand_partner_[i] = j;
+    }
+  }
+
+  bool IsPlainPointwise(const Node& n) const {
+    if (n.op_type != "ConvNhwc" || n.GetInt("group", 1) != 1) return false;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0) return false;  // residual
+    const ir::TensorData* w = Const(n, 1);
+    if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4 || w->shape[2] != 1 || w->shape[3] != 1)
+      return false;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !Const(n, 2)) return false;
+    for (int64_t v : n.GetInts("strides", {1, 1}))
+      if (v != 1) return false;
+    for (int64_t v : n.GetInts("pads", {0, 0, 0, 0}))
+      if (v != 0) return false;
+    const ir::Shape& x = g_.values[n.inputs[0]].shape;
+    return x.size() == 4 && g_.values[n.inputs[0]].dtype == ir::DType::kF32;
+  }
+
+  bool IsFusableDepthwise(const Node& n, int input) const {
+    if (n.op_type != "ConvNhwc" || n.inputs.empty() || n.inputs[0] != input) return false;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0) return false;
+    const ir::TensorData* w = Const(n, 1);
+    if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !Const(n, 2)) return false;
+    const ir::Shape& x = g_.values[input].shape;
+    if (x.size() != 4) return false;
+    const int64_t c = x[3], group = n.GetInt("group", 1);
+    if (!(group > 1 && group == c && w->shape[0] == c && w->shape[1] == 1)) return false;
+    // (kh - 1) * dh + 1 rows of the intermediate must fit the kernel's band
+    // buffer (ops/nn.cc, 96 Ki floats) with room for a few output rows.
+    const std::vector<int64_t> dil = n.GetInts("dilations", {1, 1});
+    const int64_t reach = (w->shape[2] - 1) * (dil.empty() ? 1 : dil[0]) + 1;
+    return (reach + 2) * x[2] * c <= (int64_t{96} << 10);
+  }
+
+  Status LowerExpandDepthwise(const Node& a, const Node& b) {
+    const ir::TensorData* w1 = Const(a, 1);
+    const ir::TensorData* b1 = Const(a, 2);
+    const ir::TensorData* w2 = Const(b, 1);
+    const ir::TensorData* b2 = Const(b, 2);
+    const int64_t c = w1->shape[1], e = w1->shape[0], kh = w2->shape[2], kw = w2->shape[3];
+    auto s = BaseStep(b, "ConvExpandDwNhwc");
+    s.node = a.name + "+" + b.name;
+    s.inputs.push_back(ValueTensor(a.inputs[0]));
+    s.inputs.push_back(AddFloats(a.name + ".w", kernels::PackConv(w1->data<float>(), e, c, 1, 1, 1)));
+    s.inputs.push_back(AddFloats(a.name + ".b", kernels::PackConvBias(b1 ? b1->data<float>() : nullptr, e, 1)));
+    s.inputs.push_back(AddFloats(b.name + ".w", kernels::PackDepthwise(w2->data<float>(), e, kh, kw)));
+    s.inputs.push_back(AddFloats(b.name + ".b", kernels::PackDepthwiseBias(b2 ? b2->data<float>() : nullptr, e)));
+    format::AttrDesc dw, act, alpha, beta;
+    dw.name = "depthwise", dw.ints = {1};
+    act.name = "expand_activation", act.ints = {a.GetInt("activation", 0)};
+    alpha.name = "expand_activation_alpha", alpha.floats = {a.GetFloat("activation_alpha", 0.f)};
+    beta.name = "expand_activation_beta", beta.floats = {a.GetFloat("activation_beta", 0.f)};
+    for (auto* at : {&dw, &act, &alpha, &beta}) s.attrs.push_back(*at);
+    s.outputs.push_back(ValueTensor(b.outputs[0]));
+    Push(std::move(s));
+    return Status::Ok();
+  }
+
   Status LowerNode(const Node& n) {
-    if (n.op_type == "ConvNhwc") return LowerConv(n);
+    if (n.op_type == "ConvNhwc") {
+      const size_t i = static_cast<size_t>(&n - g_.nodes.data());
+      if (expand_partner_[i] >= 0) return LowerExpandDepthwise(n, g_.nodes[expand_partner_[i]]);
+      return LowerConv(n);
+    }
     if ((n.op_type == "Gemm" || n.op_type == "MatMul") && TryLowerGemm(n)) return Status::Ok();
     auto s = BaseStep(n, n.op_type);
     for (int v : n.inputs) s.inputs.push_back(ValueTensor(v));
@@ -335,6 +423,9 @@ class Lowerer {
   }
 
   const Graph& g_;
+  // Per node: the producer it is lowered with (fused), or -1; and per
+  // producer, its fused depthwise consumer, or -1.
+  std::vector<int> fused_into_, expand_partner_;
   LowerOptions opt_;
   format::WeightPoolBuilder& pool_;
   std::vector<int32_t> tensor_of_;

@@ -9,6 +9,13 @@
 //   MaxPoolNhwc / AvgPoolNhwc(X[n,h,w,c]) -> Y[n,oh,ow,c]   (ONNX pool attrs, explicit pads)
 //   GlobalAvgPoolNhwc(X[n,h,w,c]) -> Y[n,1,1,c]
 //   GemmPacked(A[..., k], Bpacked[, bias[n]]) -> Y[..., n]   attrs: n, activation*
+//   ConvExpandDwNhwc(X[n,h,w,c], W1packed, B1packed, W2packed, B2packed) -> Y[n,oh,ow,e]
+//       a 1x1 conv (c -> e channels, PackConv/PackConvBias, activation in
+//       expand_activation, expand_activation_alpha/_beta) feeding a depthwise
+//       ConvNhwc (PackDepthwise/PackDepthwiseBias, its attrs as ConvNhwc with
+//       group = out_channels = e): the inverted-residual block of MobileNetV2
+//       and EfficientNet, whose e-channel intermediate (4.8 MB at 112x112x96)
+//       is never written out: bands of it are made in a stack buffer.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -551,6 +558,128 @@ Result<std::unique_ptr<Kernel>> CreateGemmPacked(const CreateContext& c) {
   return std::unique_ptr<Kernel>(new GemmPackedKernel(g, std::move(widened)));
 }
 
+// ---- ConvExpandDwNhwc ---------------------------------------------------
+
+// Floats of the per-thread band buffer (on the stack; lower.cc fuses only
+// when (kh - 1) * dh + 1 rows of the intermediate fit in it).
+constexpr int64_t kExpandBandFloats = int64_t{96} << 10;  // 384 KiB
+
+struct ExpandDwConfig {
+  ConvConfig expand, dw;
+  int64_t band_rows = 1;  // output rows per band
+};
+
+Result<ExpandDwConfig> ResolveExpandDw(const Attrs& a, const std::vector<TensorInfo>& in) {
+  if (in.size() != 5) return InvalidArgument("ConvExpandDwNhwc needs input, two packed weights and two packed biases");
+  const TensorInfo& x = in[0];
+  FCB_RETURN_IF_ERROR(ExpectF32(x, "ConvExpandDwNhwc input"));
+  FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "ConvExpandDwNhwc input"));
+  for (int64_t d : x.shape)
+    if (d < 1 || d > (int64_t{1} << 31)) return InvalidArgument("ConvExpandDwNhwc input has an invalid dimension");
+  ExpandDwConfig cfg;
+  const int64_t e = a.GetInt("out_channels", 0);
+  if (e < 1 || e > (int64_t{1} << 24)) return InvalidArgument("out_channels out of range");
+  // The depthwise half: ConvNhwc's own checks on an [n, h, w, e] input.
+  TensorInfo mid = x;
+  mid.shape[3] = e;
+  FCB_ASSIGN_OR_RETURN(cfg.dw, ResolveConvNhwc(a, {mid, in[3], in[4]}));
+  if (!cfg.dw.depthwise) return InvalidArgument("ConvExpandDwNhwc needs depthwise=1");
+  // The 1x1 half.
+  auto& g = cfg.expand.g;
+  g.n = x.shape[0], g.ih = g.oh = x.shape[1], g.iw = g.ow = x.shape[2], g.ic = x.shape[3];
+  g.oc = e, g.groups = 1, g.kh = g.kw = 1, g.sh = g.sw = g.dh = g.dw = 1;
+  g.pad_top = g.pad_left = 0;
+  g.in_pixel_stride = g.ic, g.out_pixel_stride = e;
+  const int64_t act = a.GetInt("expand_activation", 0);
+  if (act < 0 || act > static_cast<int64_t>(kernels::Act::kSilu))
+    return InvalidArgument("expand_activation code " + std::to_string(act) + " is out of range");
+  cfg.expand.ep = {static_cast<kernels::Act>(act), a.GetFloat("expand_activation_alpha", 0.f),
+                   a.GetFloat("expand_activation_beta", 0.f)};
+  FCB_RETURN_IF_ERROR(ExpectF32(in[1], "ConvExpandDwNhwc packed 1x1 weights"));
+  FCB_RETURN_IF_ERROR(ExpectF32(in[2], "ConvExpandDwNhwc packed 1x1 bias"));
+  if (in[1].shape != ir::Shape{kernels::PackedConvFloats(e, g.ic, 1, 1, 1)})
+    return InvalidArgument("packed 1x1 weights have shape " + ir::ShapeToString(in[1].shape));
+  if (in[2].shape != ir::Shape{RoundUp(e, kPanel)})
+    return InvalidArgument("packed 1x1 bias has shape " + ir::ShapeToString(in[2].shape));
+  // Bands: as many output rows as the buffer holds the intermediate rows of.
+  const auto& d = cfg.dw.g;
+  const int64_t row_floats = d.iw * e;
+  const int64_t rows = kExpandBandFloats / std::max<int64_t>(1, row_floats);
+  const int64_t reach = (d.kh - 1) * d.dh + 1;  // intermediate rows of one output row
+  if (rows < reach)
+    return InvalidArgument("ConvExpandDwNhwc: " + std::to_string(reach) + " rows of " +
+                           std::to_string(row_floats) + " floats exceed the band buffer");
+  cfg.band_rows = std::max<int64_t>(1, (rows - reach) / d.sh + 1);
+  return cfg;
+}
+
+Status InferExpandDw(const InferContext& c, std::vector<TensorInfo>* out) {
+  FCB_ASSIGN_OR_RETURN(ExpandDwConfig cfg, ResolveExpandDw(c.attrs, c.inputs));
+  const auto& g = cfg.dw.g;
+  out->push_back({DType::kF32, {g.n, g.oh, g.ow, g.oc}});
+  return Status::Ok();
+}
+
+class ExpandDwKernel : public Kernel {
+ public:
+  explicit ExpandDwKernel(ExpandDwConfig cfg) : cfg_(cfg) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    const float* w1 = static_cast<const float*>(in[1]);
+    const float* b1 = static_cast<const float*>(in[2]);
+    const float* w2 = static_cast<const float*>(in[3]);
+    const float* b2 = static_cast<const float*>(in[4]);
+    float* y = static_cast<float*>(out[0]);
+    const auto& d = cfg_.dw.g;
+    // Rows split evenly over the threads (a grain of whole bands would leave
+    // 7x7 and 14x14 maps on one thread); each chunk runs its own bands.
+    ctx.pool->ParallelFor(d.n * d.oh, 1, [&](int64_t begin, int64_t end) {
+      alignas(64) float buf[kExpandBandFloats];
+      const int64_t row_floats = d.iw * d.ic;
+      // Intermediate rows [have_lo, have_hi) of image have_b are in buf, from
+      // row 0: consecutive bands share (kh - 1) * dh + 1 - sh rows, which
+      // move to the top instead of being computed again.
+      int64_t have_b = -1, have_lo = 0, have_hi = 0;
+      for (int64_t r = begin; r < end;) {
+        const int64_t b = r / d.oh, oy0 = r % d.oh;
+        const int64_t oy1 = std::min({d.oh, oy0 + cfg_.band_rows, oy0 + (end - r)});
+        // Intermediate rows [ys, ye) feed output rows [oy0, oy1).
+        const int64_t ys = std::max<int64_t>(0, oy0 * d.sh - d.pad_top);
+        const int64_t ye = std::max(ys, std::min(d.ih, (oy1 - 1) * d.sh - d.pad_top + (d.kh - 1) * d.dh + 1));
+        int64_t from = ys;  // first row still to compute
+        if (have_b == b && ys >= have_lo && ys < have_hi) {
+          const int64_t keep = std::min(have_hi, ye) - ys;
+          std::memmove(buf, buf + (ys - have_lo) * row_floats, keep * row_floats * sizeof(float));
+          from = ys + keep;
+        }
+        if (ye > from) {
+          kernels::ConvGeom ge = cfg_.expand.g;
+          ge.n = 1, ge.ih = ge.oh = ye - from;
+          ctx.k->conv(ge, x + (b * d.ih + from) * d.iw * ge.ic, w1, b1, nullptr,
+                      buf + (from - ys) * row_floats, cfg_.expand.ep, 0, (ye - from) * d.iw);
+        }
+        have_b = b, have_lo = ys, have_hi = ye;
+        // The depthwise conv over the band: buffer row 0 is intermediate row ys.
+        kernels::ConvGeom gd = d;
+        gd.n = 1, gd.ih = ye - ys, gd.oh = oy1 - oy0;
+        gd.pad_top = d.pad_top + ys - oy0 * d.sh;
+        ctx.k->depthwise(gd, buf, w2, b2, nullptr, y + (b * d.oh + oy0) * d.ow * d.oc,
+                         cfg_.dw.ep, 0, gd.oh * d.ow);
+        r += oy1 - oy0;
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  ExpandDwConfig cfg_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateExpandDw(const CreateContext& c) {
+  FCB_ASSIGN_OR_RETURN(ExpandDwConfig cfg, ResolveExpandDw(c.attrs, c.inputs));
+  return std::unique_ptr<Kernel>(new ExpandDwKernel(cfg));
+}
+
 }  // namespace
 
 void RegisterNnOps(std::vector<OpDef>* ops) {
@@ -565,6 +694,7 @@ void RegisterNnOps(std::vector<OpDef>* ops) {
   ops->push_back({"AvgPoolNhwc", true, 1, 1, 1, 1, InferPoolNhwc, CreatePoolNhwc});
   ops->push_back({"GlobalAvgPoolNhwc", true, 1, 1, 1, 1, InferGlobalAvgNhwc, CreateGlobalAvgNhwc});
   ops->push_back({"GemmPacked", true, 2, 3, 1, 1, InferGemmPacked, CreateGemmPacked});
+  ops->push_back({"ConvExpandDwNhwc", true, 5, 5, 1, 1, InferExpandDw, CreateExpandDw});
 }
 
 }  // namespace fcb::ops

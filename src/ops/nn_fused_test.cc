@@ -1,0 +1,143 @@
+// ConvExpandDwNhwc (nn.cc): a 1x1 ConvNhwc feeding a depthwise ConvNhwc, run
+// in bands without the intermediate tensor. On every runnable target and with
+// 1, 2 and 3 threads it must match the two ConvNhwc steps run one after the
+// other, for geometries that cut the map into many bands (wide rows), that
+// carry rows from band to band (stride 1, 3x3 and 5x5), that skip rows
+// (stride 2), with padding wider than the reach, a batch of 2 and activations
+// on both halves; and its shape inference must refuse what the kernel cannot
+// run, since it also checks untrusted files at load.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/packing.h"
+#include "ops/ops_test_util.h"
+
+namespace fcb::ops {
+namespace {
+
+using namespace fcb::ops::testing;  // NOLINT
+
+struct Case {
+  int64_t n, h, w, c, e, k, stride, pad, dil;
+};
+
+Attrs DwAttrs(const Case& t, int64_t act) {
+  return A()
+      .Is("kernel_shape", {t.k, t.k})
+      .Is("strides", {t.stride, t.stride})
+      .Is("dilations", {t.dil, t.dil})
+      .Is("pads", {t.pad, t.pad, t.pad, t.pad})
+      .I("group", t.e)
+      .I("out_channels", t.e)
+      .I("depthwise", 1)
+      .I("activation", act)
+      .F("activation_alpha", 0.f)
+      .F("activation_beta", 6.f);
+}
+
+TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
+  const std::vector<Case> cases = {
+      {1, 9, 7, 5, 24, 3, 1, 1, 1},      // small: one band
+      {2, 13, 11, 8, 40, 3, 2, 1, 1},    // stride 2, batch 2
+      {1, 37, 150, 16, 96, 3, 1, 1, 1},  // wide rows: many bands, rows carried over
+      {1, 30, 131, 24, 144, 5, 2, 2, 1}, // 5x5 stride 2 (EfficientNet)
+      {1, 12, 20, 6, 33, 3, 1, 3, 2},    // dilation 2, padding beyond the reach
+  };
+  const int64_t silu = static_cast<int64_t>(kernels::Act::kSilu);
+  const int64_t clip = static_cast<int64_t>(kernels::Act::kClip);
+  uint32_t seed = 1;
+  for (const Case& t : cases) {
+    const std::string what = "case " + std::to_string(t.h) + "x" + std::to_string(t.w) + "x" +
+                             std::to_string(t.c) + "->" + std::to_string(t.e) + " k" +
+                             std::to_string(t.k) + " s" + std::to_string(t.stride);
+    auto x = F32({t.n, t.h, t.w, t.c}, Rand(t.n * t.h * t.w * t.c, seed++));
+    const auto w1 = Rand(t.e * t.c, seed++, -0.5f, 0.5f), b1 = Rand(t.e, seed++);
+    const auto w2 = Rand(t.e * t.k * t.k, seed++, -0.5f, 0.5f), b2 = Rand(t.e, seed++);
+    const auto pw1 = kernels::PackConv(w1.data(), t.e, t.c, 1, 1, 1);
+    const auto pb1 = kernels::PackConvBias(b1.data(), t.e, 1);
+    const auto pw2 = kernels::PackDepthwise(w2.data(), t.e, t.k, t.k);
+    const auto pb2 = kernels::PackDepthwiseBias(b2.data(), t.e);
+    auto W1 = F32({static_cast<int64_t>(pw1.size())}, pw1), B1 = F32({static_cast<int64_t>(pb1.size())}, pb1);
+    auto W2 = F32({static_cast<int64_t>(pw2.size())}, pw2), B2 = F32({static_cast<int64_t>(pb2.size())}, pb2);
+    const Attrs expand = A()
+                             .Is("kernel_shape", {1, 1})
+                             .Is("strides", {1, 1})
+                             .Is("dilations", {1, 1})
+                             .Is("pads", {0, 0, 0, 0})
+                             .I("group", 1)
+                             .I("out_channels", t.e)
+                             .I("activation", silu);
+    const Attrs dw = DwAttrs(t, clip);
+    // The same attributes plus the 1x1 half's activation.
+    const Attrs fused = A()
+                .Is("kernel_shape", {t.k, t.k})
+                .Is("strides", {t.stride, t.stride})
+                .Is("dilations", {t.dil, t.dil})
+                .Is("pads", {t.pad, t.pad, t.pad, t.pad})
+                .I("group", t.e)
+                .I("out_channels", t.e)
+                .I("depthwise", 1)
+                .I("activation", clip)
+                .F("activation_alpha", 0.f)
+                .F("activation_beta", 6.f)
+                .I("expand_activation", silu);
+    for (const TargetInfo& target : KnownTargets()) {
+      if (!HostCanRun(target.id)) continue;
+      const auto& table = kernels::GetKernelTable(target.id);
+      auto mid = RunWith("ConvNhwc", expand, {x, W1, B1}, 1, table, 1);
+      ASSERT_TRUE(mid.ok()) << mid.status().message();
+      auto want = RunWith("ConvNhwc", dw, {mid.value()[0], W2, B2}, 1, table, 1);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      for (int threads : {1, 2, 3}) {
+        auto got = RunWith("ConvExpandDwNhwc", fused, {x, W1, B1, W2, B2}, 1, table, threads);
+        ASSERT_TRUE(got.ok()) << got.status().message();
+        EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-5))
+            << what << ", " << target.name << ", threads " << threads;
+      }
+    }
+  }
+}
+
+TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
+  const Case t{1, 8, 8, 4, 32, 3, 1, 1, 1};
+  auto Z = [](Shape s) { return ir::TensorData::Make(DType::kF32, std::move(s)); };
+  auto x = Z({1, 8, 8, 4});
+  auto w1 = Z({kernels::PackedConvFloats(32, 4, 1, 1, 1)}), b1 = Z({32});
+  auto w2 = Z({9 * 32}), b2 = Z({32});
+  auto infer = [&](const Attrs& a, std::vector<TensorPtr> in) {
+    std::vector<TensorInfo> info;
+    std::vector<const ir::TensorData*> consts;
+    for (const auto& p : in) {
+      info.push_back({p->dtype, p->shape});
+      consts.push_back(nullptr);
+    }
+    std::vector<TensorInfo> out;
+    InferContext c{"ConvExpandDwNhwc", a, info, consts, 1};
+    return InferOutputs(*FindOp("ConvExpandDwNhwc"), c, &out);
+  };
+  EXPECT_TRUE(infer(DwAttrs(t, 0), {x, w1, b1, w2, b2}).ok());
+  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, Z({7}), b1, w2, b2}).ok()) << "1x1 weight size";
+  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, Z({31}), w2, b2}).ok()) << "1x1 bias size";
+  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, b1, Z({10}), b2}).ok()) << "depthwise weight size";
+  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, b1, w2}).ok()) << "four inputs";
+  EXPECT_FALSE(infer(DwAttrs(t, 0), {Z({1, 8, 8}), w1, b1, w2, b2}).ok()) << "rank 3";
+  const Attrs bad_act = A()
+                .Is("kernel_shape", {3, 3})
+                .Is("strides", {1, 1})
+                .Is("dilations", {1, 1})
+                .Is("pads", {1, 1, 1, 1})
+                .I("group", 32)
+                .I("out_channels", 32)
+                .I("depthwise", 1)
+                .I("expand_activation", 99);
+  EXPECT_FALSE(infer(bad_act, {x, w1, b1, w2, b2}).ok()) << "expand_activation code";
+  // Rows too wide for the band buffer (3 rows of 4096 x 32 floats).
+  auto wide = Z({1, 8, 4096, 4});
+  EXPECT_FALSE(infer(DwAttrs(t, 0), {wide, w1, b1, w2, b2}).ok()) << "rows beyond the band buffer";
+}
+
+}  // namespace
+}  // namespace fcb::ops
