@@ -35,8 +35,8 @@ class Lowerer {
     FindExpandDepthwisePairs();
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
-      if (fused_into_[i] >= 0) continue;  // lowered with its producer
-      Status s = LowerNode(n);
+      if (partner_[i] == kLoweredWithProducer) continue;
+      Status s = partner_[i] >= 0 ? LowerExpandDepthwise(n, g_.nodes[partner_[i]]) : LowerNode(n);
       if (s.ok() && !error_.ok()) s = std::move(error_);
       if (!s.ok()) return s.Annotate(n.Describe());
     }
@@ -151,8 +151,7 @@ class Lowerer {
   // the pair is lowered as one ConvExpandDwNhwc step and the intermediate
   // tensor never exists. fp32 at optimization level >= 1 only.
   void FindExpandDepthwisePairs() {
-    fused_into_.assign(g_.nodes.size(), -1);
-    expand_partner_.assign(g_.nodes.size(), -1);
+    partner_.assign(g_.nodes.size(), -1);
     if (opt_.options.optimization_level == 0 || opt_.options.precision == "bf16") return;
     std::vector<int> uses(g_.values.size(), 0), user(g_.values.size(), -1);
     for (size_t i = 0; i < g_.nodes.size(); ++i)
@@ -166,8 +165,8 @@ class Lowerer {
       if (uses[mid] != 1) continue;
       const int j = user[mid];
       if (j < 0 || !IsFusableDepthwise(g_.nodes[j], mid)) continue;
-      fused_into_[j] = static_cast<int>(i);
-      expand_partner_[i] = j;
+      partner_[j] = kLoweredWithProducer;
+      partner_[i] = j;
     }
   }
 
@@ -197,10 +196,10 @@ class Lowerer {
     const int64_t c = x[3], group = n.GetInt("group", 1);
     if (!(group > 1 && group == c && w->shape[0] == c && w->shape[1] == 1)) return false;
     // (kh - 1) * dh + 1 rows of the intermediate must fit the kernel's band
-    // buffer (ops/nn.cc, 96 Ki floats) with room for a few output rows.
+    // buffer with room for a few output rows.
     const std::vector<int64_t> dil = n.GetInts("dilations", {1, 1});
     const int64_t reach = (w->shape[2] - 1) * (dil.empty() ? 1 : dil[0]) + 1;
-    return (reach + 2) * x[2] * c <= (int64_t{96} << 10);
+    return (reach + 2) * x[2] * c <= ops::kExpandDwBandFloats;
   }
 
   Status LowerExpandDepthwise(const Node& a, const Node& b) {
@@ -228,11 +227,7 @@ class Lowerer {
   }
 
   Status LowerNode(const Node& n) {
-    if (n.op_type == "ConvNhwc") {
-      const size_t i = static_cast<size_t>(&n - g_.nodes.data());
-      if (expand_partner_[i] >= 0) return LowerExpandDepthwise(n, g_.nodes[expand_partner_[i]]);
-      return LowerConv(n);
-    }
+    if (n.op_type == "ConvNhwc") return LowerConv(n);
     if ((n.op_type == "Gemm" || n.op_type == "MatMul") && TryLowerGemm(n)) return Status::Ok();
     auto s = BaseStep(n, n.op_type);
     for (int v : n.inputs) s.inputs.push_back(ValueTensor(v));
@@ -423,9 +418,10 @@ class Lowerer {
   }
 
   const Graph& g_;
-  // Per node: the producer it is lowered with (fused), or -1; and per
-  // producer, its fused depthwise consumer, or -1.
-  std::vector<int> fused_into_, expand_partner_;
+  // Per node: the index of the depthwise conv a 1x1 conv is lowered with,
+  // kLoweredWithProducer for that depthwise conv, else -1.
+  static constexpr int kLoweredWithProducer = -2;
+  std::vector<int> partner_;
   LowerOptions opt_;
   format::WeightPoolBuilder& pool_;
   std::vector<int32_t> tensor_of_;

@@ -302,14 +302,6 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
     }
   }
   MicroKernelPackedA<MR, NV>(d, apk, kc, bp + k0 * kPanel, K * kPanel, acc);
-  if (full && (!last || (rp == nullptr && (ep.act == Act::kNone || ep.act == Act::kRelu)))) {
-    const bool relu = last && ep.act == Act::kRelu;
-    HWY_UNROLL(16)
-    for (int r = 0; r < MR; ++r)
-      for (int v = 0; v < NV; ++v)
-        hn::StoreU(relu ? hn::Max(acc[r][v], hn::Zero(d)) : acc[r][v], d, cp[r] + col0 + v * kN);
-    return;
-  }
   float* op[MR];
   const float* res[MR];
   for (int r = 0; r < MR; ++r) {

@@ -560,10 +560,6 @@ Result<std::unique_ptr<Kernel>> CreateGemmPacked(const CreateContext& c) {
 
 // ---- ConvExpandDwNhwc ---------------------------------------------------
 
-// Floats of the per-thread band buffer (on the stack; lower.cc fuses only
-// when (kh - 1) * dh + 1 rows of the intermediate fit in it).
-constexpr int64_t kExpandBandFloats = int64_t{96} << 10;  // 384 KiB
-
 struct ExpandDwConfig {
   ConvConfig expand, dw;
   int64_t band_rows = 1;  // output rows per band
@@ -604,7 +600,7 @@ Result<ExpandDwConfig> ResolveExpandDw(const Attrs& a, const std::vector<TensorI
   // Bands: as many output rows as the buffer holds the intermediate rows of.
   const auto& d = cfg.dw.g;
   const int64_t row_floats = d.iw * e;
-  const int64_t rows = kExpandBandFloats / std::max<int64_t>(1, row_floats);
+  const int64_t rows = kExpandDwBandFloats / std::max<int64_t>(1, row_floats);
   const int64_t reach = (d.kh - 1) * d.dh + 1;  // intermediate rows of one output row
   if (rows < reach)
     return InvalidArgument("ConvExpandDwNhwc: " + std::to_string(reach) + " rows of " +
@@ -634,7 +630,7 @@ class ExpandDwKernel : public Kernel {
     // Rows split evenly over the threads (a grain of whole bands would leave
     // 7x7 and 14x14 maps on one thread); each chunk runs its own bands.
     ctx.pool->ParallelFor(d.n * d.oh, 1, [&](int64_t begin, int64_t end) {
-      alignas(64) float buf[kExpandBandFloats];
+      alignas(64) float buf[kExpandDwBandFloats];
       const int64_t row_floats = d.iw * d.ic;
       // Intermediate rows [have_lo, have_hi) of image have_b are in buf, from
       // row 0: consecutive bands share (kh - 1) * dh + 1 - sh rows, which

@@ -24,7 +24,9 @@ struct Case {
   int64_t n, h, w, c, e, k, stride, pad, dil;
 };
 
-Attrs DwAttrs(const Case& t, int64_t act) {
+// The depthwise half's attributes (those of a depthwise ConvNhwc); the fused
+// op takes the same plus expand_activation.
+A DwAttrs(const Case& t, int64_t act) {
   return A()
       .Is("kernel_shape", {t.k, t.k})
       .Is("strides", {t.stride, t.stride})
@@ -71,19 +73,7 @@ TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
                              .I("out_channels", t.e)
                              .I("activation", silu);
     const Attrs dw = DwAttrs(t, clip);
-    // The same attributes plus the 1x1 half's activation.
-    const Attrs fused = A()
-                .Is("kernel_shape", {t.k, t.k})
-                .Is("strides", {t.stride, t.stride})
-                .Is("dilations", {t.dil, t.dil})
-                .Is("pads", {t.pad, t.pad, t.pad, t.pad})
-                .I("group", t.e)
-                .I("out_channels", t.e)
-                .I("depthwise", 1)
-                .I("activation", clip)
-                .F("activation_alpha", 0.f)
-                .F("activation_beta", 6.f)
-                .I("expand_activation", silu);
+    const Attrs fused = DwAttrs(t, clip).I("expand_activation", silu);
     for (const TargetInfo& target : KnownTargets()) {
       if (!HostCanRun(target.id)) continue;
       const auto& table = kernels::GetKernelTable(target.id);
@@ -107,16 +97,8 @@ TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   auto x = Z({1, 8, 8, 4});
   auto w1 = Z({kernels::PackedConvFloats(32, 4, 1, 1, 1)}), b1 = Z({32});
   auto w2 = Z({9 * 32}), b2 = Z({32});
-  auto infer = [&](const Attrs& a, std::vector<TensorPtr> in) {
-    std::vector<TensorInfo> info;
-    std::vector<const ir::TensorData*> consts;
-    for (const auto& p : in) {
-      info.push_back({p->dtype, p->shape});
-      consts.push_back(nullptr);
-    }
-    std::vector<TensorInfo> out;
-    InferContext c{"ConvExpandDwNhwc", a, info, consts, 1};
-    return InferOutputs(*FindOp("ConvExpandDwNhwc"), c, &out);
+  auto infer = [](const Attrs& a, std::vector<TensorPtr> in) {
+    return InferOnly("ConvExpandDwNhwc", a, in);
   };
   EXPECT_TRUE(infer(DwAttrs(t, 0), {x, w1, b1, w2, b2}).ok());
   EXPECT_FALSE(infer(DwAttrs(t, 0), {x, Z({7}), b1, w2, b2}).ok()) << "1x1 weight size";
@@ -124,15 +106,7 @@ TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, b1, Z({10}), b2}).ok()) << "depthwise weight size";
   EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, b1, w2}).ok()) << "four inputs";
   EXPECT_FALSE(infer(DwAttrs(t, 0), {Z({1, 8, 8}), w1, b1, w2, b2}).ok()) << "rank 3";
-  const Attrs bad_act = A()
-                .Is("kernel_shape", {3, 3})
-                .Is("strides", {1, 1})
-                .Is("dilations", {1, 1})
-                .Is("pads", {1, 1, 1, 1})
-                .I("group", 32)
-                .I("out_channels", 32)
-                .I("depthwise", 1)
-                .I("expand_activation", 99);
+  const Attrs bad_act = DwAttrs(t, 0).I("expand_activation", 99);
   EXPECT_FALSE(infer(bad_act, {x, w1, b1, w2, b2}).ok()) << "expand_activation code";
   // Rows too wide for the band buffer (3 rows of 4096 x 32 floats).
   auto wide = Z({1, 8, 4096, 4});

@@ -59,6 +59,10 @@ Attrs AttrsFromNode(const ir::Node& node);
 // Constant inputs up to this size are given to infer/create (at compile time and
 // at load time alike); larger ones (weights) are passed as null.
 inline constexpr size_t kMaxInferConstantBytes = 65536;
+// Floats of the per-thread stack buffer in which ConvExpandDwNhwc (nn.cc)
+// makes bands of its intermediate tensor; compile/lower.cc fuses only pairs
+// whose rows fit it.
+inline constexpr int64_t kExpandDwBandFloats = int64_t{96} << 10;  // 384 KiB
 
 struct InferContext {
   std::string_view op;

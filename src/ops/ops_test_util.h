@@ -171,6 +171,20 @@ inline void Check(const std::string& op, const Attrs& attrs, const std::vector<T
   }
 }
 
+// Shape inference alone, as the loader runs it on untrusted files: every input
+// is a shape (its contents are never read, nor given as constants).
+inline Status InferOnly(const std::string& op, const Attrs& attrs,
+                        const std::vector<TensorPtr>& inputs, int num_outputs = 1) {
+  const OpDef* def = FindOp(op);
+  if (!def) return NotFound(op);
+  std::vector<TensorInfo> info;
+  for (const auto& t : inputs) info.push_back({t->dtype, t->shape});
+  std::vector<const ir::TensorData*> consts(inputs.size(), nullptr);
+  std::vector<TensorInfo> out;
+  InferContext c{op, attrs, info, consts, num_outputs};
+  return InferOutputs(*def, c, &out);
+}
+
 // The op must fail (infer or create or run) with a non-OK status.
 inline Status Fails(const std::string& op, const Attrs& attrs, const std::vector<TensorPtr>& inputs,
                     int num_outputs = 1, const std::vector<bool>& constant = {}) {

@@ -42,8 +42,7 @@ namespace {
 // hundreds on the first run, fewer TLB misses while activations stream
 // through, and no memset (fresh anonymous memory is zero). Smaller arenas come
 // from the heap and are cleared. Returns false when out of memory.
-template <typename ArenaT>
-bool AllocateArena(uint64_t bytes, ArenaT& arena) {
+bool AllocateArena(uint64_t bytes, ExecutionImpl::Arena& arena) {
   constexpr uint64_t kHuge = uint64_t{2} << 20;
   if (bytes < (uint64_t{1} << 20)) {
     arena.data = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));

@@ -8,13 +8,6 @@ PoolCheck::~PoolCheck() {
   if (thread_.joinable()) thread_.join();
 }
 
-void PoolCheck::Skip() {
-  std::lock_guard<std::mutex> lock(mu_);
-  done_ = true;
-  status_ = Status::Ok();
-  passed_.store(true, std::memory_order_release);
-}
-
 void PoolCheck::Finish(Status s) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -32,8 +32,6 @@ class PoolCheck {
   // Starts checking `file`'s pool (which must outlive this object); if no
   // thread can be started, checks it on the calling thread before returning.
   void Start(const format::LoadedFile* file);
-  // Nothing to check (verification turned off).
-  void Skip();
   // Blocks until the check is done; its result (cached).
   Status Wait() const;
 
@@ -42,7 +40,7 @@ class PoolCheck {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool done_ = true;
+  bool done_ = true;  // until Start: nothing to check (verification off)
   Status status_;
   std::atomic<bool> passed_{true};  // fast path for every later run
   std::thread thread_;

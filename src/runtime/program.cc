@@ -47,7 +47,13 @@ Result<TargetId> SelectTarget(const std::vector<std::string>& in_file, const std
   return *id;
 }
 
-Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& c, PreparedMethod* m) {
+// `checked` (null: checksums off) marks the blobs whose XXH3-128 has been
+// verified: every blob that can steer control flow or addressing is, here,
+// before it is read (integer and boolean tensors, and the small constants
+// handed to shape inference and kernel creation). The bulk float weights are
+// left to the background pool check (runtime/pool_check.h).
+Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& c, PreparedMethod* m,
+                     std::vector<bool>* checked) {
   m->context = &c;
   m->info.name = c.method;
   const size_t nt = c.tensors.size();
@@ -78,6 +84,12 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
         return CorruptFile(where + " needs " + std::to_string(bytes) + " bytes but blob " + std::to_string(t.blob) +
                            " holds " + std::to_string(file.desc().blobs[t.blob].size));
       m->weights[i] = file.blob_data(t.blob);
+      const bool floating = dtype == ir::DType::kF32 || dtype == ir::DType::kF16 ||
+                            dtype == ir::DType::kBF16 || dtype == ir::DType::kF64;
+      if (checked && !(*checked)[t.blob] && (!floating || bytes <= ops::kMaxInferConstantBytes)) {
+        FCB_RETURN_IF_ERROR(file.VerifyBlob(t.blob, "tensor '" + t.name + "'"));
+        (*checked)[t.blob] = true;
+      }
       if (bytes <= ops::kMaxInferConstantBytes) {
         auto td = std::make_shared<ir::TensorData>();
         td->dtype = dtype;
@@ -155,15 +167,6 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
 
 }  // namespace
 
-// A tensor PrepareMethod reads while preparing kernels (at most
-// kMaxInferConstantBytes); shapes too large to compute count as large.
-static bool IsSmallConstant(const format::TensorDesc& t) {
-  uint64_t n = ir::DTypeSize(static_cast<ir::DType>(t.dtype));
-  for (int64_t d : t.shape)
-    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return false;
-  return n <= ops::kMaxInferConstantBytes;
-}
-
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options) {
   auto impl = std::make_unique<ProgramImpl>();
   // The pool's checksum is deferred (runtime/pool_check.h); the structural
@@ -177,40 +180,19 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   FCB_ASSIGN_OR_RETURN(impl->target, SelectTarget(impl->targets_in_file, options.target, path));
   impl->target_name = TargetName(impl->target);
   impl->kernels = &kernels::GetKernelTable(impl->target);
-  if (options.verify_checksums) {
-    // Now: every blob that can steer control flow or addressing, i.e. integer
-    // and boolean tensors and the small constants read while preparing kernels.
-    std::vector<bool> checked(desc.blobs.size(), false);
-    for (const auto& c : desc.contexts) {
-      if (c.target != impl->target_name) continue;
-      for (const auto& t : c.tensors) {
-        if (t.storage != format::Storage::kWeight || t.blob < 0 ||
-            static_cast<size_t>(t.blob) >= desc.blobs.size() || checked[t.blob])
-          continue;  // PrepareMethod reports blobs that do not exist
-        const auto dt = static_cast<ir::DType>(t.dtype);
-        const bool floating = dt == ir::DType::kF32 || dt == ir::DType::kF16 ||
-                              dt == ir::DType::kBF16 || dt == ir::DType::kF64;
-        if (floating && !IsSmallConstant(t)) continue;
-        checked[t.blob] = true;
-        FCB_RETURN_IF_ERROR(impl->file->VerifyBlob(
-            t.blob, "tensor '" + t.name + "' of method '" + c.method + "', target " + c.target));
-      }
-    }
-  }
+  // Blobs that can steer control flow are verified as they are read
+  // (PrepareMethod); the whole pool in the background, see below.
+  std::vector<bool> checked(desc.blobs.size(), false);
   for (const auto& c : desc.contexts) {
     if (c.target != impl->target_name) continue;
     if (impl->Find(c.method)) return CorruptFile("'" + path + "' holds method '" + c.method + "' twice for target " + c.target);
     PreparedMethod m;
-    Status s = PrepareMethod(*impl->file, c, &m);
+    Status s = PrepareMethod(*impl->file, c, &m, options.verify_checksums ? &checked : nullptr);
     if (!s.ok()) return s.Annotate("'" + path + "', target " + c.target + ", method '" + c.method + "'");
     impl->methods.push_back(std::move(m));
   }
-  if (!options.verify_checksums) {
-    impl->pool_check.Skip();
-    return impl;
-  }
-  // Later: the whole pool, behind the caller's back; runs wait for it.
-  impl->pool_check.Start(impl->file.get());
+  // The whole pool, behind the caller's back; runs wait for it.
+  if (options.verify_checksums) impl->pool_check.Start(impl->file.get());
   return impl;
 }
 
