@@ -16,8 +16,22 @@ import sys
 import warnings
 
 DEFAULT_MODELS = ["resnet18", "squeezenet1_1", "mobilenet_v2", "efficientnet_b0", "resnet18_dynamic"]
-KNOWN_MODELS = DEFAULT_MODELS + ["resnet50"]
+# matmulN: one N x N x N MatMul against a constant weight (x @ W), for timing
+# a large GEMM end to end against ONNX Runtime (bench_vs_ort.sh --models).
+KNOWN_MODELS = DEFAULT_MODELS + ["resnet50", "matmul512", "matmul1024"]
 SEED = 20240601
+
+
+def build_matmul(n, torch, gen):
+    class MatMul(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(n, n, generator=gen) / n ** 0.5)
+
+        def forward(self, x):
+            return x @ self.w
+
+    return MatMul().eval(), torch.randn(n, n, generator=gen)
 
 
 def build(name):
@@ -61,10 +75,14 @@ def randomize(model, torch, gen):
 def export(name, out_dir, dynamic, torch, verbose):
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED + 1)
-    model = build(name)
-    randomize(model, torch, gen)
-    dynamic = dynamic or name.endswith("_dynamic")
-    x = torch.randn(1, 3, 224, 224, generator=gen)
+    if name.startswith("matmul"):
+        model, x = build_matmul(int(name[len("matmul"):]), torch, gen)
+        dynamic = False
+    else:
+        model = build(name)
+        randomize(model, torch, gen)
+        dynamic = dynamic or name.endswith("_dynamic")
+        x = torch.randn(1, 3, 224, 224, generator=gen)
     buf = io.BytesIO()
     with torch.no_grad():
         torch.onnx.export(
