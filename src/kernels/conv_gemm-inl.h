@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/tile-inl.h"
@@ -251,7 +252,11 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
     for (int u = 0; u < 2; ++u) {
       VF wv[NV];
       HWY_UNROLL(16)
-      for (int v = 0; v < NV; ++v) wv[v] = hn::LoadU(d, w + u * kPanel + off[v]);
+      for (int v = 0; v < NV; ++v) {
+        // As in MicroKernel: the weights' next lines, 32 steps ahead.
+        if ((v * kN) % kPanel == 0) hwy::Prefetch(w + u * kPanel + off[v] + 32 * kPanel);
+        wv[v] = hn::LoadU(d, w + u * kPanel + off[v]);
+      }
       HWY_UNROLL(16)
       for (int r = 0; r < MR; ++r) {
         const VF b = hn::Set(d, apk[r * kKC + k + u]);

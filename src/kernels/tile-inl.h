@@ -13,6 +13,7 @@
 #define FCB_KERNELS_TILE_INL_H_
 #endif
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 
@@ -51,7 +52,15 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
   for (int64_t k = 0; k < kc; ++k) {
     VF wv[NV];
     HWY_UNROLL(16)
-    for (int v = 0; v < NV; ++v) wv[v] = hn::LoadU(d, w + off[v]);
+    for (int v = 0; v < NV; ++v) {
+      // Weights stream once per run from DRAM or L3 (a model's weights do not
+      // fit the caches), one 64-byte line per panel per step, in 4 KiB pages
+      // of the file mapping where the hardware prefetcher stops at each page
+      // boundary. Asking for the line 32 steps ahead keeps them arriving:
+      // measured resnet18 -9 %, resnet50 -5 % at 1 thread (64 steps: same).
+      if ((v * kN) % kPanel == 0) hwy::Prefetch(w + off[v] + 32 * w_kstride);
+      wv[v] = hn::LoadU(d, w + off[v]);
+    }
     HWY_UNROLL(16)
     for (int r = 0; r < MR; ++r) {
       const VF b = hn::Set(d, ap[r][k]);
