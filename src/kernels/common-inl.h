@@ -53,10 +53,42 @@ HWY_INLINE void StoreN(VF v, DF d, float* p, int64_t n) {
 
 // sigmoid(x) = 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) otherwise, so that neither
 // branch overflows nor loses relative accuracy for large |x|.
+// e^x for x <= 0, in 16 vector operations (Highway's general Exp takes about
+// 24: it handles both signs and the subnormal range). Inputs below -87 are
+// raised to -87, so the result stays a normal float (>= 1.6e-38) and 2^q is a
+// plain exponent: callers only use it where anything that small is as good
+// as zero. x = q ln2 + r with q = round(x / ln2) (the 1.5 * 2^23 shift rounds
+// and leaves q + 127 in the low mantissa bits), ln2 split in two so the
+// reduction is exact to float precision, |r| <= ln2 / 2, and e^r from its
+// Taylor series to r^7 (truncation below 5e-9, under half an ulp).
+HWY_INLINE VF ExpNonPositive(DF d, VF x) {
+  const hn::RebindToSigned<DF> di;
+  x = hn::Max(x, hn::Set(d, -87.f));
+  const VF shift = hn::Set(d, 12582912.f + 127.f);  // 1.5 * 2^23 + exponent bias
+  const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), shift);
+  const VF q = hn::Sub(t, shift);
+  VF r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), x);  // ln2, high part (exact)
+  r = hn::MulAdd(q, hn::Set(d, -1.42860682028622680e-6f), r);  // ln2, the rest
+  const VF r2 = hn::Mul(r, r);
+  const VF p01 = hn::MulAdd(r, hn::Set(d, 1.f / 6), hn::Set(d, 1.f / 2));
+  const VF p23 = hn::MulAdd(r, hn::Set(d, 1.f / 120), hn::Set(d, 1.f / 24));
+  const VF p45 = hn::MulAdd(r, hn::Set(d, 1.f / 5040), hn::Set(d, 1.f / 720));
+  const VF poly = hn::MulAdd(hn::Mul(r2, r2), p45, hn::MulAdd(r2, p23, p01));
+  const VF em1 = hn::MulAdd(r2, poly, r);  // e^r - 1
+  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t)));  // 2^q
+  return hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale);
+}
+
 HWY_INLINE VF Sigmoid(DF d, VF x) {
   const VF one = hn::Set(d, 1.f);
-  const VF e = hn::Exp(d, hn::Neg(hn::Abs(x)));
-  const VF r = hn::Div(one, hn::Add(one, e));
+  const VF e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
+  // 1 / (1 + e) for a denominator in (1, 2]: the hardware's reciprocal
+  // estimate refined by one Newton step (relative error below 2^-23 from a
+  // 2^-12 or better estimate) instead of a division, which on AVX-512 alone
+  // took a third of SiLU's time (efficientnet_b0 applies it to ~6M values).
+  const VF den = hn::Add(one, e);
+  VF r = hn::ApproximateReciprocal(den);
+  r = hn::Mul(r, hn::NegMulAdd(den, r, hn::Set(d, 2.f)));
   return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r));
 }
 
