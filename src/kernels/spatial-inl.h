@@ -155,6 +155,62 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
   }
 }
 
+// One output pixel whose window crosses the image's left or right edge. Its
+// taps inside the image form the ranges [ky0, ky1) x [kx0, kx1), found once
+// for all channels; channels then go kEdgeVecs vectors at a time, so the FMA
+// chains are independent (one pixel, one vector at a time is a single chain
+// per tap, bound by the FMA latency). With 5x5 kernels on 7x7 and 14x14 maps
+// (EfficientNet) most or many pixels are edge pixels.
+inline constexpr int kEdgeVecs = 4;
+
+HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const float* packed_w,
+                                     const float* bias, const float* residual, float* out,
+                                     const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                     int64_t res_stride) {
+  const DF d;
+  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  int64_t ky0 = 0, ky1 = g.kh, kx0 = 0, kx1 = g.kw;
+  while (ky0 < ky1 && iy0 + ky0 * g.dh < 0) ++ky0;
+  while (ky1 > ky0 && iy0 + (ky1 - 1) * g.dh >= g.ih) --ky1;
+  while (kx0 < kx1 && ix0 + kx0 * g.dw < 0) ++kx0;
+  while (kx1 > kx0 && ix0 + (kx1 - 1) * g.dw >= g.iw) --kx1;
+  const int64_t tap = g.dw * g.in_pixel_stride, row_step = g.dh * g.iw * g.in_pixel_stride;
+  const float* first = img + ((iy0 + ky0 * g.dh) * g.iw + ix0 + kx0 * g.dw) * g.in_pixel_stride;
+  const float* residual_px = residual ? residual + p * res_stride : nullptr;
+  float* out_px = out + p * g.out_pixel_stride;
+  // Channel blocks of V vectors (bias and weights are padded to whole panels).
+  const auto block = [&]<int V>(int64_t c0) {
+    VF acc[V];
+    HWY_UNROLL(4)
+    for (int v = 0; v < V; ++v) acc[v] = hn::LoadU(d, bias + c0 + v * kN);
+    const float* row = first + c0;
+    for (int64_t ky = ky0; ky < ky1; ++ky, row += row_step) {
+      const float* ip = row;
+      const float* wp = packed_w + (ky * g.kw + kx0) * cpad + c0;
+      for (int64_t kx = kx0; kx < kx1; ++kx, ip += tap, wp += cpad) {
+        HWY_UNROLL(4)
+        for (int v = 0; v < V; ++v) {
+          // Blocks of several vectors are whole; a single one may be the partial last.
+          const VF x = V > 1 ? hn::LoadU(d, ip + v * kN) : LoadN(d, ip + v * kN, c - c0 - v * kN);
+          acc[v] = hn::MulAdd(x, hn::LoadU(d, wp + v * kN), acc[v]);
+        }
+      }
+    }
+    WithAct(ep, [&]<Act A>() {
+      HWY_UNROLL(4)
+      for (int v = 0; v < V; ++v) {
+        const int64_t n = c - c0 - v * kN;
+        VF x = acc[v];
+        if (residual_px) x = hn::Add(x, LoadN(d, residual_px + c0 + v * kN, n));
+        StoreN(ApplyActT<A>(d, x, ep), d, out_px + c0 + v * kN, n);
+      }
+    });
+  };
+  int64_t c0 = 0;
+  for (; c0 + kEdgeVecs * kN <= c; c0 += kEdgeVecs * kN) block.template operator()<kEdgeVecs>(c0);
+  for (; c0 < c; c0 += kN) block.template operator()<1>(c0);
+}
+
 template <int P>
 HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float* packed_w,
                                const float* bias, const float* residual, float* out,
@@ -179,7 +235,7 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   const int64_t ohw = g.oh * g.ow;
   // Output columns [x_lo, x_hi) have every tap inside the row; the few at the
-  // edges go one pixel at a time through the bounds-checked path.
+  // edges go one pixel at a time (DepthwiseEdgePixel).
   const int64_t x_lo = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
   const int64_t reach = (g.kw - 1) * g.dw - g.pad_left;  // last tap's offset from x * sw
   const int64_t x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
@@ -192,7 +248,7 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
     for (int64_t i = 0; i < run;) {
       const int64_t x = ox + i, ix0 = x * g.sw - g.pad_left;
       if (x < x_lo || x >= x_hi) {
-        DepthwisePixels<1>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        DepthwiseEdgePixel(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
         ++i;
         continue;
       }
