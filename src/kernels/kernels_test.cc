@@ -220,6 +220,10 @@ TEST_P(KernelTest, Gemm) {
   RunGemm(this->K(), 17, 33, 300, true, Act::kRelu, false, 1);
   RunGemm(this->K(), 13, 48, 600, false, Act::kTanh, true, 2);
   RunGemm(this->K(), 3, 20, 0, true, Act::kSigmoid, false, 3);
+  // One row (the matrix-vector path): a partial group of 4 panels over two K
+  // blocks, and whole groups with partial panels left over.
+  RunGemm(this->K(), 1, 50, 300, true, Act::kSilu, false, 4);
+  RunGemm(this->K(), 1, 130, 40, false, Act::kNone, true, 5);
 }
 
 TEST_P(KernelTest, MatMul) {
