@@ -65,56 +65,10 @@ HWY_INLINE void StoreDwPixels(DF d, const VF (&acc)[P], const ConvGeom& g, const
   });
 }
 
-// The bounds-checked path: any pixel of the group may have taps in the padding.
-template <int P>
-HWY_NOINLINE void DepthwisePixels(const ConvGeom& g, const float* img, const float* packed_w,
-                                const float* bias, const float* residual, float* out,
-                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
-                                int64_t res_stride) {
-  const DF d;
-  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
-  for (int64_t c0 = 0; c0 < c; c0 += kN) {
-    const int64_t n = c - c0;
-    VF acc[P];
-    const VF bv = hn::LoadU(d, bias + c0);
-    HWY_UNROLL(8)
-    for (int j = 0; j < P; ++j) acc[j] = bv;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      const int64_t iy = iy0 + ky * g.dh;
-      if (iy < 0 || iy >= g.ih) continue;
-      const float* row = img + iy * g.iw * g.in_pixel_stride + c0;
-      const float* wrow = packed_w + ky * g.kw * cpad + c0;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const VF wv = hn::LoadU(d, wrow + kx * cpad);
-        const int64_t ix = ix0 + kx * g.dw;
-        if (ix >= 0 && ix + (P - 1) * g.sw < g.iw) {  // all P pixels inside
-          const float* ip = row + ix * g.in_pixel_stride;
-          const int64_t step = g.sw * g.in_pixel_stride;
-          if (n >= kN) {
-            HWY_UNROLL(8)
-            for (int j = 0; j < P; ++j) acc[j] = hn::MulAdd(hn::LoadU(d, ip + j * step), wv, acc[j]);
-          } else {
-            HWY_UNROLL(8)
-            for (int j = 0; j < P; ++j) acc[j] = hn::MulAdd(LoadN(d, ip + j * step, n), wv, acc[j]);
-          }
-        } else {
-          HWY_UNROLL(8)
-          for (int j = 0; j < P; ++j) {
-            const int64_t x = ix + j * g.sw;
-            if (x >= 0 && x < g.iw)
-              acc[j] = hn::MulAdd(LoadN(d, row + x * g.in_pixel_stride, n), wv, acc[j]);
-          }
-        }
-      }
-    }
-    StoreDwPixels<P>(d, acc, g, residual, out, ep, p, c0, n, res_stride);
-  }
-}
-
-// The common case of DepthwisePixels: every tap of all P pixels lies inside
-// the row (only groups at the image's left and right edges are not), so the
-// tap loop has no bounds checks and the P accumulators stay in registers.
-// Rows [ky0, ky1) are the kernel rows inside the image.
+// P pixels whose taps all lie inside their rows (every pixel but those at the
+// image's left and right edges, see Depthwise): the tap loop has no bounds
+// checks and the P accumulators stay in registers. Rows [ky0, ky1) are the
+// kernel rows inside the image.
 template <int P, int KW>  // KW: the kernel width when known at compile time (3), else 0
 HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const float* packed_w,
                                     const float* bias, const float* residual, float* out,
@@ -211,22 +165,19 @@ HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const 
   for (; c0 < c; c0 += kN) block.template operator()<1>(c0);
 }
 
+// P pixels from column ix0 on, all inside their rows horizontally.
 template <int P>
 HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float* packed_w,
                                const float* bias, const float* residual, float* out,
                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                int64_t res_stride) {
-  if (ix0 >= 0 && ix0 + (g.kw - 1) * g.dw + (P - 1) * g.sw < g.iw) {
-    int64_t ky0 = 0, ky1 = g.kh;
-    while (ky0 < ky1 && iy0 + ky0 * g.dh < 0) ++ky0;
-    while (ky1 > ky0 && iy0 + (ky1 - 1) * g.dh >= g.ih) --ky1;
-    if (g.kw == 3)
-      DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
-    else
-      DepthwiseInterior<P, 0>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
-  } else {
-    DepthwisePixels<P>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, res_stride);
-  }
+  int64_t ky0 = 0, ky1 = g.kh;
+  while (ky0 < ky1 && iy0 + ky0 * g.dh < 0) ++ky0;
+  while (ky1 > ky0 && iy0 + (ky1 - 1) * g.dh >= g.ih) --ky1;
+  if (g.kw == 3)
+    DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+  else
+    DepthwiseInterior<P, 0>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
 }
 
 void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
