@@ -24,12 +24,11 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
 #ifdef FCB_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
 
+#include "core/arena_memory.h"
 #include "core/target.h"
 #include "kernels/kernels.h"
 #include "kernels/packing.h"
@@ -117,46 +116,20 @@ Buffer Random(int64_t n, uint32_t seed) {
 
 Buffer Aligned(const std::vector<float>& v) { return Buffer(v.begin(), v.end()); }
 
-// An activation tensor placed as the runtime's arena places it: from 1 MiB up,
-// an anonymous mapping, 2 MiB aligned and offered as transparent huge pages
-// (see AllocateArena in runtime/execution.cc); smaller ones 64-byte aligned.
-// Weights stay in a Buffer: the runtime reads them from the file's mapping,
-// in 4 KiB pages. Measured on 1024^3 GEMM, the huge pages are worth 5-7
-// points of peak (the 12 rows of C and A a tile touches lie 4 KiB apart).
+// An activation tensor of n random floats, placed as an Execution places its
+// arena (core/arena_memory.h: huge pages from 1 MiB). Weights stay in a
+// Buffer: the runtime reads them from the file's mapping, in 4 KiB pages.
 class ArenaBuffer {
  public:
-  explicit ArenaBuffer(int64_t n, uint32_t seed) : bytes_(static_cast<size_t>(n) * sizeof(float)) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    if (bytes_ >= (size_t{1} << 20)) {
-      mapped_ = (bytes_ + kHuge - 1) / kHuge * kHuge + kHuge;
-      void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      base_ = p;
-      const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-      madvise(reinterpret_cast<void*>(a), mapped_ - kHuge, MADV_HUGEPAGE);
-      data_ = reinterpret_cast<float*>(a);
-    } else {
-      data_ = static_cast<float*>(::operator new(bytes_, std::align_val_t{64}));
-    }
+  ArenaBuffer(int64_t n, uint32_t seed) {
+    if (!mem_.Allocate(static_cast<uint64_t>(n) * sizeof(float))) throw std::bad_alloc();
     const Buffer init = Random(n, seed);
-    std::copy(init.begin(), init.end(), data_);
+    std::copy(init.begin(), init.end(), data());
   }
-  ArenaBuffer(const ArenaBuffer&) = delete;
-  ArenaBuffer& operator=(const ArenaBuffer&) = delete;
-  ~ArenaBuffer() {
-    if (mapped_ != 0) {
-      munmap(base_, mapped_);
-    } else {
-      ::operator delete(data_, std::align_val_t{64});
-    }
-  }
-  float* data() const { return data_; }
+  float* data() const { return reinterpret_cast<float*>(mem_.data()); }
 
  private:
-  size_t bytes_;
-  size_t mapped_ = 0;
-  void* base_ = nullptr;
-  float* data_ = nullptr;
+  ArenaMemory mem_;
 };
 
 void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/arena_memory.h"
 #include "core/thread_pool.h"
 #include "fcb/fcb.h"
 #include "runtime/program_impl.h"
@@ -37,13 +38,15 @@ int main(int argc, char** argv) {
   }
   const fcb::ProgramImpl& p = prog.value()->impl();
   const fcb::PreparedMethod& m = p.methods.at(0);
-  const uint64_t arena_bytes = (m.context->arena_bytes + 63) / 64 * 64 + 64;
-  std::unique_ptr<uint8_t, decltype(&std::free)> arena(
-      static_cast<uint8_t*>(std::aligned_alloc(64, arena_bytes)), &std::free);
-  std::memset(arena.get(), 0, arena_bytes);
+  // The arena placed as an Execution places it (huge pages from 1 MiB).
+  fcb::ArenaMemory arena;
+  if (!arena.Allocate(std::max<uint64_t>(m.context->arena_bytes, 64))) {
+    std::fprintf(stderr, "error: cannot allocate the arena\n");
+    return 1;
+  }
   std::vector<void*> ptr(m.context->tensors.size());
   for (size_t t = 0; t < ptr.size(); ++t)
-    ptr[t] = m.weights[t] ? const_cast<void*>(m.weights[t]) : arena.get() + m.context->tensors[t].offset;
+    ptr[t] = m.weights[t] ? const_cast<void*>(m.weights[t]) : arena.data() + m.context->tensors[t].offset;
   fcb::ThreadPool pool(threads);
   fcb::ops::RunContext ctx{p.kernels, &pool};
   struct Row {

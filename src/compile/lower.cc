@@ -170,13 +170,20 @@ class Lowerer {
     }
   }
 
-  bool IsPlainPointwise(const Node& n) const {
-    if (n.op_type != "ConvNhwc" || n.GetInt("group", 1) != 1) return false;
-    if (n.inputs.size() > 3 && n.inputs[3] >= 0) return false;  // residual
+  // A ConvNhwc without a residual whose weights (4-D fp32) and bias (if any)
+  // are constants: its weights, else null.
+  const ir::TensorData* FusableConvWeights(const Node& n) const {
+    if (n.op_type != "ConvNhwc" || n.inputs.empty()) return nullptr;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0) return nullptr;  // residual
     const ir::TensorData* w = Const(n, 1);
-    if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4 || w->shape[2] != 1 || w->shape[3] != 1)
-      return false;
-    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !Const(n, 2)) return false;
+    if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return nullptr;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !Const(n, 2)) return nullptr;
+    return w;
+  }
+
+  bool IsPlainPointwise(const Node& n) const {
+    const ir::TensorData* w = FusableConvWeights(n);
+    if (!w || n.GetInt("group", 1) != 1 || w->shape[2] != 1 || w->shape[3] != 1) return false;
     for (int64_t v : n.GetInts("strides", {1, 1}))
       if (v != 1) return false;
     for (int64_t v : n.GetInts("pads", {0, 0, 0, 0}))
@@ -186,11 +193,8 @@ class Lowerer {
   }
 
   bool IsFusableDepthwise(const Node& n, int input) const {
-    if (n.op_type != "ConvNhwc" || n.inputs.empty() || n.inputs[0] != input) return false;
-    if (n.inputs.size() > 3 && n.inputs[3] >= 0) return false;
-    const ir::TensorData* w = Const(n, 1);
-    if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return false;
-    if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !Const(n, 2)) return false;
+    const ir::TensorData* w = FusableConvWeights(n);
+    if (!w || n.inputs[0] != input) return false;
     const ir::Shape& x = g_.values[input].shape;
     if (x.size() != 4) return false;
     const int64_t c = x[3], group = n.GetInt("group", 1);

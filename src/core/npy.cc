@@ -233,8 +233,9 @@ size_t NpyElementSize(int32_t dtype) {
 namespace {
 
 // Parses an .npy image. With `owned` (holding exactly these bytes) the data
-// moves out of it in place instead of being copied: a fresh copy of a large
-// input costs a page fault per 4 KiB, more than reading the file.
+// stays in that buffer (shifted over the header) instead of being copied to a
+// fresh one: a fresh copy of a large input costs a page fault per 4 KiB, more
+// than reading the file.
 Result<NpyArray> ParseNpyImpl(const uint8_t* bytes, size_t size, const std::string& what,
                               std::vector<uint8_t>* owned) {
   if (size < 10 || std::memcmp(bytes, kMagic, kMagicSize) != 0) {

@@ -51,8 +51,6 @@ HWY_INLINE void StoreN(VF v, DF d, float* p, int64_t n) {
   }
 }
 
-// sigmoid(x) = 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) otherwise, so that neither
-// branch overflows nor loses relative accuracy for large |x|.
 // e^x for x <= 0, in 16 vector operations (Highway's general Exp takes about
 // 24: it handles both signs and the subnormal range). Inputs below -87 are
 // raised to -87, so the result stays a normal float (>= 1.6e-38) and 2^q is a
@@ -79,6 +77,8 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x) {
   return hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale);
 }
 
+// sigmoid(x) = 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) otherwise, so that neither
+// branch overflows nor loses relative accuracy for large |x|.
 HWY_INLINE VF Sigmoid(DF d, VF x) {
   const VF one = hn::Set(d, 1.f);
   const VF e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));

@@ -253,8 +253,8 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
       VF wv[NV];
       HWY_UNROLL(16)
       for (int v = 0; v < NV; ++v) {
-        // As in MicroKernel: the weights' next lines, 32 steps ahead.
-        if ((v * kN) % kPanel == 0) hwy::Prefetch(w + u * kPanel + off[v] + 32 * kPanel);
+        if ((v * kN) % kPanel == 0)
+          hwy::Prefetch(w + u * kPanel + off[v] + kWeightPrefetchSteps * kPanel);
         wv[v] = hn::LoadU(d, w + u * kPanel + off[v]);
       }
       HWY_UNROLL(16)
@@ -357,8 +357,6 @@ struct RowTile {
   int64_t apk;    // offset of its packed A in the block buffer
 };
 
-// Copies rows [m0, m0 + rows) x columns [k0, k0 + kc) of A to apk[r * kKC + k]
-// (rows past `rows` repeat the last one).
 // Copies n floats from src to dst with whole vectors. It may write up to kN - 1
 // floats past dst + n (the caller leaves room) and reads past src + n only
 // while that stays before `src_end`.
@@ -395,6 +393,9 @@ HWY_INLINE void GatherWindow(const RowMap& rm, int64_t b, int64_t oy, int64_t ox
   }
 }
 
+// Copies rows [m0, m0 + rows) x columns [k0, k0 + kc) of A to apk[r * kKC + k]
+// (rows past `rows` repeat the last one); with rm.gather, each row's whole
+// window (GatherWindow).
 template <int MR>
 HWY_INLINE void PackATile(const RowMap& rm, int64_t m0, int rows, int64_t k0, int64_t kc,
                           float* apk) {

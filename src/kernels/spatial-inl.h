@@ -47,6 +47,15 @@ HWY_INLINE PixelPos Locate(const G& g, int64_t p) {
 // for all of them (a tap costs P + 1 loads for P FMAs, not 2P).
 inline constexpr int kDwPixels = 8;
 
+// The taps [lo, hi) of a k-tap window starting at coordinate o0 (taps d
+// apart) that fall inside [0, extent); empty (lo == hi) when none does.
+HWY_INLINE void TapsInside(int64_t o0, int64_t k, int64_t d, int64_t extent, int64_t& lo,
+                           int64_t& hi) {
+  lo = 0, hi = k;
+  while (lo < hi && o0 + lo * d < 0) ++lo;
+  while (hi > lo && o0 + (hi - 1) * d >= extent) --hi;
+}
+
 // Stores P pixels' accumulators of channels [c0, c0 + n): residual, then the
 // activation (chosen once for the group).
 template <int P>
@@ -123,11 +132,9 @@ HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const 
                                      int64_t res_stride) {
   const DF d;
   const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
-  int64_t ky0 = 0, ky1 = g.kh, kx0 = 0, kx1 = g.kw;
-  while (ky0 < ky1 && iy0 + ky0 * g.dh < 0) ++ky0;
-  while (ky1 > ky0 && iy0 + (ky1 - 1) * g.dh >= g.ih) --ky1;
-  while (kx0 < kx1 && ix0 + kx0 * g.dw < 0) ++kx0;
-  while (kx1 > kx0 && ix0 + (kx1 - 1) * g.dw >= g.iw) --kx1;
+  int64_t ky0, ky1, kx0, kx1;
+  TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
+  TapsInside(ix0, g.kw, g.dw, g.iw, kx0, kx1);
   const int64_t tap = g.dw * g.in_pixel_stride, row_step = g.dh * g.iw * g.in_pixel_stride;
   const float* first = img + ((iy0 + ky0 * g.dh) * g.iw + ix0 + kx0 * g.dw) * g.in_pixel_stride;
   const float* residual_px = residual ? residual + p * res_stride : nullptr;
@@ -171,9 +178,8 @@ HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float*
                                const float* bias, const float* residual, float* out,
                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                int64_t res_stride) {
-  int64_t ky0 = 0, ky1 = g.kh;
-  while (ky0 < ky1 && iy0 + ky0 * g.dh < 0) ++ky0;
-  while (ky1 > ky0 && iy0 + (ky1 - 1) * g.dh >= g.ih) --ky1;
+  int64_t ky0, ky1;
+  TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
   if (g.kw == 3)
     DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
   else

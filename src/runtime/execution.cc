@@ -1,9 +1,7 @@
-#include <sys/mman.h>
-
-#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
+#include "core/arena_memory.h"
 #include "core/fault.h"
 #include "core/thread_pool.h"
 #include "runtime/program_impl.h"
@@ -16,55 +14,12 @@ class ExecutionImpl {
  public:
   std::shared_ptr<const Program> program;
   const PreparedMethod* method = nullptr;
-  struct Arena {
-    uint8_t* data = nullptr;
-    uint64_t mapped = 0;  // bytes mapped with mmap, or 0 when from aligned_alloc
-    Arena() = default;
-    Arena(const Arena&) = delete;
-    Arena& operator=(const Arena&) = delete;
-    ~Arena() {
-      if (mapped) munmap(data, mapped);
-      else std::free(data);
-    }
-    uint8_t* get() const { return data; }
-    explicit operator bool() const { return data != nullptr; }
-  } arena;
+  ArenaMemory arena;
   std::unique_ptr<ThreadPool> pool;
   std::vector<void*> tensor_ptr;
   std::vector<std::vector<const void*>> step_in;
   std::vector<std::vector<void*>> step_out;
 };
-
-namespace {
-
-// Arenas of a megabyte or more are mapped anonymously, 2 MiB aligned, and
-// offered to the kernel as transparent huge pages: a few page faults instead of
-// hundreds on the first run, fewer TLB misses while activations stream
-// through, and no memset (fresh anonymous memory is zero). Smaller arenas come
-// from the heap and are cleared. Returns false when out of memory.
-bool AllocateArena(uint64_t bytes, ExecutionImpl::Arena& arena) {
-  constexpr uint64_t kHuge = uint64_t{2} << 20;
-  if (bytes < (uint64_t{1} << 20)) {
-    arena.data = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-    if (arena.data) std::memset(arena.data, 0, bytes);
-    return arena.data != nullptr;
-  }
-  const uint64_t size = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return false;
-  // Trim to a 2 MiB-aligned run of `size` bytes.
-  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
-  if (aligned > start) munmap(p, aligned - start);
-  const uintptr_t tail = start + size + kHuge - (aligned + size);
-  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
-  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
-  arena.data = reinterpret_cast<uint8_t*>(aligned);
-  arena.mapped = size;
-  return true;
-}
-
-}  // namespace
 
 Execution::Execution(std::unique_ptr<ExecutionImpl> impl) : impl_(std::move(impl)) {}
 Execution::~Execution() = default;
@@ -79,13 +34,13 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   auto impl = std::make_unique<ExecutionImpl>();
   impl->method = m;
   const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
-  if (fault::Hit(fault::Kind::kArena, method) || !AllocateArena(arena_bytes, impl->arena))
+  if (fault::Hit(fault::Kind::kArena, method) || !impl->arena.Allocate(arena_bytes))
     return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena of method '" +
                              method + "'");
   const auto& tensors = m->context->tensors;
   impl->tensor_ptr.resize(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t)
-    impl->tensor_ptr[t] = m->weights[t] ? const_cast<void*>(m->weights[t]) : impl->arena.get() + tensors[t].offset;
+    impl->tensor_ptr[t] = m->weights[t] ? const_cast<void*>(m->weights[t]) : impl->arena.data() + tensors[t].offset;
   for (const auto& s : m->steps) {
     std::vector<const void*> in;
     for (int32_t t : s.inputs) in.push_back(t < 0 ? nullptr : impl->tensor_ptr[t]);
