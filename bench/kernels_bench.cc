@@ -106,6 +106,13 @@ struct Aligned64 {
 };
 using Buffer = std::vector<float, Aligned64<float>>;
 
+// A kernel's per-thread scratch (the runtime's comes from the execution's arena).
+struct Scratch {
+  explicit Scratch(int64_t floats) : buf(static_cast<size_t>(floats)) {}
+  float* get() { return buf.data(); }
+  Buffer buf;
+};
+
 Buffer Random(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -138,8 +145,9 @@ void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, i
   const auto B = Random(K * N, 2), bias = Random(N, 3);
   const auto packed = Aligned(PackGemmB(B.data(), K, N, N, 1));
   const Epilogue ep{};
+  Scratch scratch(kGemmScratchFloats);
   RunVsPeak(state, 2.0 * M * N * K, [&] {
-    k.gemm(M, N, K, A.data(), K, packed.data(), bias.data(), C.data(), N, ep, 0, M);
+    k.gemm(M, N, K, A.data(), K, packed.data(), bias.data(), C.data(), N, ep, 0, M, scratch.get());
     benchmark::ClobberMemory();
   });
 }
@@ -155,8 +163,9 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
   const auto pbias = Aligned(PackConvBias(b.data(), 64, 1));
   Buffer out(56 * 56 * 64);
   const Epilogue ep{Act::kRelu, 0.f, 0.f};
+  Scratch scratch(kGemmScratchFloats);
   RunVsPeak(state, 2.0 * 56 * 56 * 64 * 64 * 9, [&] {
-    k.conv(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, 56 * 56);
+    k.conv(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, 56 * 56, scratch.get());
     benchmark::ClobberMemory();
   });
 }
@@ -208,8 +217,9 @@ void BenchWinograd(benchmark::State& state, TargetId target, int64_t hw, int64_t
   Buffer out(static_cast<size_t>(hw * hw * c));
   const Epilogue ep{Act::kRelu, 0.f, 0.f};
   const int64_t tiles = ((hw + 3) / 4) * ((hw + 3) / 4);
+  Scratch scratch(kWinogradScratchFloats);
   RunVsPeak(state, 2.0 * hw * hw * c * c * 9, [&] {
-    k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles);
+    k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles, scratch.get());
     benchmark::ClobberMemory();
   });
 }

@@ -14,6 +14,7 @@
 #include "fcb/fcb.h"
 #include "format/fcb_file.h"
 #include "compile/onnx_plugin.h"
+#include "ops/names.h"
 #include "passes/fuse_residual.h"
 #include "passes/layout.h"
 #include "passes/passes.h"
@@ -104,6 +105,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   };
   format::FileDesc desc;
   desc.producer = std::string("fcb ") + Version();
+  desc.plan_version = ops::kPlanVersion;
   format::WeightPoolBuilder pool;
   for (const auto& [method, path] : methods) {
     Progress(hooks, "import", method, "");

@@ -61,7 +61,7 @@ void ThreadPool::RunChunks(int self, bool notify) {
       continue;
     const int64_t begin = static_cast<int64_t>(__builtin_ctzll(bit)) * chunk_;
     const int64_t total = num_chunks_;
-    fn_(ctx_, begin, std::min(n_, begin + chunk_));
+    fn_(ctx_, self, begin, std::min(n_, begin + chunk_));
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == total && notify) {
       // Notifying under mu_: a caller that checked done_ under mu_ is
       // already waiting, so no wake is lost.

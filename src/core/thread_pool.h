@@ -41,11 +41,28 @@ class ThreadPool {
     Run(n, grain, &Trampoline<Fn>, &fn);
   }
 
- private:
-  using TaskFn = void (*)(void* ctx, int64_t begin, int64_t end);
+  // As ParallelFor, calling fn(thread, begin, end) where thread in
+  // [0, num_threads()) names the thread running the chunk (0 = the caller):
+  // a chunk may use per-thread scratch memory indexed by it.
   template <typename Fn>
-  static void Trampoline(void* ctx, int64_t begin, int64_t end) {
+  void ParallelForThreads(int64_t n, int64_t grain, Fn&& fn) {
+    if (n <= 0) return;
+    if (workers_.empty() || n <= grain) {
+      fn(0, int64_t{0}, n);
+      return;
+    }
+    Run(n, grain, &ThreadTrampoline<Fn>, &fn);
+  }
+
+ private:
+  using TaskFn = void (*)(void* ctx, int thread, int64_t begin, int64_t end);
+  template <typename Fn>
+  static void Trampoline(void* ctx, int, int64_t begin, int64_t end) {
     (*static_cast<Fn*>(ctx))(begin, end);
+  }
+  template <typename Fn>
+  static void ThreadTrampoline(void* ctx, int thread, int64_t begin, int64_t end) {
+    (*static_cast<Fn*>(ctx))(thread, begin, end);
   }
   void Run(int64_t n, int64_t grain, TaskFn fn, void* ctx);
   void WorkerLoop(int index);

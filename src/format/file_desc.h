@@ -32,7 +32,7 @@ struct AttrDesc {
 };
 
 struct StepDesc {
-  std::string op;         // runtime op name, e.g. "ConvNhwc", "Add", "Transpose"
+  std::string op;         // runtime op name: an ONNX op ("Add") or an internal one (ops/names.h)
   std::string node;       // originating ONNX node name, for errors
   std::vector<int32_t> inputs;   // tensor indices in the context; -1 = absent optional
   std::vector<int32_t> outputs;
@@ -49,6 +49,9 @@ struct ContextDesc {
   std::vector<int32_t> inputs;   // tensor indices of the method's inputs, in ONNX order
   std::vector<int32_t> outputs;  // tensor indices of the method's outputs, in ONNX order
   uint64_t arena_bytes = 0;
+  // Per-thread scratch bytes (64-byte multiple) kernels use, placed after the
+  // arena, one slice per thread of the execution.
+  uint64_t scratch_bytes = 0;
 };
 
 // A blob of the weight pool. `offset` is relative to the start of the pool.
@@ -60,6 +63,9 @@ struct BlobDesc {
 
 struct FileDesc {
   std::string producer;              // e.g. "fcb 0.1.0"
+  // Version of the plan encoding (ops::kPlanVersion when written); the
+  // loader refuses versions it does not know.
+  uint32_t plan_version = 0;
   std::vector<ContextDesc> contexts;
   std::vector<BlobDesc> blobs;
 };

@@ -108,6 +108,7 @@ inline FileDesc SampleDesc(WeightPoolBuilder& pool) {
   for (const auto& b : SampleBlobs()) ids.push_back(pool.Add(b.data(), b.size()));
   FileDesc d;
   d.producer = "fcb 0.1.0";
+  d.plan_version = 7;
   for (const char* target : {"generic", "x86-64-v3"}) {
     ContextDesc c;
     c.method = "main";
@@ -121,7 +122,7 @@ inline FileDesc SampleDesc(WeightPoolBuilder& pool) {
     c.tensors.push_back(Tensor("mid", {1, 4, 8, 8}, Storage::kArena, 768, -1));
     c.tensors.push_back(Tensor("output", {1, 16}, Storage::kArena, 1792, -1));
     StepDesc conv;
-    conv.op = "ConvNhwc";
+    conv.op = "Conv";  // any name: the format layer does not interpret steps
     conv.node = "conv1";
     conv.inputs = {0, 1, 2};
     conv.outputs = {5};
@@ -137,6 +138,7 @@ inline FileDesc SampleDesc(WeightPoolBuilder& pool) {
     c.inputs = {0};
     c.outputs = {6};
     c.arena_bytes = 1856;
+    c.scratch_bytes = 4096;
     d.contexts.push_back(std::move(c));
   }
   return d;
@@ -144,6 +146,7 @@ inline FileDesc SampleDesc(WeightPoolBuilder& pool) {
 
 inline void ExpectDescEq(const FileDesc& a, const FileDesc& b) {
   EXPECT_EQ(a.producer, b.producer);
+  EXPECT_EQ(a.plan_version, b.plan_version);
   ASSERT_EQ(a.contexts.size(), b.contexts.size());
   for (size_t i = 0; i < a.contexts.size(); ++i) {
     const ContextDesc &x = a.contexts[i], &y = b.contexts[i];
@@ -154,6 +157,7 @@ inline void ExpectDescEq(const FileDesc& a, const FileDesc& b) {
     EXPECT_EQ(x.inputs, y.inputs);
     EXPECT_EQ(x.outputs, y.outputs);
     EXPECT_EQ(x.arena_bytes, y.arena_bytes);
+    EXPECT_EQ(x.scratch_bytes, y.scratch_bytes);
     ASSERT_EQ(x.tensors.size(), y.tensors.size());
     for (size_t t = 0; t < x.tensors.size(); ++t) {
       EXPECT_EQ(x.tensors[t].name, y.tensors[t].name);

@@ -56,7 +56,7 @@ Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c) 
   auto inputs = fbb.CreateVector(c.inputs);
   auto outputs = fbb.CreateVector(c.outputs);
   return fb::CreateContext(fbb, method, target, options, tensor_vec, step_vec, inputs, outputs,
-                           c.arena_bytes);
+                           c.arena_bytes, c.scratch_bytes);
 }
 
 std::string ToString(const flatbuffers::String* s) {
@@ -117,6 +117,7 @@ ContextDesc DecodeContext(const fb::Context& c) {
   out.inputs = ToVector(c.inputs());
   out.outputs = ToVector(c.outputs());
   out.arena_bytes = c.arena_bytes();
+  out.scratch_bytes = c.scratch_bytes();
   return out;
 }
 
@@ -191,7 +192,7 @@ std::vector<uint8_t> EncodeMetadata(const FileDesc& desc) {
   auto producer = Str(fbb, desc.producer);
   auto context_vec = fbb.CreateVector(contexts);
   auto blob_vec = fbb.CreateVectorOfStructs(blobs);
-  fbb.Finish(fb::CreateFile(fbb, producer, context_vec, blob_vec), fb::FileIdentifier());
+  fbb.Finish(fb::CreateFile(fbb, producer, context_vec, blob_vec, desc.plan_version), fb::FileIdentifier());
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
@@ -232,6 +233,7 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
   const fb::File* file = fb::GetFile(data);
   FileDesc desc;
   desc.producer = ToString(file->producer());
+  desc.plan_version = file->plan_version();
   desc.contexts.reserve(file->contexts()->size());
   for (const fb::Context* c : *file->contexts()) desc.contexts.push_back(DecodeContext(*c));
   desc.blobs.reserve(file->blobs()->size());

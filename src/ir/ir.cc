@@ -137,49 +137,49 @@ std::shared_ptr<TensorData> TensorData::FromInts(Shape shape, const std::vector<
   return t;
 }
 
-int64_t Node::GetInt(const std::string& a, int64_t def) const {
+int64_t Node::GetInt(std::string_view a, int64_t def) const {
   auto it = attrs.find(a);
   return it == attrs.end() ? def : it->second.i;
 }
-float Node::GetFloat(const std::string& a, float def) const {
+float Node::GetFloat(std::string_view a, float def) const {
   auto it = attrs.find(a);
   return it == attrs.end() ? def : it->second.f;
 }
-std::string Node::GetString(const std::string& a, const std::string& def) const {
+std::string Node::GetString(std::string_view a, const std::string& def) const {
   auto it = attrs.find(a);
   return it == attrs.end() ? def : it->second.s;
 }
-std::vector<int64_t> Node::GetInts(const std::string& a, std::vector<int64_t> def) const {
+std::vector<int64_t> Node::GetInts(std::string_view a, std::vector<int64_t> def) const {
   auto it = attrs.find(a);
   return it == attrs.end() ? def : it->second.ints;
 }
-std::vector<float> Node::GetFloats(const std::string& a, std::vector<float> def) const {
+std::vector<float> Node::GetFloats(std::string_view a, std::vector<float> def) const {
   auto it = attrs.find(a);
   return it == attrs.end() ? def : it->second.floats;
 }
-void Node::SetInt(const std::string& a, int64_t v) {
+void Node::SetInt(std::string_view a, int64_t v) {
   Attribute at;
   at.kind = Attribute::Kind::kInt;
   at.i = v;
-  attrs[a] = std::move(at);
+  attrs[std::string(a)] = std::move(at);
 }
-void Node::SetFloat(const std::string& a, float v) {
+void Node::SetFloat(std::string_view a, float v) {
   Attribute at;
   at.kind = Attribute::Kind::kFloat;
   at.f = v;
-  attrs[a] = std::move(at);
+  attrs[std::string(a)] = std::move(at);
 }
-void Node::SetInts(const std::string& a, std::vector<int64_t> v) {
+void Node::SetInts(std::string_view a, std::vector<int64_t> v) {
   Attribute at;
   at.kind = Attribute::Kind::kInts;
   at.ints = std::move(v);
-  attrs[a] = std::move(at);
+  attrs[std::string(a)] = std::move(at);
 }
-void Node::SetString(const std::string& a, std::string v) {
+void Node::SetString(std::string_view a, std::string v) {
   Attribute at;
   at.kind = Attribute::Kind::kString;
   at.s = std::move(v);
-  attrs[a] = std::move(at);
+  attrs[std::string(a)] = std::move(at);
 }
 std::string Node::Describe() const { return "node '" + name + "' (" + op_type + ")"; }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fcb/status.h"
@@ -88,18 +89,18 @@ struct Node {
   std::string domain;        // "" for ONNX, "fcb" for internal ops
   std::vector<int> inputs;   // value ids; -1 = omitted optional input
   std::vector<int> outputs;  // value ids
-  std::map<std::string, Attribute> attrs;
+  std::map<std::string, Attribute, std::less<>> attrs;
 
-  bool Has(const std::string& a) const { return attrs.count(a) != 0; }
-  int64_t GetInt(const std::string& a, int64_t def) const;
-  float GetFloat(const std::string& a, float def) const;
-  std::string GetString(const std::string& a, const std::string& def) const;
-  std::vector<int64_t> GetInts(const std::string& a, std::vector<int64_t> def = {}) const;
-  std::vector<float> GetFloats(const std::string& a, std::vector<float> def = {}) const;
-  void SetInt(const std::string& a, int64_t v);
-  void SetFloat(const std::string& a, float v);
-  void SetInts(const std::string& a, std::vector<int64_t> v);
-  void SetString(const std::string& a, std::string v);
+  bool Has(std::string_view a) const { return attrs.find(a) != attrs.end(); }
+  int64_t GetInt(std::string_view a, int64_t def) const;
+  float GetFloat(std::string_view a, float def) const;
+  std::string GetString(std::string_view a, const std::string& def) const;
+  std::vector<int64_t> GetInts(std::string_view a, std::vector<int64_t> def = {}) const;
+  std::vector<float> GetFloats(std::string_view a, std::vector<float> def = {}) const;
+  void SetInt(std::string_view a, int64_t v);
+  void SetFloat(std::string_view a, float v);
+  void SetInts(std::string_view a, std::vector<int64_t> v);
+  void SetString(std::string_view a, std::string v);
   // "node 'name' (OpType)" for error messages.
   std::string Describe() const;
 };

@@ -167,14 +167,16 @@ HWY_INLINE void ConvColumn(const ConvGeom& g, const float* in, const float* wp,
 
 struct RowMap;
 HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* packed_b,
-                           const float* bias, const Epilogue& ep, int64_t begin, int64_t end);
+                           const float* bias, const Epilogue& ep, int64_t begin, int64_t end,
+                           float* scratch);
 bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                 const float* residual, float* out, const Epilogue& ep, int64_t begin,
-                int64_t end);
+                int64_t end, float* scratch);
 
 void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
-          const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
-  if (ConvAsGemm(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
+          const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
+          float* scratch) {
+  if (ConvAsGemm(g, in, packed_w, bias, residual, out, ep, begin, end, scratch)) return;
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
   const int64_t panels = (ocg + kPanel - 1) / kPanel;
   const int64_t panel_stride = g.kh * g.kw * icg * kPanel;
@@ -450,8 +452,10 @@ HWY_INLINE void GemmColumnTile(const RowTile* tiles, int ntiles, int64_t K, cons
 
 // Rows [begin, end) of C = act(A B + bias [+ residual]) for K >= 1.
 HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* packed_b,
-                           const float* bias, const Epilogue& ep, int64_t begin, int64_t end) {
-  HWY_ALIGN float apk[kMC * kKC];
+                           const float* bias, const Epilogue& ep, int64_t begin, int64_t end,
+                           float* scratch) {
+  static_assert(kMC * kKC <= kGemmScratchFloats, "a block of packed A must fit the scratch");
+  float* HWY_RESTRICT apk = scratch;  // kMC x kKC, the caller's per-thread scratch
   RowTile tiles[kMC];
   const int64_t panels = (N + kPanel - 1) / kPanel;
   constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
@@ -506,7 +510,7 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
 // (oc >= 256). Returns false for the convs left to ConvTile.
 bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                 const float* residual, float* out, const Epilogue& ep, int64_t begin,
-                int64_t end) {
+                int64_t end, float* scratch) {
   if (g.groups != 1 || g.ic < 1 || (residual != nullptr && residual == out)) return false;
   // Few input channels and a large window (the 7x7 RGB stem of ResNets):
   // ConvTile would run a 3-step reduction per tap, mostly loop overhead, so
@@ -530,13 +534,13 @@ bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const
   rm.seg = gather ? 0 : g.ic;
   rm.gather = gather, rm.kh = g.kh;
   rm.a_end = in + g.n * g.ih * g.iw * g.in_pixel_stride;
-  GemmRows(g.oc, K, rm, packed_w, bias, ep, begin, end);
+  GemmRows(g.oc, K, rm, packed_w, bias, ep, begin, end, scratch);
   return true;
 }
 
 void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
           const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
-          int64_t end) {
+          int64_t end, float* scratch) {
   if (K == 0) {  // no reduction: C = act(bias)
     const DF d;
     for (int64_t m = begin; m < end; ++m)
@@ -546,7 +550,7 @@ void Gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const fl
     return;
   }
   RowMap rm{A, lda, C, ldc};
-  GemmRows(N, K, rm, packed_b, bias, ep, begin, end);
+  GemmRows(N, K, rm, packed_b, bias, ep, begin, end, scratch);
 }
 
 // ---------------------------------------------------------------------------

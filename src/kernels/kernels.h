@@ -25,8 +25,19 @@ namespace fcb::kernels {
 inline constexpr int64_t kPanel = 16;
 
 // Largest input channel count of the Winograd conv: its input transform for
-// one block of tiles lives on the stack (36 * 12 * 256 floats = 432 KiB).
+// one block of tiles lives in per-thread scratch (36 * 12 * 256 floats).
 inline constexpr int64_t kWinogradMaxIc = 256;
+
+// Per-thread scratch (floats) the kernels below need, for every target (the
+// kernels static_assert that their blocks fit). Kernels keep no large buffer
+// on the stack: the runtime hands each thread its part of the execution's
+// arena (ops::RunContext::scratch), planned at compile time.
+//   gemm, and conv when it runs as a GEMM (1x1 / im2col): a packed block of A,
+//   10 row tiles of up to 12 rows by 256 reduction steps.
+inline constexpr int64_t kGemmScratchFloats = 10 * 12 * 256;
+//   winograd: the input transform of one block of tiles (36 positions x 12
+//   tiles x kWinogradMaxIc) and its products for one column block (x 64).
+inline constexpr int64_t kWinogradScratchFloats = 36 * 12 * (kWinogradMaxIc + 64);
 
 // Activation fused into the epilogue of conv/gemm, and standalone unary ops.
 enum class Act : int32_t {
@@ -39,6 +50,7 @@ enum class Act : int32_t {
   kTanh = 6,
   kLeakyRelu = 7,    // x >= 0 ? x : a*x
   kSilu = 8,         // x * sigmoid(x)
+  kLast = kSilu,
 };
 
 struct Epilogue {
@@ -84,9 +96,11 @@ struct KernelTable {
   // Dense or grouped conv (groups may be 1). Weights packed by PackConv.
   // bias: padded per PackConvBias (never null; zeros when the model has none).
   // residual: optional tensor with the output's layout, added before the activation.
-  // Work items: output pixels in [0, n*oh*ow).
+  // Work items: output pixels in [0, n*oh*ow). scratch: kGemmScratchFloats
+  // floats of the calling thread, 64-byte aligned.
   void (*conv)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
-               const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end);
+               const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
+               float* scratch);
 
   // Depthwise conv (groups == ic == oc). Weights packed by PackDepthwise.
   // Work items: output pixels in [0, n*oh*ow).
@@ -98,15 +112,17 @@ struct KernelTable {
   // groups == 1, 1 <= ic <= kWinogradMaxIc (otherwise it does nothing).
   // Weights packed by PackWinograd, bias by PackConvBias. Work items: 4x4
   // output tiles in [0, n * ceil(oh/4) * ceil(ow/4)), row-major per image.
+  // scratch: kWinogradScratchFloats floats of the calling thread, 64-byte aligned.
   void (*winograd)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                    const float* residual, float* out, const Epilogue& ep, int64_t begin,
-                   int64_t end);
+                   int64_t end, float* scratch);
 
   // C[m][0..n) = A[m][0..k) * B + bias, B packed by PackGemmB (k x n, panels of 16 columns).
   // bias [N] (unpadded) may be null. Work items: rows m in [0, M).
+  // scratch: kGemmScratchFloats floats of the calling thread, 64-byte aligned.
   void (*gemm)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* packed_b,
                const float* bias, float* C, int64_t ldc, const Epilogue& ep, int64_t begin,
-               int64_t end);
+               int64_t end, float* scratch);
 
   // C[m][n] = sum_k A[m][k] * B[k][n] on plain row-major operands (both variable).
   // Work items: rows m in [0, M).

@@ -17,6 +17,20 @@
 
 namespace fcb::kernels::test_support {
 
+// 64-byte aligned per-thread scratch for calling a kernel directly (the
+// runtime hands kernels a slice of the execution's arena instead).
+class Scratch {
+ public:
+  explicit Scratch(int64_t floats) : buf_(static_cast<size_t>(floats) + 16) {}
+  float* get() {
+    const auto a = reinterpret_cast<uintptr_t>(buf_.data());
+    return reinterpret_cast<float*>((a + 63) & ~uintptr_t{63});
+  }
+
+ private:
+  std::vector<float> buf_;
+};
+
 // Uniform values in [lo, hi) from a fixed seed.
 inline std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);

@@ -109,11 +109,18 @@ void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, bo
   const Epilogue ep = EpFor(act);
   const float* rp = with_res ? res.data() : nullptr;
   std::vector<float> got(static_cast<size_t>(pixels * g.out_pixel_stride), kSentinel), want = got;
-  auto fn = depthwise ? k.depthwise : k.conv;
+  test_support::Scratch scratch(kGemmScratchFloats);
+  auto fn = [&](int64_t begin, int64_t end) {
+    if (depthwise) {
+      k.depthwise(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end);
+    } else {
+      k.conv(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end, scratch.get());
+    }
+  };
   // Two calls, split at a pixel that is usually mid-row, as threads would.
   const int64_t mid = std::min(pixels, pixels / 2 + 1);
-  fn(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, 0, mid);
-  fn(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, pixels);
+  fn(0, mid);
+  fn(mid, pixels);
   reference::Conv(g, in.data(), w.data(), bias.data(), rp, res_stride, ep, want.data());
   ExpectRowsClose(got, want, pixels, g.out_pixel_stride, c.oc,
                   std::string(k.isa) + (depthwise ? " depthwise " : " conv ") + Describe(c, act, with_res));
@@ -197,8 +204,9 @@ void RunGemm(const KernelTable& k, int64_t M, int64_t N, int64_t K, bool bias_on
   const float* bp = bias_on ? bias.data() : nullptr;
   std::vector<float> got(static_cast<size_t>(M * ldc), kSentinel), want = got;
   const int64_t mid = M / 2;
-  k.gemm(M, N, K, A.data(), lda, packed.data(), bp, got.data(), ldc, ep, 0, mid);
-  k.gemm(M, N, K, A.data(), lda, packed.data(), bp, got.data(), ldc, ep, mid, M);
+  test_support::Scratch scratch(kGemmScratchFloats);
+  k.gemm(M, N, K, A.data(), lda, packed.data(), bp, got.data(), ldc, ep, 0, mid, scratch.get());
+  k.gemm(M, N, K, A.data(), lda, packed.data(), bp, got.data(), ldc, ep, mid, M, scratch.get());
   reference::Gemm(M, N, K, A.data(), lda, B.data(), N, bp, ep, want.data(), ldc);
   ExpectRowsClose(got, want, M, ldc, N,
                   std::string(k.isa) + " gemm M" + std::to_string(M) + " N" + std::to_string(N) +

@@ -62,8 +62,9 @@ void RunCase(const KernelTable& k, const WinoCase& c, uint32_t seed) {
   std::vector<float> got(static_cast<size_t>(pixels * g.out_pixel_stride), kSentinel), want = got;
   // Split as threads would, at a tile that is not a multiple of any tile height.
   const int64_t mid = std::min(tiles, tiles / 2 + 1);
-  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, 0, mid);
-  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, tiles);
+  test_support::Scratch scratch(kWinogradScratchFloats);
+  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, 0, mid, scratch.get());
+  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, tiles, scratch.get());
   reference::Conv(g, in.data(), w.data(), bias.data(), rp, res_stride, ep, want.data());
   std::vector<float> gv, wv;
   int64_t clobbered = 0;
@@ -118,7 +119,8 @@ TEST_P(WinogradTest, RefusesGeometryItCannotRun) {
   std::vector<float> in(static_cast<size_t>(16 * g.ic), 1.f);
   std::vector<float> w(static_cast<size_t>(PackedWinogradFloats(g.oc, g.ic)), 1.f);
   std::vector<float> b(16, 0.f), out(static_cast<size_t>(4 * g.oc), kSentinel);
-  k.winograd(g, in.data(), w.data(), b.data(), nullptr, out.data(), Epilogue{}, 0, 1);
+  test_support::Scratch scratch(kWinogradScratchFloats);
+  k.winograd(g, in.data(), w.data(), b.data(), nullptr, out.data(), Epilogue{}, 0, 1, scratch.get());
   for (float x : out) EXPECT_EQ(x, kSentinel);
 }
 

@@ -179,12 +179,14 @@ HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int r
 template <int MR>
 HWY_NOINLINE void WinoBlock(const ConvGeom& g, const float* in, const float* packed_w,
                             const float* bias, const float* residual, float* out,
-                            const Epilogue& ep, int64_t t0, int rows) {
+                            const Epilogue& ep, int64_t t0, int rows, float* scratch) {
   const DF d;
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   const int64_t vstride = (g.ic + kN - 1) / kN * kN;
-  HWY_ALIGN float v[kWinoPos * MR * kWinogradMaxIc];
-  HWY_ALIGN float m[kWinoPos * MR * kWinoCols];
+  static_assert(kWinoPos * MR * (kWinogradMaxIc + kWinoCols) <= kWinogradScratchFloats,
+                "a block's transforms must fit the scratch");
+  float* HWY_RESTRICT v = scratch;                                // [kWinoPos][MR][vstride]
+  float* HWY_RESTRICT m = scratch + kWinoPos * MR * kWinogradMaxIc;  // [kWinoPos][MR][kWinoCols]
   WinoTile tiles[MR];
   for (int r = 0; r < MR; ++r) {
     tiles[r] = LocateTile(g, in, residual, out, res_stride, t0 + std::min(r, rows - 1));
@@ -203,9 +205,10 @@ HWY_NOINLINE void WinoBlock(const ConvGeom& g, const float* in, const float* pac
 }
 
 void Winograd(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
-              const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
+              const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
+              float* scratch) {
   // The op validates the geometry; refusing here as well keeps a misuse from
-  // overrunning the stack buffers.
+  // overrunning the scratch buffers.
   if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 ||
       g.groups != 1 || g.ic < 1 || g.ic > kWinogradMaxIc)
     return;
@@ -213,9 +216,9 @@ void Winograd(const ConvGeom& g, const float* in, const float* packed_w, const f
     const int64_t rem = end - t0;
     if (rem > kMRSmall) {
       WinoBlock<kMR>(g, in, packed_w, bias, residual, out, ep, t0,
-                     static_cast<int>(std::min<int64_t>(rem, kMR)));
+                     static_cast<int>(std::min<int64_t>(rem, kMR)), scratch);
     } else {
-      WinoBlock<kMRSmall>(g, in, packed_w, bias, residual, out, ep, t0, static_cast<int>(rem));
+      WinoBlock<kMRSmall>(g, in, packed_w, bias, residual, out, ep, t0, static_cast<int>(rem), scratch);
     }
   }
 }

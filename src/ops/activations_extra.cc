@@ -146,7 +146,7 @@ Result<std::unique_ptr<Kernel>> CreatePRelu(const CreateContext& c) {
 void RegisterActivationExtraOps(std::vector<OpDef>* ops) {
   for (const char* name : {"Celu", "Mish", "ThresholdedRelu", "IsNaN", "IsInf", "Shrink", "Tan", "Asin",
                            "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
-    ops->push_back(Def<InferFloatUnary, CreateFloatUnary>(name, 1, 1));
+    ops->push_back(Def<InferFloatUnary, CreateFloatUnary>(name, 1, 1, 1, 1, kTraitElementwise));
   ops->push_back(Def<InferPRelu, CreatePRelu>("PRelu", 2, 2));
 }
 

@@ -3,6 +3,7 @@
 // precomputed list of kernel offsets; correctness first, these are not the
 // paths the supported CNNs take (those become ConvNhwc / *PoolNhwc).
 #include "ops/conv_ref.h"
+#include "ops/params.h"
 
 #include <array>
 #include <cmath>
@@ -119,6 +120,26 @@ Status Resolve(const InferContext& c, Window* w) {
   return Status::Ok();
 }
 
+}  // namespace
+
+Result<ConvTranspose2d> ResolveConvTranspose2d(const Attrs& attrs, const ir::Shape& x, const ir::Shape& w) {
+  if (x.size() != 4 || w.size() != 4) return InvalidArgument("ConvTranspose2d needs 4-D input and weights");
+  const std::vector<TensorInfo> in = {{DType::kF32, x}, {DType::kF32, w}};
+  const std::vector<const ir::TensorData*> consts(2, nullptr);
+  InferContext c{"ConvTranspose", attrs, in, consts, 1};
+  Window win;
+  FCB_RETURN_IF_ERROR(Resolve(c, &win));
+  ConvTranspose2d g;
+  g.kh = win.k[0], g.kw = win.k[1], g.sh = win.s[0], g.sw = win.s[1], g.dh = win.d[0], g.dw = win.d[1];
+  g.pad_t = win.pb[0], g.pad_l = win.pb[1];
+  // output_padding enlarges the end: fold it into the end pads.
+  g.pad_b = win.pe[0] - win.opad[0], g.pad_r = win.pe[1] - win.opad[1];
+  g.oh = win.out[0], g.ow = win.out[1];
+  return g;
+}
+
+namespace {
+
 std::array<int64_t, kMaxSpatial> Strides(const std::array<int64_t, kMaxSpatial>& dims, int r) {
   std::array<int64_t, kMaxSpatial> st{};
   int64_t s = 1;
@@ -149,15 +170,7 @@ std::vector<int64_t> KernelTaps(const Window& w) {
   return t;
 }
 
-Result<kernels::Epilogue> Epi(const Attrs& a) {
-  kernels::Epilogue ep;
-  const int64_t act = a.GetInt("activation", 0);
-  if (act < 0 || act > static_cast<int64_t>(kernels::Act::kSilu)) return InvalidArgument("bad activation code");
-  ep.act = static_cast<kernels::Act>(act);
-  ep.a = a.GetFloat("activation_alpha", 0.f);
-  ep.b = a.GetFloat("activation_beta", 0.f);
-  return ep;
-}
+Result<kernels::Epilogue> Epi(const Attrs& a) { return OptionalEpilogue("Conv", a); }
 
 // ---------------------------------------------------------------- Conv
 

@@ -13,4 +13,15 @@ namespace fcb::ops {
 Status InferWindowRef(const InferContext& c, std::vector<TensorInfo>* outs);
 Result<std::unique_ptr<Kernel>> CreateWindowRef(const CreateContext& c);
 
+// The resolved geometry of a 2-D ConvTranspose (x NCHW [n, ic, ih, iw], w
+// [ic, oc/group, kh, kw]) with its attributes: output_shape, auto_pad and
+// output_padding folded into begin/end pads, which may be negative (an
+// output_shape larger than the natural size pads the end).
+struct ConvTranspose2d {
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t pad_t, pad_l, pad_b, pad_r;  // output = s * (in - 1) + (k - 1) * d + 1 - pad_begin - pad_end
+  int64_t oh, ow;
+};
+Result<ConvTranspose2d> ResolveConvTranspose2d(const Attrs& attrs, const ir::Shape& x, const ir::Shape& w);
+
 }  // namespace fcb::ops

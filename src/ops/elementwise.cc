@@ -476,9 +476,9 @@ void RegisterElementwiseOps(std::vector<OpDef>* ops) {
   constexpr int kMany = 1 << 16;
   for (const char* name : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater",
                            "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"})
-    ops->push_back(Def<InferBinary, CreateBinary>(name, 2, 2));
+    ops->push_back(Def<InferBinary, CreateBinary>(name, 2, 2, 1, 1, kTraitBroadcast));
   for (const char* name : {"Max", "Min", "Sum", "Mean"})
-    ops->push_back(Def<InferBinary, CreateBinary>(name, 1, kMany));
+    ops->push_back(Def<InferBinary, CreateBinary>(name, 1, kMany, 1, 1, kTraitBroadcast));
   ops->push_back(Def<InferWhere, CreateWhere>("Where", 3, 3));
   RegisterUnaryOps(ops);
 }

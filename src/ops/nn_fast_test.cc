@@ -1,10 +1,11 @@
-// ConvWinogradNhwc (nn_fast.cc): on every runnable target and with 1 and 3
+// ConvWinogradNhwc (lowered/conv_winograd.cc): on every runnable target and with 1 and 3
 // threads it must match ConvNhwc, the direct conv over the other packing (an
 // independent path), and its shape inference must refuse every geometry the
 // Winograd kernel cannot run, since it also checks untrusted files at load.
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -16,16 +17,17 @@ namespace {
 
 using namespace fcb::ops::testing;  // NOLINT
 
-Attrs ConvAttrs(int64_t oc, int64_t act, std::vector<int64_t> strides = {1, 1},
-                std::vector<int64_t> kernel = {3, 3}, int64_t group = 1) {
-  return A()
-      .Is("kernel_shape", std::move(kernel))
-      .Is("strides", std::move(strides))
-      .Is("dilations", {1, 1})
-      .Is("pads", {1, 1, 1, 1})
-      .I("group", group)
-      .I("out_channels", oc)
-      .I("activation", act);
+// The typed parameters, except that `act` may be any code (the encoding is
+// what a hostile file could hold).
+Attrs ConvAttrs(int64_t oc, int64_t act, std::array<int64_t, 2> strides = {1, 1},
+                std::array<int64_t, 2> kernel = {3, 3}, int64_t group = 1) {
+  lowered::ConvParams p;
+  p.kernel = kernel, p.strides = strides, p.pads = {1, 1, 1, 1};
+  p.group = group, p.out_channels = oc;
+  std::vector<format::AttrDesc> a = EncodeParams(p);
+  for (auto& d : a)
+    if (d.name == attr::kActivation) d.ints = {act};
+  return Attrs(std::move(a));
 }
 
 // A float32 tensor of that shape whose contents shape inference never reads.
@@ -47,10 +49,10 @@ TEST(ConvWinogradNhwc, MatchesDirectConvOnEveryTarget) {
   for (const TargetInfo& t : KnownTargets()) {
     if (!HostCanRun(t.id)) continue;
     const auto& table = kernels::GetKernelTable(t.id);
-    auto want = RunWith("ConvNhwc", attrs, {x, direct_wt, bias, res}, 1, table, 1);
+    auto want = RunWith(opname::ConvNhwc, attrs, {x, direct_wt, bias, res}, 1, table, 1);
     ASSERT_TRUE(want.ok()) << want.status().message();
     for (int threads : {1, 3}) {
-      auto got = RunWith("ConvWinogradNhwc", attrs, {x, wino_wt, bias, res}, 1, table, threads);
+      auto got = RunWith(opname::ConvWinogradNhwc, attrs, {x, wino_wt, bias, res}, 1, table, threads);
       ASSERT_TRUE(got.ok()) << got.status().message();
       EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-4)) << t.name << " threads " << threads;
     }
@@ -63,7 +65,7 @@ TEST(ConvWinogradNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   auto wt = Z({kernels::PackedWinogradFloats(oc, ic)});
   auto bias = Z({16});
   auto infer = [](const Attrs& a, std::vector<TensorPtr> in) {
-    return InferOnly("ConvWinogradNhwc", a, in);
+    return InferOnly(opname::ConvWinogradNhwc, a, in);
   };
   EXPECT_TRUE(infer(ConvAttrs(oc, 0), {x, wt, bias}).ok());
   EXPECT_FALSE(infer(ConvAttrs(oc, 0, {2, 2}), {x, wt, bias}).ok()) << "stride 2";
@@ -79,7 +81,7 @@ TEST(ConvWinogradNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   EXPECT_FALSE(infer(ConvAttrs(oc, 0), {Z({1, 4, 4, big}),
                                          Z({kernels::PackedWinogradFloats(oc, big)}), bias})
                    .ok())
-      << "ic above the kernel's stack buffer";
+      << "ic above the kernel's scratch";
   auto bf16 = ir::TensorData::Make(DType::kBF16, {kernels::PackedWinogradFloats(oc, ic)});
   EXPECT_FALSE(infer(ConvAttrs(oc, 0), {x, bf16, bias}).ok()) << "bf16 weights";
 }

@@ -26,18 +26,21 @@ struct Case {
 
 // The depthwise half's attributes (those of a depthwise ConvNhwc); the fused
 // op takes the same plus expand_activation.
-A DwAttrs(const Case& t, int64_t act) {
-  return A()
-      .Is("kernel_shape", {t.k, t.k})
-      .Is("strides", {t.stride, t.stride})
-      .Is("dilations", {t.dil, t.dil})
-      .Is("pads", {t.pad, t.pad, t.pad, t.pad})
-      .I("group", t.e)
-      .I("out_channels", t.e)
-      .I("depthwise", 1)
-      .I("activation", act)
-      .F("activation_alpha", 0.f)
-      .F("activation_beta", 6.f);
+lowered::ConvParams DwParams(const Case& t, kernels::Act act) {
+  lowered::ConvParams p;
+  p.kernel = {t.k, t.k}, p.strides = {t.stride, t.stride}, p.dilations = {t.dil, t.dil};
+  p.pads = {t.pad, t.pad, t.pad, t.pad};
+  p.group = t.e, p.out_channels = t.e, p.depthwise = 1;
+  p.ep = {act, 0.f, 6.f};
+  return p;
+}
+A DwAttrs(const Case& t, kernels::Act act) { return A(EncodeParams(DwParams(t, act))); }
+// The fused op's: the depthwise half's plus the 1x1 conv's activation.
+A FusedAttrs(const Case& t, kernels::Act act, int64_t expand_act) {
+  return DwAttrs(t, act)
+      .I(attr::kExpandActivation, expand_act)
+      .F(attr::kExpandActivationAlpha, 0.f)
+      .F(attr::kExpandActivationBeta, 0.f);
 }
 
 TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
@@ -49,7 +52,7 @@ TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
       {1, 12, 20, 6, 33, 3, 1, 3, 2},    // dilation 2, padding beyond the reach
   };
   const int64_t silu = static_cast<int64_t>(kernels::Act::kSilu);
-  const int64_t clip = static_cast<int64_t>(kernels::Act::kClip);
+  const kernels::Act clip = kernels::Act::kClip;
   uint32_t seed = 1;
   for (const Case& t : cases) {
     const std::string what = "case " + std::to_string(t.h) + "x" + std::to_string(t.w) + "x" +
@@ -64,25 +67,21 @@ TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
     const auto pb2 = kernels::PackDepthwiseBias(b2.data(), t.e);
     auto W1 = F32({static_cast<int64_t>(pw1.size())}, pw1), B1 = F32({static_cast<int64_t>(pb1.size())}, pb1);
     auto W2 = F32({static_cast<int64_t>(pw2.size())}, pw2), B2 = F32({static_cast<int64_t>(pb2.size())}, pb2);
-    const Attrs expand = A()
-                             .Is("kernel_shape", {1, 1})
-                             .Is("strides", {1, 1})
-                             .Is("dilations", {1, 1})
-                             .Is("pads", {0, 0, 0, 0})
-                             .I("group", 1)
-                             .I("out_channels", t.e)
-                             .I("activation", silu);
+    lowered::ConvParams ep;
+    ep.out_channels = t.e;
+    ep.ep.act = kernels::Act::kSilu;
+    const Attrs expand = A(EncodeParams(ep));
     const Attrs dw = DwAttrs(t, clip);
-    const Attrs fused = DwAttrs(t, clip).I("expand_activation", silu);
+    const Attrs fused = FusedAttrs(t, clip, silu);
     for (const TargetInfo& target : KnownTargets()) {
       if (!HostCanRun(target.id)) continue;
       const auto& table = kernels::GetKernelTable(target.id);
-      auto mid = RunWith("ConvNhwc", expand, {x, W1, B1}, 1, table, 1);
+      auto mid = RunWith(opname::ConvNhwc, expand, {x, W1, B1}, 1, table, 1);
       ASSERT_TRUE(mid.ok()) << mid.status().message();
-      auto want = RunWith("ConvNhwc", dw, {mid.value()[0], W2, B2}, 1, table, 1);
+      auto want = RunWith(opname::ConvNhwc, dw, {mid.value()[0], W2, B2}, 1, table, 1);
       ASSERT_TRUE(want.ok()) << want.status().message();
       for (int threads : {1, 2, 3}) {
-        auto got = RunWith("ConvExpandDwNhwc", fused, {x, W1, B1, W2, B2}, 1, table, threads);
+        auto got = RunWith(opname::ConvExpandDwNhwc, fused, {x, W1, B1, W2, B2}, 1, table, threads);
         ASSERT_TRUE(got.ok()) << got.status().message();
         EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-5))
             << what << ", " << target.name << ", threads " << threads;
@@ -98,19 +97,19 @@ TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   auto w1 = Z({kernels::PackedConvFloats(32, 4, 1, 1, 1)}), b1 = Z({32});
   auto w2 = Z({9 * 32}), b2 = Z({32});
   auto infer = [](const Attrs& a, std::vector<TensorPtr> in) {
-    return InferOnly("ConvExpandDwNhwc", a, in);
+    return InferOnly(opname::ConvExpandDwNhwc, a, in);
   };
-  EXPECT_TRUE(infer(DwAttrs(t, 0), {x, w1, b1, w2, b2}).ok());
-  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, Z({7}), b1, w2, b2}).ok()) << "1x1 weight size";
-  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, Z({31}), w2, b2}).ok()) << "1x1 bias size";
-  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, b1, Z({10}), b2}).ok()) << "depthwise weight size";
-  EXPECT_FALSE(infer(DwAttrs(t, 0), {x, w1, b1, w2}).ok()) << "four inputs";
-  EXPECT_FALSE(infer(DwAttrs(t, 0), {Z({1, 8, 8}), w1, b1, w2, b2}).ok()) << "rank 3";
-  const Attrs bad_act = DwAttrs(t, 0).I("expand_activation", 99);
+  EXPECT_TRUE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2, b2}).ok());
+  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, Z({7}), b1, w2, b2}).ok()) << "1x1 weight size";
+  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, Z({31}), w2, b2}).ok()) << "1x1 bias size";
+  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, Z({10}), b2}).ok()) << "depthwise weight size";
+  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2}).ok()) << "four inputs";
+  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {Z({1, 8, 8}), w1, b1, w2, b2}).ok()) << "rank 3";
+  const Attrs bad_act = FusedAttrs(t, kernels::Act::kNone, 99);
   EXPECT_FALSE(infer(bad_act, {x, w1, b1, w2, b2}).ok()) << "expand_activation code";
   // Rows too wide for the band buffer (3 rows of 4096 x 32 floats).
   auto wide = Z({1, 8, 4096, 4});
-  EXPECT_FALSE(infer(DwAttrs(t, 0), {wide, w1, b1, w2, b2}).ok()) << "rows beyond the band buffer";
+  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {wide, w1, b1, w2, b2}).ok()) << "rows beyond the band buffer";
 }
 
 }  // namespace

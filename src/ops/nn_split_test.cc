@@ -49,19 +49,16 @@ void CheckConv(int64_t h, int64_t wd, int64_t ic, int64_t oc, int64_t k) {
   const auto want = F32({1, h, wd, oc}, ConvLoop(xv, wv, bv, rv, h, wd, ic, oc, k, pad));
   const auto pw = kernels::PackConv(wv.data(), oc, ic, k, k, 1);
   const auto pb = kernels::PackConvBias(bv.data(), oc, 1);
-  const Attrs attrs = A().Is("kernel_shape", {k, k})
-                          .Is("strides", {1, 1})
-                          .Is("dilations", {1, 1})
-                          .Is("pads", {pad, pad, pad, pad})
-                          .I("group", 1)
-                          .I("out_channels", oc)
-                          .I("activation", static_cast<int64_t>(kernels::Act::kRelu));
+  lowered::ConvParams p;
+  p.kernel = {k, k}, p.pads = {pad, pad, pad, pad}, p.out_channels = oc;
+  p.ep.act = kernels::Act::kRelu;
+  const Attrs attrs = A(EncodeParams(p));
   const std::vector<TensorPtr> in = {F32({1, h, wd, ic}, xv), F32({static_cast<int64_t>(pw.size())}, pw),
                                      F32({static_cast<int64_t>(pb.size())}, pb), F32({1, h, wd, oc}, rv)};
   for (const TargetInfo& t : KnownTargets()) {
     if (!HostCanRun(t.id)) continue;
     for (int threads : {1, 2, 3}) {
-      auto got = RunWith("ConvNhwc", attrs, in, 1, kernels::GetKernelTable(t.id), threads);
+      auto got = RunWith(opname::ConvNhwc, attrs, in, 1, kernels::GetKernelTable(t.id), threads);
       ASSERT_TRUE(got.ok()) << got.status().message();
       EXPECT_TRUE(Same(*got.value()[0], *want, 1e-4))
           << t.name << ", " << threads << " threads, " << k << "x" << k << " oc " << oc;
@@ -78,6 +75,15 @@ TEST(NnSplit, ConvOverChannels1x1) { CheckConv(2, 3, 40, 264, 1); }
 
 // Many pixels: still split over pixels (the same answer either way).
 TEST(NnSplit, ConvOverPixels) { CheckConv(12, 10, 8, 40, 3); }
+
+// GemmPacked's parameters: its column count, no activation.
+Attrs GemmAttrs(int64_t n) {
+  return A()
+      .I(attr::kColumns, n)
+      .I(attr::kActivation, 0)
+      .F(attr::kActivationAlpha, 0.f)
+      .F(attr::kActivationBeta, 0.f);
+}
 
 TEST(NnSplit, GemmOneRowOverColumns) {
   for (int64_t m : {1, 3}) {
@@ -99,7 +105,7 @@ TEST(NnSplit, GemmOneRowOverColumns) {
     for (const TargetInfo& t : KnownTargets()) {
       if (!HostCanRun(t.id)) continue;
       for (int threads : {1, 2, 3}) {
-        auto got = RunWith("GemmPacked", A().I("n", n), in, 1, kernels::GetKernelTable(t.id), threads);
+        auto got = RunWith(opname::GemmPacked, GemmAttrs(n), in, 1, kernels::GetKernelTable(t.id), threads);
         ASSERT_TRUE(got.ok()) << got.status().message();
         EXPECT_TRUE(Same(*got.value()[0], *w, 1e-4)) << t.name << ", " << threads << " threads, m " << m;
       }

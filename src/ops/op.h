@@ -59,10 +59,6 @@ Attrs AttrsFromNode(const ir::Node& node);
 // Constant inputs up to this size are given to infer/create (at compile time and
 // at load time alike); larger ones (weights) are passed as null.
 inline constexpr size_t kMaxInferConstantBytes = 65536;
-// Floats of the per-thread stack buffer in which ConvExpandDwNhwc (nn.cc)
-// makes bands of its intermediate tensor; compile/lower.cc fuses only pairs
-// whose rows fit it.
-inline constexpr int64_t kExpandDwBandFloats = int64_t{96} << 10;  // 384 KiB
 
 struct InferContext {
   std::string_view op;
@@ -78,6 +74,13 @@ struct InferContext {
 struct RunContext {
   const kernels::KernelTable* k = nullptr;
   ThreadPool* pool = nullptr;  // never null at run time (a pool may have one thread)
+  // Per-thread scratch memory from the execution's arena: thread t of the
+  // pool (ThreadPool::ParallelForThreads gives t) owns the scratch_stride
+  // bytes at scratch + t * scratch_stride, 64-byte aligned. At least the
+  // bytes the step's OpDef::scratch asked for; null when it asked for none.
+  uint8_t* scratch = nullptr;
+  size_t scratch_stride = 0;
+  void* ThreadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratch_stride; }
 };
 
 // A prepared operator for fixed shapes. Immutable after creation; Run may be
@@ -105,14 +108,63 @@ struct CreateContext {
 
 using InferFn = Status (*)(const InferContext& ctx, std::vector<TensorInfo>* outputs);
 using CreateFn = Result<std::unique_ptr<Kernel>> (*)(const CreateContext& ctx);
+// Bytes of per-thread scratch a step needs at run time (0: none), from the
+// same context as create; the compiler plans it into the arena.
+using ScratchFn = Result<uint64_t> (*)(const CreateContext& ctx);
+
+class LowerContext;  // ops/lowering.h
+class LayoutContext;
+// A lowering rule: turns graph node `node` (and any nodes it claims) into
+// plan steps. Returns false when it does not apply, and the next rule for the
+// node's op is tried; the last resort emits the node as one step unchanged.
+using LowerFn = Result<bool> (*)(LowerContext& ctx, int node);
+// A layout rule: rewrites an ONNX node whose first input is NHWC-capable into
+// its NHWC form (ops/lowering.h). Returns false when it does not apply.
+using LayoutFn = Result<bool> (*)(LayoutContext& ctx, const ir::Node& node);
+
+// What passes may assume of an op, instead of knowing op names.
+enum OpTraits : uint32_t {
+  kTraitNone = 0,
+  // Elementwise, one tensor operand (input 0), every output shaped like it:
+  // any layout of input 0 gives the same layout out.
+  kTraitElementwise = 1,
+  // Elementwise over broadcast operands: layout-agnostic when every operand is
+  // 4-D or a constant that can be permuted alike.
+  kTraitBroadcast = 2,
+  // Carries a fused activation (activation, activation_alpha/_beta) in every
+  // form it runs in (graph nodes of other ops may, see Lowering below).
+  kTraitTakesActivation = 4,
+  // May carry a fused residual input (input 3) added before the activation.
+  kTraitTakesResidual = 8,
+};
 
 struct OpDef {
-  std::string name;       // ONNX op_type, or an internal name such as "ConvNhwc"
+  std::string name;       // ONNX op_type, or an internal name (ops/names.h)
   bool internal = false;  // true: created by passes, not accepted from ONNX
   int min_inputs = 1, max_inputs = 1;
   int min_outputs = 1, max_outputs = 1;
   InferFn infer = nullptr;
   CreateFn create = nullptr;
+  ScratchFn scratch = nullptr;  // null: the op needs no scratch
+  uint32_t traits = kTraitNone;
+  // Rules that produce this op from graph nodes of op `from`, tried in
+  // descending priority across every op that registers one for `from`.
+  struct Lowering {
+    std::string_view from;
+    int priority = 0;
+    LowerFn fn = nullptr;
+    // Non-null when this rule always applies to the nodes it accepts and the
+    // op it makes carries a fused activation: then FuseActivations may fuse
+    // one into such a node of op `from` (the predicate must be target-neutral).
+    bool (*carries_activation)(const ir::Graph& g, const ir::Node& n) = nullptr;
+  };
+  std::vector<Lowering> lowerings;
+  // Rules that make this (NHWC) op from ONNX nodes of op `from`.
+  struct Layout {
+    std::string_view from;
+    LayoutFn fn = nullptr;
+  };
+  std::vector<Layout> layouts;
 };
 
 // nullptr if unknown.

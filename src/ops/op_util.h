@@ -85,8 +85,10 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
 }
 // An OpDef whose infer and create are wrapped by the checks above.
 template <InferFn I, CreateFn C>
-OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out = 1) {
+OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out = 1,
+          uint32_t traits = kTraitNone) {
   OpDef d;
+  d.traits = traits;
   d.name = std::move(name);
   d.min_inputs = min_in;
   d.max_inputs = max_in;

@@ -13,6 +13,7 @@
 
 #include "core/target.h"
 #include "core/thread_pool.h"
+#include "ops/lowered/lowered.h"
 #include "ops/op.h"
 
 namespace fcb::ops::testing {
@@ -62,16 +63,18 @@ std::vector<T> Values(const ir::TensorData& t) {
 // Attribute builder: A().I("axis", 1).F("alpha", .5f).Is("perm", {1, 0}).S("mode", "edge").
 class A {
  public:
-  A& I(const std::string& n, int64_t v) { return Add(n, {v}, {}, ""); }
-  A& Is(const std::string& n, std::vector<int64_t> v) { return Add(n, std::move(v), {}, ""); }
-  A& F(const std::string& n, float v) { return Add(n, {}, {v}, ""); }
-  A& S(const std::string& n, const std::string& v) { return Add(n, {}, {}, v); }
+  A() = default;
+  explicit A(std::vector<format::AttrDesc> a) : a_(std::move(a)) {}  // e.g. from EncodeParams
+  A& I(std::string_view n, int64_t v) { return Add(n, {v}, {}, ""); }
+  A& Is(std::string_view n, std::vector<int64_t> v) { return Add(n, std::move(v), {}, ""); }
+  A& F(std::string_view n, float v) { return Add(n, {}, {v}, ""); }
+  A& S(std::string_view n, const std::string& v) { return Add(n, {}, {}, v); }
   operator Attrs() const { return Attrs(a_); }  // NOLINT: builder
 
  private:
-  A& Add(const std::string& n, std::vector<int64_t> i, std::vector<float> f, std::string s) {
+  A& Add(std::string_view n, std::vector<int64_t> i, std::vector<float> f, std::string s) {
     format::AttrDesc d;
-    d.name = n;
+    d.name = std::string(n);
     d.ints = std::move(i);
     d.floats = std::move(f);
     d.str = std::move(s);
@@ -83,12 +86,12 @@ class A {
 
 // infer + create + Run with one kernel table and thread count. `constant`
 // says which inputs are known to infer/create (all when empty).
-inline Result<std::vector<TensorPtr>> RunWith(const std::string& op, const Attrs& attrs,
+inline Result<std::vector<TensorPtr>> RunWith(std::string_view op, const Attrs& attrs,
                                               const std::vector<TensorPtr>& inputs, int num_outputs,
                                               const kernels::KernelTable& table, int threads,
                                               const std::vector<bool>& constant = {}) {
   const OpDef* def = FindOp(op);
-  if (!def) return NotFound(op);
+  if (!def) return NotFound(std::string(op));
   std::vector<TensorInfo> in_info(inputs.size());
   std::vector<const ir::TensorData*> consts(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -113,6 +116,15 @@ inline Result<std::vector<TensorPtr>> RunWith(const std::string& op, const Attrs
   for (const auto& t : inputs) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
   ThreadPool pool(threads);
   RunContext rctx{&table, &pool};
+  // Per-thread scratch as the runtime lays it out: 64-byte aligned slices.
+  std::vector<uint64_t> scratch;
+  if (def->scratch) {
+    FCB_ASSIGN_OR_RETURN(uint64_t bytes, def->scratch(cctx));
+    const uint64_t stride = (bytes + 63) / 64 * 64;
+    scratch.resize(stride * threads / 8 + 8);
+    rctx.scratch = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
+    rctx.scratch_stride = stride;
+  }
   FCB_RETURN_IF_ERROR(kernel->Run(rctx, in_ptrs.data(), out_ptrs.data()));
   return outs;
 }
@@ -173,10 +185,10 @@ inline void Check(const std::string& op, const Attrs& attrs, const std::vector<T
 
 // Shape inference alone, as the loader runs it on untrusted files: every input
 // is a shape (its contents are never read, nor given as constants).
-inline Status InferOnly(const std::string& op, const Attrs& attrs,
+inline Status InferOnly(std::string_view op, const Attrs& attrs,
                         const std::vector<TensorPtr>& inputs, int num_outputs = 1) {
   const OpDef* def = FindOp(op);
-  if (!def) return NotFound(op);
+  if (!def) return NotFound(std::string(op));
   std::vector<TensorInfo> info;
   for (const auto& t : inputs) info.push_back({t->dtype, t->shape});
   std::vector<const ir::TensorData*> consts(inputs.size(), nullptr);

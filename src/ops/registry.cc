@@ -3,6 +3,7 @@
 
 #include "ops/op.h"
 #include "ops/families.h"
+#include "ops/lowered/lowered.h"
 
 namespace fcb::ops {
 
@@ -87,7 +88,9 @@ const std::vector<OpDef>& AllOps() {
     RegisterReduceOps(&v);
     RegisterMatMulOps(&v);
     RegisterNnOps(&v);
-    RegisterNnFastOps(&v);
+#define FCB_ADD_LOWERED(name, def) v.push_back(def());
+    FCB_LOWERED_OPS(FCB_ADD_LOWERED)
+#undef FCB_ADD_LOWERED
     RegisterActivationExtraOps(&v);
     RegisterScanOneHotOps(&v);
     RegisterGatherScatterOps(&v);
@@ -152,6 +155,14 @@ Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(
   for (const auto* t : inputs) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
   ThreadPool pool(1);
   RunContext rctx{&kernels::GetKernelTable(TargetId::kGeneric), &pool};
+  std::vector<uint64_t> scratch;  // 8-byte units, 64-byte aligned by over-allocating
+  if (def->scratch) {
+    FCB_ASSIGN_OR_RETURN(uint64_t bytes, def->scratch(cctx));
+    scratch.resize((bytes + 64) / 8 + 8);
+    const auto addr = reinterpret_cast<uintptr_t>(scratch.data());
+    rctx.scratch = reinterpret_cast<uint8_t*>((addr + 63) / 64 * 64);
+    rctx.scratch_stride = bytes;
+  }
   FCB_RETURN_IF_ERROR(kernel->Run(rctx, in_ptrs.data(), out_ptrs.data()));
   return outs;
 }

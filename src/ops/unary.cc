@@ -442,12 +442,12 @@ Result<std::unique_ptr<Kernel>> CreateIdentity(const CreateContext& c) {
 }  // namespace
 
 void RegisterUnaryOps(std::vector<OpDef>* ops) {
-  for (const auto& u : kUnary) ops->push_back(Def<InferUnary, CreateUnary>(u.name, 1, 1));
-  ops->push_back(Def<InferClip, CreateClip>("Clip", 1, 3));
-  ops->push_back(Def<InferCast, CreateCast>("Cast", 1, 1));
+  for (const auto& u : kUnary) ops->push_back(Def<InferUnary, CreateUnary>(u.name, 1, 1, 1, 1, kTraitElementwise));
+  ops->push_back(Def<InferClip, CreateClip>("Clip", 1, 3, 1, 1, kTraitElementwise));
+  ops->push_back(Def<InferCast, CreateCast>("Cast", 1, 1, 1, 1, kTraitElementwise));
   ops->push_back(Def<InferCast, CreateCast>("CastLike", 2, 2));
-  ops->push_back(Def<InferIdentity, CreateIdentity>("Identity", 1, 1));
-  ops->push_back(Def<InferIdentity, CreateIdentity>("Dropout", 1, 3, 1, 2));
+  ops->push_back(Def<InferIdentity, CreateIdentity>("Identity", 1, 1, 1, 1, kTraitElementwise));
+  ops->push_back(Def<InferIdentity, CreateIdentity>("Dropout", 1, 3, 1, 2, kTraitElementwise));
 }
 
 }  // namespace fcb::ops

@@ -5,6 +5,7 @@
 // bias[c]. Arithmetic is in double, rounded to float once.
 #include <cmath>
 
+#include "ops/names.h"
 #include "passes/graph_util.h"
 #include "passes/passes.h"
 
@@ -120,7 +121,7 @@ Status FoldBatchNorm(ir::Graph& g) {
     const int p = x >= 0 ? producers[x] : -1;
     if (p < 0 || uses[x] != 1 || erase[p]) continue;
     ir::Node& prod = g.nodes[p];
-    if (!prod.domain.empty() || prod.outputs.size() != 1 || prod.Has("activation")) continue;
+    if (!prod.domain.empty() || prod.outputs.size() != 1 || prod.Has(ops::attr::kActivation)) continue;
     const ir::Value& xv = g.values[x];
     if (xv.dtype != ir::DType::kF32 || xv.shape.size() < 2) continue;
     BnParams params;

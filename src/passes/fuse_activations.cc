@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "ops/op.h"
+#include "ops/params.h"
 #include "passes/graph_util.h"
 #include "passes/passes.h"
 
@@ -51,19 +53,25 @@ Activation ActivationOf(const ir::Graph& g, const ir::Node& n) {
   return a;
 }
 
+// Whether node p runs with an epilogue in every form it may take: its op
+// says so (kTraitTakesActivation), or a lowering rule for its op that always
+// applies to p makes an op that does (Gemm/MatMul with constant B become
+// GemmPacked; the variable-operand kernels have no epilogue).
 bool CanTakeEpilogue(const ir::Graph& g, const ir::Node& p) {
   if (!p.domain.empty() || p.outputs.size() != 1) return false;
-  if (p.GetInt("activation", 0) != 0) return false;
-  if (p.op_type == "Conv") return true;
-  // Only Gemm / MatMul with constant B are lowered to the packed GEMM, which
-  // has the epilogue; the variable-operand kernels do not read "activation".
-  return (p.op_type == "Gemm" || p.op_type == "MatMul") && ConstInput(g, p, 1) != nullptr;
+  if (ops::NodeEpilogue(p).act != kernels::Act::kNone) return false;
+  const ops::OpDef* def = ops::FindOp(p.op_type);
+  if (def && (def->traits & ops::kTraitTakesActivation)) return true;
+  for (const ops::OpDef& d : ops::AllOps())
+    for (const auto& l : d.lowerings)
+      if (l.from == p.op_type && l.carries_activation && l.carries_activation(g, p) &&
+          (d.traits & ops::kTraitTakesActivation))
+        return true;
+  return false;
 }
 
 void SetEpilogue(ir::Node& prod, const Activation& a, int output) {
-  prod.SetInt("activation", static_cast<int64_t>(a.act));
-  prod.SetFloat("activation_alpha", a.alpha);
-  prod.SetFloat("activation_beta", a.beta);
+  ops::SetNodeEpilogue(&prod, kernels::Epilogue{a.act, a.alpha, a.beta});
   prod.outputs[0] = output;
 }
 

@@ -1,5 +1,7 @@
 #include "passes/fuse_residual.h"
 
+#include "ops/op.h"
+#include "ops/params.h"
 #include "passes/graph_util.h"
 
 namespace fcb::passes {
@@ -15,9 +17,12 @@ std::vector<int> CountUses(const ir::Graph& g) {
   return uses;
 }
 
+// A node of an op that takes a residual (input 3), without one and without
+// an activation yet.
 bool IsPlainConv(const ir::Node& n) {
-  return n.op_type == "ConvNhwc" && (n.inputs.size() < 4 || n.inputs[3] < 0) &&
-         n.GetInt("activation", 0) == 0 && n.outputs.size() == 1;
+  const ops::OpDef* def = ops::FindOp(n.op_type);
+  return def && (def->traits & ops::kTraitTakesResidual) && (n.inputs.size() < 4 || n.inputs[3] < 0) &&
+         ops::NodeEpilogue(n).act == kernels::Act::kNone && n.outputs.size() == 1;
 }
 
 }  // namespace
@@ -61,7 +66,7 @@ Status FuseResidualAdd(ir::Graph& g) {
     // A Relu that alone reads the sum becomes the conv's activation.
     const int ri = sole_reader[out];
     if (ri >= 0 && !IsGraphOutput(g, out) && g.nodes[ri].op_type == "Relu" && g.nodes[ri].outputs.size() == 1) {
-      conv.SetInt("activation", 1);  // kernels::Act::kRelu
+      ops::SetNodeEpilogue(&conv, kernels::Epilogue{kernels::Act::kRelu, 0.f, 0.f});
       erase[ri] = true;
       out = g.nodes[ri].outputs[0];
     }

@@ -2,6 +2,7 @@
 // conv and which must stay. (The numerics of the fused epilogue are checked
 // end to end by tests/models_test.cc, ResNets against ONNX Runtime.)
 #include "passes/fuse_residual.h"
+#include "ops/names.h"
 
 #include <gtest/gtest.h>
 
@@ -35,7 +36,7 @@ struct Block {
     x = AddTensor(g, "x"), w = AddTensor(g, "w"), r = AddTensor(g, "r");
     y = AddTensor(g, "y"), s = AddTensor(g, "s"), z = AddTensor(g, "z");
     g.inputs = {x, w, r};
-    AddNode(g, "ConvNhwc", {x, w, -1}, {y});
+    AddNode(g, std::string(ops::opname::ConvNhwc), {x, w, -1}, {y});
     AddNode(g, "Add", {r, y}, {s});
     AddNode(g, "Relu", {s}, {z});
     g.outputs = {z};
@@ -47,11 +48,11 @@ TEST(FuseResidualAdd, AddAndReluFoldIntoTheConv) {
   ASSERT_TRUE(FuseResidualAdd(b.g).ok());
   ASSERT_EQ(b.g.nodes.size(), 1u);
   const ir::Node& c = b.g.nodes[0];
-  EXPECT_EQ(c.op_type, "ConvNhwc");
+  EXPECT_EQ(c.op_type, ops::opname::ConvNhwc);
   ASSERT_EQ(c.inputs.size(), 4u);
   EXPECT_EQ(c.inputs[3], b.r);
   EXPECT_EQ(c.outputs[0], b.z);
-  EXPECT_EQ(c.GetInt("activation", 0), 1);
+  EXPECT_EQ(c.GetInt(ops::attr::kActivation, 0), 1);
 }
 
 TEST(FuseResidualAdd, SumThatIsAGraphOutputKeepsNoRelu) {
@@ -60,13 +61,13 @@ TEST(FuseResidualAdd, SumThatIsAGraphOutputKeepsNoRelu) {
   ASSERT_TRUE(FuseResidualAdd(b.g).ok());
   ASSERT_EQ(b.g.nodes.size(), 2u);
   EXPECT_EQ(b.g.nodes[0].outputs[0], b.s);
-  EXPECT_EQ(b.g.nodes[0].GetInt("activation", 0), 0);
+  EXPECT_EQ(b.g.nodes[0].GetInt(ops::attr::kActivation, 0), 0);
   EXPECT_EQ(b.g.nodes[1].op_type, "Relu");
 }
 
 TEST(FuseResidualAdd, ConvWithActivationIsLeftAlone) {
   Block b;
-  b.g.nodes[0].SetInt("activation", 1);  // relu(conv) + r != relu(conv + r)
+  b.g.nodes[0].SetInt(ops::attr::kActivation, 1);  // relu(conv) + r != relu(conv + r)
   ASSERT_TRUE(FuseResidualAdd(b.g).ok());
   EXPECT_EQ(b.g.nodes.size(), 3u);
 }
@@ -86,7 +87,7 @@ TEST(FuseResidualAdd, ResidualComputedAfterTheConvPicksTheLaterConv) {
   b.g.nodes.insert(b.g.nodes.begin() + 1, ir::Node{});
   ir::Node& c2 = b.g.nodes[1];
   c2.name = "conv2";
-  c2.op_type = "ConvNhwc";
+  c2.op_type = std::string(ops::opname::ConvNhwc);
   c2.inputs = {b.x, b.w, -1};
   c2.outputs = {y2};
   b.g.nodes[2].inputs = {b.y, y2};

@@ -3,9 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <set>
 
-#include "ops/conv_geom.h"
+#include "ops/lowering.h"
 #include "ops/op.h"
 
 namespace fcb::passes {
@@ -22,23 +21,33 @@ Shape Permute(const Shape& s, const int64_t* perm) {
   return {s[perm[0]], s[perm[1]], s[perm[2]], s[perm[3]]};
 }
 
-// Ops whose output has the same layout as their (4-D) inputs, elementwise.
-bool IsUnaryAgnostic(const std::string& op) {
-  static const std::set<std::string> k = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
-                                          "LeakyRelu", "Elu", "Selu", "Softplus", "Exp", "Neg", "Abs",
-                                          "Sqrt", "Erf", "Identity", "Dropout", "Gelu", "Celu", "Mish",
-                                          "Softsign", "Floor", "Ceil", "Round", "Reciprocal", "Log",
-                                          "Sign", "ThresholdedRelu"};
-  return k.count(op) != 0;
-}
-bool IsBinaryAgnostic(const std::string& op) {
-  static const std::set<std::string> k = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Pow", "Mean"};
-  return k.count(op) != 0;
+uint32_t Traits(const std::string& op) {
+  const ops::OpDef* d = ops::FindOp(op);
+  return d ? d->traits : ops::kTraitNone;
 }
 
-class LayoutRewriter {
+// The NHWC forms registered for each ONNX op (OpDef::layouts).
+const std::map<std::string, ops::LayoutFn, std::less<>>& LayoutRules() {
+  static const auto kRules = [] {
+    std::map<std::string, ops::LayoutFn, std::less<>> m;
+    for (const ops::OpDef& d : ops::AllOps())
+      for (const auto& l : d.layouts) m[std::string(l.from)] = l.fn;
+    return m;
+  }();
+  return kRules;
+}
+
+class LayoutRewriter final : public ops::LayoutContext {
  public:
   explicit LayoutRewriter(Graph& g) : g_(g), nhwc_(g.values.size(), false) {}
+
+  // ops::LayoutContext
+  const Graph& graph() const override { return g_; }
+  int ToNhwc(int v) override { return Convert(v, true); }
+  void EmitNhwc(Node n) override {
+    MarkNhwc(n.outputs[0]);
+    g_.nodes.push_back(std::move(n));
+  }
 
   Status Run() {
     std::vector<Node> old = std::move(g_.nodes);
@@ -116,18 +125,24 @@ class LayoutRewriter {
   Status Rewrite(Node n) {
     const std::string& op = n.op_type;
     const bool x4 = !n.inputs.empty() && IsRank4Var(n.inputs[0]);
+    const uint32_t traits = Traits(op);
     if (op == "BatchNormalization" && x4) return RewriteBatchNorm(std::move(n));
-    if (x4 && (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") &&
-        NhwcCapable(n))
-      return RewriteConvFamily(std::move(n));
-    if (IsUnaryAgnostic(op) && x4 && IsNhwc(n.inputs[0])) {
+    if (x4 && g_.values[n.inputs[0]].dtype == ir::DType::kF32) {
+      const auto& rules = LayoutRules();
+      if (auto it = rules.find(op); it != rules.end()) {
+        FCB_ASSIGN_OR_RETURN(bool done, it->second(*this, n));
+        if (done) return Status::Ok();
+      }
+    }
+    if ((traits & ops::kTraitElementwise) && x4 && IsNhwc(n.inputs[0])) {
       n.inputs[0] = Convert(n.inputs[0], true);  // no-op, already NHWC
       for (int o : n.outputs)
         if (o >= 0 && g_.values[o].shape.size() == 4) MarkNhwc(o);
       g_.nodes.push_back(std::move(n));
       return Status::Ok();
     }
-    if ((IsBinaryAgnostic(op) || op == "Concat") && AnyNhwc(n) && AllOperands4dOrConst(n, op == "Concat")) {
+    if (((traits & ops::kTraitBroadcast) || op == "Concat") && AnyNhwc(n) &&
+        AllOperands4dOrConst(n, op == "Concat")) {
       for (int& in : n.inputs) {
         if (in < 0) continue;
         if (g_.values[in].is_constant()) {
@@ -151,19 +166,6 @@ class LayoutRewriter {
       if (IsNhwc(in)) in = Convert(in, false);
     g_.nodes.push_back(std::move(n));
     return Status::Ok();
-  }
-
-  // The NHWC forms need packed constant conv weights and have no Indices
-  // output; other nodes stay in ONNX form (reference kernels, ops/conv_ref.h).
-  bool NhwcCapable(const Node& n) const {
-    auto is_const = [&](size_t i) {
-      return i < n.inputs.size() && n.inputs[i] >= 0 && g_.values[n.inputs[i]].is_constant();
-    };
-    if (g_.values[n.inputs[0]].dtype != ir::DType::kF32) return false;
-    if (n.op_type == "Conv")
-      return is_const(1) && (n.inputs.size() < 3 || n.inputs[2] < 0 || is_const(2));
-    if (n.op_type == "MaxPool") return n.outputs.size() == 1 && n.GetInt("storage_order", 0) == 0;
-    return true;
   }
 
   bool AnyNhwc(const Node& n) const {
@@ -221,50 +223,6 @@ class LayoutRewriter {
     add.outputs = {n.outputs[0]};
     FCB_RETURN_IF_ERROR(Rewrite(std::move(mul)));
     return Rewrite(std::move(add));
-  }
-
-  Status RewriteConvFamily(Node n) {
-    const int x = n.inputs[0];
-    const Shape xs = g_.values[x].shape;  // logical NCHW
-    ops::Attrs attrs = ops::AttrsFromNode(n);
-    Node r;
-    r.name = n.name;
-    r.domain = "fcb";
-    r.outputs = n.outputs;
-    r.inputs = {Convert(x, true)};
-    if (n.op_type == "GlobalAveragePool") {
-      r.op_type = "GlobalAvgPoolNhwc";
-    } else {
-      int64_t kh = 1, kw = 1;
-      if (n.op_type == "Conv") {
-        const Shape& ws = g_.values[n.inputs[1]].shape;
-        kh = ws[2];
-        kw = ws[3];
-      }
-      FCB_ASSIGN_OR_RETURN(ops::Window2d w,
-                           ops::ResolveWindow2d(attrs, xs[2], xs[3], kh, kw, n.op_type != "Conv"));
-      r.SetInts("kernel_shape", {w.kh, w.kw});
-      r.SetInts("strides", {w.sh, w.sw});
-      r.SetInts("dilations", {w.dh, w.dw});
-      r.SetInts("pads", {w.pad_t, w.pad_l, w.pad_b, w.pad_r});
-      if (n.op_type == "Conv") {
-        r.op_type = "ConvNhwc";
-        const Shape& ws = g_.values[n.inputs[1]].shape;
-        r.inputs.push_back(n.inputs[1]);
-        r.inputs.push_back(n.inputs.size() > 2 ? n.inputs[2] : -1);
-        r.SetInt("group", n.GetInt("group", 1));
-        r.SetInt("out_channels", ws[0]);
-        for (const char* a : {"activation", "activation_alpha", "activation_beta"})
-          if (n.Has(a)) r.attrs[a] = n.attrs.at(a);
-      } else {
-        r.op_type = n.op_type == "MaxPool" ? "MaxPoolNhwc" : "AvgPoolNhwc";
-        r.SetInt("ceil_mode", n.GetInt("ceil_mode", 0));
-        r.SetInt("count_include_pad", n.GetInt("count_include_pad", 0));
-      }
-    }
-    MarkNhwc(n.outputs[0]);
-    g_.nodes.push_back(std::move(r));
-    return Status::Ok();
   }
 
   Graph& g_;

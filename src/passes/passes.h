@@ -24,10 +24,11 @@ Status RemoveIdentities(ir::Graph& g);
 Status FoldBatchNorm(ir::Graph& g);
 
 // An activation (Relu, Clip with constant bounds, Sigmoid, HardSigmoid,
-// HardSwish, Tanh, LeakyRelu) after Conv / Gemm or MatMul with constant B whose
-// output has no other use: sets "activation" (kernels::Act code),
-// "activation_alpha", "activation_beta" on the producer, which then writes the
-// activation's output value. Also SiLU as exported (Mul(x, Sigmoid(x)) where x
+// HardSwish, Tanh, LeakyRelu) after a producer that carries an epilogue in
+// every form it runs in (an op with kTraitTakesActivation, such as Conv, or a
+// Gemm/MatMul that GemmPacked's lowering always takes) whose output has no
+// other use: sets the producer's fused activation (ops::SetNodeEpilogue),
+// which then writes the activation's output value. Also SiLU as exported (Mul(x, Sigmoid(x)) where x
 // has just those two uses) becomes the kSilu epilogue.
 Status FuseActivations(ir::Graph& g);
 

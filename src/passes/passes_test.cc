@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "ops/op.h"
+#include "ops/names.h"
 #include "passes/passes.h"
 #include "passes/test_interpreter.h"
 #include "test_util.h"
@@ -206,9 +207,9 @@ TEST(FuseActivations, SetsAttrsAndTakesOverTheOutput) {
     if (c.op == "LeakyRelu") act.SetFloat("alpha", c.a);
     ASSERT_TRUE(FuseActivations(g).ok());
     ASSERT_EQ(g.nodes.size(), 1u) << c.op;
-    EXPECT_EQ(g.nodes[0].GetInt("activation", -1), static_cast<int64_t>(c.act)) << c.op;
-    EXPECT_EQ(g.nodes[0].GetFloat("activation_alpha", -9), c.a) << c.op;
-    EXPECT_EQ(g.nodes[0].GetFloat("activation_beta", -9), c.b) << c.op;
+    EXPECT_EQ(g.nodes[0].GetInt(ops::attr::kActivation, -1), static_cast<int64_t>(c.act)) << c.op;
+    EXPECT_EQ(g.nodes[0].GetFloat(ops::attr::kActivationAlpha, -9), c.a) << c.op;
+    EXPECT_EQ(g.nodes[0].GetFloat(ops::attr::kActivationBeta, -9), c.b) << c.op;
     EXPECT_EQ(g.nodes[0].outputs[0], y) << c.op;
     EXPECT_EQ(g.values[g.outputs[0]].name, "y");
   }
@@ -218,8 +219,8 @@ TEST(FuseActivations, SetsAttrsAndTakesOverTheOutput) {
   AddNode(t.g, "Clip", {t.g.nodes[0].outputs[0]}, {t.g.outputs[0]}, "clip");
   ASSERT_TRUE(FuseActivations(t.g).ok());
   ASSERT_EQ(t.g.nodes.size(), 1u);
-  EXPECT_EQ(t.g.nodes[0].GetFloat("activation_alpha", 0), -inf);
-  EXPECT_EQ(t.g.nodes[0].GetFloat("activation_beta", 0), inf);
+  EXPECT_EQ(t.g.nodes[0].GetFloat(ops::attr::kActivationAlpha, 0), -inf);
+  EXPECT_EQ(t.g.nodes[0].GetFloat(ops::attr::kActivationBeta, 0), inf);
 }
 
 TEST(FuseActivations, MulOfSigmoidBecomesSilu) {
@@ -233,7 +234,7 @@ TEST(FuseActivations, MulOfSigmoidBecomesSilu) {
     AddNode(g, "Mul", order ? std::vector<int>{s, x} : std::vector<int>{x, s}, {g.outputs[0]}, "mul");
     ASSERT_TRUE(FuseActivations(g).ok());
     ASSERT_EQ(g.nodes.size(), 1u);
-    EXPECT_EQ(g.nodes[0].GetInt("activation", -1), static_cast<int64_t>(kernels::Act::kSilu));
+    EXPECT_EQ(g.nodes[0].GetInt(ops::attr::kActivation, -1), static_cast<int64_t>(kernels::Act::kSilu));
     EXPECT_EQ(g.nodes[0].outputs[0], g.outputs[0]);
   }
   {  // x has a third use: the Sigmoid and Mul stay

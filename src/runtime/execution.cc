@@ -17,6 +17,8 @@ class ExecutionImpl {
   ArenaMemory arena;
   std::unique_ptr<ThreadPool> pool;
   std::vector<void*> tensor_ptr;
+  uint8_t* scratch = nullptr;  // num_threads slices of the plan's scratch_bytes, after the arena
+  size_t scratch_stride = 0;
   std::vector<std::vector<const void*>> step_in;
   std::vector<std::vector<void*>> step_out;
 };
@@ -33,10 +35,17 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   if (!m) return program->method(method).TakeStatus();
   auto impl = std::make_unique<ExecutionImpl>();
   impl->method = m;
-  const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
+  // The activations, then each thread's scratch (both planned at compile time).
+  const uint64_t activations = (std::max<uint64_t>(m->context->arena_bytes, 64) + 63) / 64 * 64;
+  const uint64_t scratch = m->context->scratch_bytes * static_cast<uint64_t>(num_threads);
+  const uint64_t arena_bytes = activations + scratch;
   if (fault::Hit(fault::Kind::kArena, method) || !impl->arena.Allocate(arena_bytes))
     return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena of method '" +
                              method + "'");
+  if (scratch) {
+    impl->scratch = impl->arena.data() + activations;
+    impl->scratch_stride = m->context->scratch_bytes;
+  }
   const auto& tensors = m->context->tensors;
   impl->tensor_ptr.resize(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t)
@@ -82,7 +91,8 @@ Status Execution::SetInput(const std::string& name, const void* data, size_t byt
 
 Status Execution::Run() {
   const auto& m = *impl_->method;
-  ops::RunContext ctx{impl_->program->impl().kernels, impl_->pool.get()};
+  ops::RunContext ctx{impl_->program->impl().kernels, impl_->pool.get(), impl_->scratch,
+                      impl_->scratch_stride};
   for (size_t i = 0; i < m.steps.size(); ++i) {
     Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);

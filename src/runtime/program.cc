@@ -1,7 +1,8 @@
 #include <algorithm>
 
 #include "core/fault.h"
-#include "ops/conv_geom.h"
+#include "ops/names.h"
+#include "ops/plan_check.h"
 #include "runtime/program_impl.h"
 
 namespace fcb {
@@ -47,119 +48,65 @@ Result<TargetId> SelectTarget(const std::vector<std::string>& in_file, const std
   return *id;
 }
 
-// `checked` (null: checksums off) marks the blobs whose XXH3-128 has been
-// verified: every blob that can steer control flow or addressing is, here,
-// before it is read (integer and boolean tensors, and the small constants
-// handed to shape inference and kernel creation). The bulk float weights are
-// left to the background pool check (runtime/pool_check.h).
+// The mapped file's weight pool as the plan checker sees it. `checked`
+// (null: checksums off) marks the blobs whose XXH3-128 has been verified:
+// every blob that can steer control flow or addressing is, here, before it is
+// read (integer and boolean tensors, and the small constants handed to shape
+// inference and kernel creation). The bulk float weights are left to the
+// background pool check (runtime/pool_check.h).
+class FileWeights final : public ops::PlanWeights {
+ public:
+  FileWeights(const format::LoadedFile& f, std::vector<bool>* checked) : f_(f), checked_(checked) {}
+  size_t count() const override { return f_.desc().blobs.size(); }
+  uint64_t size(int32_t blob) const override { return f_.desc().blobs[blob].size; }
+  const void* data(int32_t blob) const override { return f_.blob_data(blob); }
+  Status Verify(int32_t blob, const std::string& tensor) override {
+    if (!checked_ || (*checked_)[blob]) return Status::Ok();
+    FCB_RETURN_IF_ERROR(f_.VerifyBlob(blob, "tensor '" + tensor + "'"));
+    (*checked_)[blob] = true;
+    return Status::Ok();
+  }
+
+ private:
+  const format::LoadedFile& f_;
+  std::vector<bool>* checked_;
+};
+
+// The plan checks (ops/plan_check.h, the same the compiler ran), then a
+// prepared kernel per step.
 Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& c, PreparedMethod* m,
                      std::vector<bool>* checked) {
   m->context = &c;
   m->info.name = c.method;
-  const size_t nt = c.tensors.size();
-  m->weights.assign(nt, nullptr);
-  m->bytes.assign(nt, 0);
-  std::vector<ops::TensorInfo> infos(nt);
-  std::vector<std::shared_ptr<ir::TensorData>> small_consts(nt);
-  for (size_t i = 0; i < nt; ++i) {
-    const auto& t = c.tensors[i];
-    const std::string where = "tensor " + std::to_string(i) + " ('" + t.name + "')";
-    const auto dtype = static_cast<ir::DType>(t.dtype);
-    const size_t es = ir::DTypeSize(dtype);
-    if (es == 0) return CorruptFile(where + " has unknown dtype code " + std::to_string(t.dtype));
-    auto numel = ops::CheckedNumel(t.shape);
-    if (!numel.ok()) return CorruptFile(where + ": " + numel.status().message());
-    const uint64_t bytes = static_cast<uint64_t>(numel.value()) * es;
-    m->bytes[i] = bytes;
-    infos[i] = {dtype, t.shape};
-    if (t.storage == format::Storage::kArena) {
-      if (t.offset > c.arena_bytes || bytes > c.arena_bytes - t.offset)
-        return CorruptFile(where + " [offset " + std::to_string(t.offset) + ", " + std::to_string(bytes) +
-                           " bytes] lies outside the arena of " + std::to_string(c.arena_bytes) + " bytes");
-      if (t.offset % 64 != 0) return CorruptFile(where + " is not 64-byte aligned in the arena");
-    } else if (t.storage == format::Storage::kWeight) {
-      if (t.blob < 0 || static_cast<size_t>(t.blob) >= file.desc().blobs.size())
-        return CorruptFile(where + " refers to weight blob " + std::to_string(t.blob) + " which does not exist");
-      if (bytes > file.desc().blobs[t.blob].size)
-        return CorruptFile(where + " needs " + std::to_string(bytes) + " bytes but blob " + std::to_string(t.blob) +
-                           " holds " + std::to_string(file.desc().blobs[t.blob].size));
-      m->weights[i] = file.blob_data(t.blob);
-      const bool floating = dtype == ir::DType::kF32 || dtype == ir::DType::kF16 ||
-                            dtype == ir::DType::kBF16 || dtype == ir::DType::kF64;
-      if (checked && !(*checked)[t.blob] && (!floating || bytes <= ops::kMaxInferConstantBytes)) {
-        FCB_RETURN_IF_ERROR(file.VerifyBlob(t.blob, "tensor '" + t.name + "'"));
-        (*checked)[t.blob] = true;
-      }
-      if (bytes <= ops::kMaxInferConstantBytes) {
-        auto td = std::make_shared<ir::TensorData>();
-        td->dtype = dtype;
-        td->shape = t.shape;
-        const auto* p = static_cast<const uint8_t*>(m->weights[i]);
-        td->bytes.assign(p, p + bytes);
-        small_consts[i] = td;
-      }
-    } else {
-      return CorruptFile(where + " has unknown storage kind");
-    }
+  FileWeights weights(file, checked);
+  auto plan = ops::CheckPlan(c, weights);
+  if (!plan.ok()) {
+    if (plan.status().code() == StatusCode::kInvalidArgument) return CorruptFile(plan.status().message());
+    return plan.TakeStatus();  // a checksum mismatch is CorruptFile already
   }
-  auto check_io = [&](int32_t t, const char* what) -> Status {
-    if (t < 0 || static_cast<size_t>(t) >= nt || c.tensors[t].storage != format::Storage::kArena)
-      return CorruptFile(std::string("method '") + c.method + "' " + what + " refers to an invalid tensor");
-    return Status::Ok();
-  };
-  for (int32_t t : c.inputs) {
-    FCB_RETURN_IF_ERROR(check_io(t, "input"));
+  const ops::CheckedPlan& p = plan.value();
+  if (c.scratch_bytes < p.scratch_bytes || c.scratch_bytes % 64 != 0 || c.scratch_bytes > (uint64_t{1} << 30))
+    return CorruptFile("method '" + c.method + "' declares " + std::to_string(c.scratch_bytes) +
+                       " bytes of scratch per thread; its steps need " + std::to_string(p.scratch_bytes));
+  m->weights = p.weights;
+  m->bytes = p.bytes;
+  for (int32_t t : c.inputs)
     m->info.inputs.push_back({c.tensors[t].name, static_cast<DType>(c.tensors[t].dtype), c.tensors[t].shape});
-  }
-  for (int32_t t : c.outputs) {
-    FCB_RETURN_IF_ERROR(check_io(t, "output"));
+  for (int32_t t : c.outputs)
     m->info.outputs.push_back({c.tensors[t].name, static_cast<DType>(c.tensors[t].dtype), c.tensors[t].shape});
-  }
   m->input_tensors = c.inputs;
   m->output_tensors = c.outputs;
-  for (size_t si = 0; si < c.steps.size(); ++si) {
-    const auto& s = c.steps[si];
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const ops::CheckedStep& cs = p.steps[si];
     PreparedStep ps;
-    ps.where = "step " + std::to_string(si) + " (" + s.op + ", node '" + s.node + "')";
-    const ops::OpDef* def = ops::FindOp(s.op);
-    if (!def) return CorruptFile(ps.where + ": operator '" + s.op + "' is unknown to this runtime");
-    std::vector<ops::TensorInfo> in, out_declared;
-    std::vector<const ir::TensorData*> consts;
-    for (int32_t t : s.inputs) {
-      if (t == -1) {
-        in.push_back({});
-        consts.push_back(nullptr);
-        continue;
-      }
-      if (t < 0 || static_cast<size_t>(t) >= nt) return CorruptFile(ps.where + ": input tensor index out of range");
-      in.push_back(infos[t]);
-      consts.push_back(small_consts[t].get());
-    }
-    for (int32_t t : s.outputs) {
-      if (t < 0 || static_cast<size_t>(t) >= nt || c.tensors[t].storage != format::Storage::kArena)
-        return CorruptFile(ps.where + ": output must be an arena tensor");
-      out_declared.push_back(infos[t]);
-    }
-    ops::Attrs attrs(s.attrs);
-    std::vector<ops::TensorInfo> out;
-    ops::InferContext ictx{s.op, attrs, in, consts, static_cast<int>(s.outputs.size())};
-    Status st = ops::InferOutputs(*def, ictx, &out);
-    if (!st.ok()) return CorruptFile(ps.where + ": " + st.message());
-    for (size_t i = 0; i < out.size(); ++i)
-      if (out[i].dtype != out_declared[i].dtype || out[i].shape != out_declared[i].shape)
-        return CorruptFile(ps.where + ": output " + std::to_string(i) + " is declared " +
-                           ir::ShapeToString(out_declared[i].shape) + " but its inputs give " +
-                           ir::ShapeToString(out[i].shape));
+    ps.where = cs.where;
     if (fault::Hit(fault::Kind::kAlloc, c.method))
       return ResourceExhausted(ps.where + ": cannot allocate the prepared kernel (injected fault)");
-    std::vector<const void*> data;
-    for (int32_t t : s.inputs) data.push_back(t >= 0 ? m->weights[t] : nullptr);
-    ops::CreateContext cctx{s.op, attrs, in, out, consts, &data};
-    auto kernel = def->create(cctx);
+    auto kernel = cs.def->create(cs.create_context());
     if (!kernel.ok()) return kernel.TakeStatus().Annotate(ps.where);
     ps.kernel = std::move(kernel).value();
-    ps.inputs = s.inputs;
-    ps.outputs = s.outputs;
+    ps.inputs = c.steps[si].inputs;
+    ps.outputs = c.steps[si].outputs;
     m->steps.push_back(std::move(ps));
   }
   return Status::Ok();
@@ -173,6 +120,12 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   // checks, the header and metadata checksums run now.
   FCB_ASSIGN_OR_RETURN(impl->file, format::LoadFcbFile(path, /*verify_checksums=*/false));
   const auto& desc = impl->file->desc();
+  if (desc.plan_version != ops::kPlanVersion)
+    return Unsupported("'" + path + "' holds plans of encoding version " + std::to_string(desc.plan_version) +
+                       (desc.plan_version > ops::kPlanVersion ? ", newer than" : ", older than") +
+                       " this runtime's version " + std::to_string(ops::kPlanVersion) + " (fcb " + Version() +
+                       "); recompile the model with this fcb, or run it with the fcb that compiled it (" +
+                       desc.producer + ")");
   for (const auto& c : desc.contexts)
     if (std::find(impl->targets_in_file.begin(), impl->targets_in_file.end(), c.target) == impl->targets_in_file.end())
       impl->targets_in_file.push_back(c.target);

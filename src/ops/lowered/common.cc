@@ -1,0 +1,114 @@
+// Checks and helpers shared by the lowered operators (ops/lowered/lowered.h).
+#include <cstring>
+
+#include "core/half.h"
+#include "ops/conv_geom.h"
+#include "ops/lowered/lowered.h"
+#include "ops/lowering.h"
+
+namespace fcb::ops::lowered {
+
+namespace {
+Status Err(std::string_view op, const std::string& msg) {
+  return InvalidArgument(std::string(op) + ": " + msg);
+}
+}  // namespace
+
+Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
+  if (t.dtype != ir::DType::kF32)
+    return Err(op, std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
+  return Status::Ok();
+}
+
+Status ExpectWeights(std::string_view op, const TensorInfo& t, const char* what) {
+  if (t.dtype != ir::DType::kF32 && t.dtype != ir::DType::kBF16)
+    return Err(op, std::string(what) + " must be float32 or bfloat16, got " + ir::DTypeName(t.dtype));
+  return Status::Ok();
+}
+
+Status ExpectPacked(std::string_view op, const TensorInfo& t, const char* what, int64_t floats) {
+  if (t.shape != ir::Shape{floats})
+    return Err(op, std::string(what) + " have shape " + ir::ShapeToString(t.shape) + ", expected [" +
+                       std::to_string(floats) + "]");
+  return Status::Ok();
+}
+
+Status ExpectNhwc(std::string_view op, const TensorInfo& t, const char* what) {
+  FCB_RETURN_IF_ERROR(ExpectF32(op, t, what));
+  if (t.shape.size() != 4)
+    return Err(op, std::string(what) + " must have rank 4, got shape " + ir::ShapeToString(t.shape));
+  for (int64_t d : t.shape)
+    if (d < 1 || d > (int64_t{1} << 31))
+      return Err(op, std::string(what) + " has an invalid dimension in " + ir::ShapeToString(t.shape));
+  return CheckedNumel(t.shape).status();
+}
+
+Result<bool> CheckResidual(std::string_view op, const std::vector<TensorInfo>& in, size_t i,
+                           const ir::Shape& out) {
+  if (in.size() <= i || !in[i].present()) return false;
+  FCB_RETURN_IF_ERROR(ExpectF32(op, in[i], "residual"));
+  if (in[i].shape != out)
+    return Err(op, "residual shape " + ir::ShapeToString(in[i].shape) + " does not match the output " +
+                       ir::ShapeToString(out));
+  return true;
+}
+
+Result<std::vector<float>> WidenIfBf16(std::string_view op, const CreateContext& c, size_t i) {
+  if (c.inputs[i].dtype != ir::DType::kBF16) return std::vector<float>{};
+  const void* data = c.input_data ? (*c.input_data)[i] : nullptr;
+  if (!data) return Unsupported(std::string(op) + ": bfloat16 weights must be stored in the file");
+  const int64_t n = c.inputs[i].numel();
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* src = static_cast<const uint16_t*>(data);
+  for (int64_t k = 0; k < n; ++k) out[k] = BFloat16ToFloat(src[k]);
+  return out;
+}
+
+Status WindowOutput(std::string_view op, int64_t ih, int64_t iw, const std::array<int64_t, 2>& k,
+                    const std::array<int64_t, 2>& s, const std::array<int64_t, 2>& d,
+                    const std::array<int64_t, 4>& pads, bool ceil_mode, int64_t* oh, int64_t* ow) {
+  auto out = [&](int64_t in, int64_t pb, int64_t pe, int64_t kk, int64_t ss, int64_t dd) -> int64_t {
+    const int64_t span = in + pb + pe - ((kk - 1) * dd + 1);
+    if (span < 0) return 0;
+    int64_t o = (ceil_mode ? (span + ss - 1) / ss : span / ss) + 1;
+    // The last window must start inside the input or its leading padding.
+    if (ceil_mode && (o - 1) * ss >= in + pb) --o;
+    return o;
+  };
+  *oh = out(ih, pads[0], pads[2], k[0], s[0], d[0]);
+  *ow = out(iw, pads[1], pads[3], k[1], s[1], d[1]);
+  if (*oh < 1 || *ow < 1)
+    return Err(op, "the window does not fit the padded input " + std::to_string(ih) + "x" + std::to_string(iw));
+  return Status::Ok();
+}
+
+Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p, const TensorInfo& x) {
+  FCB_RETURN_IF_ERROR(ExpectNhwc(op, x, "input"));
+  kernels::ConvGeom g{};
+  g.n = x.shape[0], g.ih = x.shape[1], g.iw = x.shape[2], g.ic = x.shape[3];
+  g.oc = p.out_channels;
+  g.groups = p.group;
+  if (g.ic % g.groups != 0 || g.oc % g.groups != 0)
+    return Err(op, "group " + std::to_string(g.groups) + " must divide input channels " + std::to_string(g.ic) +
+                       " and output channels " + std::to_string(g.oc));
+  FCB_RETURN_IF_ERROR(WindowOutput(op, g.ih, g.iw, p.kernel, p.strides, p.dilations, p.pads, false, &g.oh, &g.ow));
+  g.kh = p.kernel[0], g.kw = p.kernel[1];
+  g.sh = p.strides[0], g.sw = p.strides[1];
+  g.dh = p.dilations[0], g.dw = p.dilations[1];
+  g.pad_top = p.pads[0], g.pad_left = p.pads[1];
+  g.in_pixel_stride = g.ic;
+  g.out_pixel_stride = g.oc;
+  FCB_RETURN_IF_ERROR(CheckedNumel({g.n, g.oh, g.ow, g.oc}).status());
+  return g;
+}
+
+const ir::TensorData* ConstConvWeights(const LowerContext& c, const ir::Node& n) {
+  if (n.op_type != opname::ConvNhwc || n.inputs.empty()) return nullptr;
+  if (n.inputs.size() > 3 && n.inputs[3] >= 0) return nullptr;  // residual
+  const ir::TensorData* w = c.Const(n, 1);
+  if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return nullptr;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !c.Const(n, 2)) return nullptr;
+  return w;
+}
+
+}  // namespace fcb::ops::lowered

@@ -1,0 +1,125 @@
+// ConvWinogradNhwc: 3x3 stride-1 convolution by Winograd F(4x4, 3x3).
+//
+//   ConvWinogradNhwc(X[n,h,w,ic], Wpacked, Bpacked[, residual]) -> Y[n,oh,ow,oc]
+//   params: ConvParams (lowered.h): 3x3 kernel, unit strides and dilations,
+//   group 1, depthwise 0; ic <= kernels::kWinogradMaxIc.
+//   Wpacked: PackWinograd ([36][ceil(oc/16)][ic][16], float32);
+//   Bpacked: PackConvBias ([ceil(oc/16)*16]).
+//
+// Lowering: chosen per graph ConvNhwc by the cost model below, before the
+// direct conv. fp32 only (bf16 targets keep the direct conv's bf16 packing).
+#include <algorithm>
+
+#include "kernels/packing.h"
+#include "ops/lowered/lowered.h"
+#include "ops/lowering.h"
+
+namespace fcb::ops {
+namespace {
+
+using kernels::kPanel;
+constexpr std::string_view kOp = opname::ConvWinogradNhwc;
+
+struct Config {
+  kernels::ConvGeom g{};
+  kernels::Epilogue ep{};
+  bool has_residual = false;
+};
+
+Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
+
+Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
+  if (in.size() < 3) return Err("needs input, packed weights and packed bias");
+  FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, a));
+  if (p.kernel != std::array<int64_t, 2>{3, 3} || p.strides != std::array<int64_t, 2>{1, 1} ||
+      p.dilations != std::array<int64_t, 2>{1, 1})
+    return Err("needs a 3x3 kernel with unit strides and dilations");
+  if (p.group != 1 || p.depthwise != 0) return Err("group must be 1");
+  Config cfg;
+  FCB_ASSIGN_OR_RETURN(cfg.g, lowered::ConvGeometry(kOp, p, in[0]));
+  cfg.ep = p.ep;
+  const auto& g = cfg.g;
+  if (g.ic > kernels::kWinogradMaxIc)
+    return Err("input channels " + std::to_string(g.ic) + " exceed " + std::to_string(kernels::kWinogradMaxIc));
+  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[1], "packed weights"));
+  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "packed bias"));
+  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", kernels::PackedWinogradFloats(g.oc, g.ic)));
+  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "packed bias", (g.oc + kPanel - 1) / kPanel * kPanel));
+  FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckResidual(kOp, in, 3, {g.n, g.oh, g.ow, g.oc}));
+  return cfg;
+}
+
+Status Infer(const InferContext& c, std::vector<TensorInfo>* out) {
+  FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
+  out->push_back({ir::DType::kF32, {cfg.g.n, cfg.g.oh, cfg.g.ow, cfg.g.oc}});
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
+  FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
+  const int64_t tiles = cfg.g.n * ((cfg.g.oh + 3) / 4) * ((cfg.g.ow + 3) / 4);
+  return MakeKernel([cfg, tiles](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const float* x = static_cast<const float*>(in[0]);
+    const float* w = static_cast<const float*>(in[1]);
+    const float* b = static_cast<const float*>(in[2]);
+    const float* r = cfg.has_residual ? static_cast<const float*>(in[3]) : nullptr;
+    float* y = static_cast<float*>(out[0]);
+    // A grain of 12 tiles is a whole register tile on every target (12, 6, 3, 1 rows).
+    ctx.pool->ParallelForThreads(tiles, 12, [&](int t, int64_t begin, int64_t end) {
+      ctx.k->winograd(cfg.g, x, w, b, r, y, cfg.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
+    });
+    return Status::Ok();
+  });
+}
+
+Result<uint64_t> Scratch(const CreateContext&) { return kernels::kWinogradScratchFloats * sizeof(float); }
+
+// Cost model: 36 multiplies per 4x4 output tile instead of 144, but 4x the
+// weight bytes, which every block of tiles streams again; it pays where a
+// feature map has many tiles to share them. Measured on ResNet-18/50 layers
+// (x86-64-v3/v4): from about 32 tiles on, and with >= 16 input and output
+// channels. Target-neutral, so every fp32 target shares the packed bytes.
+constexpr int64_t kMinTiles = 32;
+
+bool UseWinograd(const LowerContext& c, const ir::Node& n, const lowered::ConvParams& p, const ir::TensorData& w) {
+  if (c.target().optimization_level == 0 || c.target().bf16_weights) return false;
+  const int64_t oc = w.shape[0], icg = w.shape[1];
+  if (w.shape[2] != 3 || w.shape[3] != 3 || p.group != 1) return false;
+  if (icg < 16 || icg > kernels::kWinogradMaxIc || oc < 16) return false;
+  if (p.strides != std::array<int64_t, 2>{1, 1} || p.dilations != std::array<int64_t, 2>{1, 1}) return false;
+  const ir::Shape& y = c.value(n.outputs[0]).shape;
+  if (y.size() != 4) return false;
+  return y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4) >= kMinTiles;
+}
+
+Result<bool> Lower(LowerContext& c, int ni) {
+  const ir::Node& n = c.node(ni);
+  const ir::TensorData* w = c.Const(n, 1);
+  const ir::TensorData* b = c.Const(n, 2);
+  if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return false;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !b) return false;
+  FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, AttrsFromNode(n)));
+  if (!UseWinograd(c, n, p, *w)) return false;
+  const int64_t oc = w->shape[0], ic = w->shape[1];
+  const int32_t pw = c.Floats(n.name + ".w", kernels::PackWinograd(w->data<float>(), oc, ic));
+  const int32_t pb = c.Floats(n.name + ".b", kernels::PackConvBias(b ? b->data<float>() : nullptr, oc, 1));
+  c.Emit(kOp, n.name, {c.Value(n.inputs[0]), pw, pb, n.inputs.size() > 3 ? c.Value(n.inputs[3]) : -1},
+         {c.Value(n.outputs[0])}, EncodeParams(p));
+  return true;
+}
+
+}  // namespace
+
+OpDef DefineConvWinogradNhwc() {
+  OpDef d;
+  d.name = std::string(kOp);
+  d.internal = true;
+  d.min_inputs = 3, d.max_inputs = 4;
+  d.infer = Infer;
+  d.create = Create;
+  d.scratch = Scratch;
+  d.lowerings = {{opname::ConvNhwc, 20, Lower}};
+  return d;
+}
+
+}  // namespace fcb::ops

@@ -1,0 +1,89 @@
+// The lowered operators' definitions, one file each under ops/lowered/ (the
+// list is FCB_LOWERED_OPS in ops/names.h), and what the files of one family
+// share. registry.cc adds every Define*() to the op registry.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "ops/conv_geom.h"
+#include "ops/names.h"
+#include "ops/op.h"
+#include "ops/op_util.h"
+#include "ops/params.h"
+
+namespace fcb::ops {
+
+#define FCB_DECLARE_LOWERED(name, def) OpDef def();
+FCB_LOWERED_OPS(FCB_DECLARE_LOWERED)
+#undef FCB_DECLARE_LOWERED
+
+namespace lowered {
+
+// ---- checks shared by every lowered operator ------------------------------
+
+// `what` of `op` must be float32.
+Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
+// Packed weights: float32, or bfloat16 for targets compiled with precision "bf16".
+Status ExpectWeights(std::string_view op, const TensorInfo& t, const char* what);
+// `t` must be the 1-D tensor of `floats` elements (a packed-size formula).
+Status ExpectPacked(std::string_view op, const TensorInfo& t, const char* what, int64_t floats);
+// An NHWC activation: float32, rank 4, every dim in [1, 2^31].
+Status ExpectNhwc(std::string_view op, const TensorInfo& t, const char* what);
+// Optional residual input `i`: absent, or float32 shaped like the output.
+Result<bool> CheckResidual(std::string_view op, const std::vector<TensorInfo>& in, size_t i,
+                           const ir::Shape& out);
+// bf16 weights of input i widened to fp32 once, when the kernel is prepared
+// at load (the file and the page cache hold half the bytes); empty for fp32.
+Result<std::vector<float>> WidenIfBf16(std::string_view op, const CreateContext& c, size_t i);
+
+// ---- the NHWC convolution family (ConvNhwc, ConvWinogradNhwc, ConvExpandDwNhwc)
+
+// Parameters of an NHWC convolution, in graph nodes (made by the layout pass
+// from ONNX Conv) and plan steps alike. `depthwise` says which packing the
+// plan's weights have (PackDepthwise, else PackConv); graph nodes hold ONNX
+// weights and depthwise 0.
+struct ConvParams {
+  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
+  std::array<int64_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+  int64_t group = 1, out_channels = 1, depthwise = 0;
+  kernels::Epilogue ep;
+  template <typename V>
+  void Fields(V& v) {
+    v.Ints(attr::kKernelShape, kernel, 1, kMaxWindow);
+    v.Ints(attr::kStrides, strides, 1, kMaxWindow);
+    v.Ints(attr::kDilations, dilations, 1, kMaxWindow);
+    v.Ints(attr::kPads, pads, 0, kMaxWindow);
+    v.Int(attr::kGroup, group, 1, kMaxChannels);
+    v.Int(attr::kOutChannels, out_channels, 1, kMaxChannels);
+    v.Int(attr::kDepthwise, depthwise, 0, 1);
+    v.Epilogue(attr::kActivation, attr::kActivationAlpha, attr::kActivationBeta, ep);
+  }
+};
+
+// The geometry of `p` on NHWC input x (validated: groups divide the
+// channels, the window fits, the output's size is sane).
+Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p, const TensorInfo& x);
+
+// Output rows (oh) and columns (ow) of a window over ih x iw, or an error.
+Status WindowOutput(std::string_view op, int64_t ih, int64_t iw, const std::array<int64_t, 2>& k,
+                    const std::array<int64_t, 2>& s, const std::array<int64_t, 2>& d,
+                    const std::array<int64_t, 4>& pads, bool ceil_mode, int64_t* oh, int64_t* ow);
+
+// A graph ConvNhwc node whose weights (4-D fp32) and bias (if any) are
+// constants and which has no residual: its weights, else null.
+const ir::TensorData* ConstConvWeights(const LowerContext& c, const ir::Node& n);
+
+// ---- ConvTransposeNhwc (conv_transpose_nhwc.cc)
+
+// ONNX ConvTranspose weights [ic][ocg][kh][kw] -> the packed layout the
+// kernel reads (see conv_transpose_nhwc.cc); groups * ceil(ocg/16) * kh * kw
+// * 16 * (ic / groups) floats.
+std::vector<float> PackConvTranspose(const float* w, int64_t ic, int64_t ocg, int64_t kh, int64_t kw,
+                                     int64_t groups);
+
+}  // namespace lowered
+}  // namespace fcb::ops

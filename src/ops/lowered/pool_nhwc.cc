@@ -1,0 +1,160 @@
+// The NHWC pools: MaxPoolNhwc, AvgPoolNhwc, GlobalAvgPoolNhwc.
+//
+//   MaxPoolNhwc / AvgPoolNhwc(X[n,h,w,c]) -> Y[n,oh,ow,c]
+//       params: PoolParams (explicit pads, ceil_mode, count_include_pad)
+//   GlobalAvgPoolNhwc(X[n,h,w,c]) -> Y[n,1,1,c]
+//
+// Layout: ONNX MaxPool (one output, storage_order 0), AveragePool and
+// GlobalAveragePool on a 4-D float32 input. They need no lowering rule: the
+// graph node is the step.
+#include <algorithm>
+
+#include "ops/conv_geom.h"
+#include "ops/lowered/lowered.h"
+#include "ops/lowering.h"
+
+namespace fcb::ops {
+namespace {
+
+struct PoolParams {
+  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
+  std::array<int64_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+  int64_t ceil_mode = 0, count_include_pad = 0;
+  template <typename V>
+  void Fields(V& v) {
+    v.Ints(attr::kKernelShape, kernel, 1, kMaxWindow);
+    v.Ints(attr::kStrides, strides, 1, kMaxWindow);
+    v.Ints(attr::kDilations, dilations, 1, kMaxWindow);
+    v.Ints(attr::kPads, pads, 0, kMaxWindow);
+    v.Int(attr::kCeilMode, ceil_mode, 0, 1);
+    v.Int(attr::kCountIncludePad, count_include_pad, 0, 1);
+  }
+};
+
+Result<kernels::PoolGeom> Resolve(std::string_view op, const Attrs& a, const TensorInfo& x) {
+  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(op, x, "input"));
+  FCB_ASSIGN_OR_RETURN(PoolParams p, DecodeParams<PoolParams>(op, a));
+  kernels::PoolGeom g{};
+  g.n = x.shape[0], g.ih = x.shape[1], g.iw = x.shape[2], g.c = x.shape[3];
+  FCB_RETURN_IF_ERROR(lowered::WindowOutput(op, g.ih, g.iw, p.kernel, p.strides, p.dilations, p.pads,
+                                            p.ceil_mode != 0, &g.oh, &g.ow));
+  g.kh = p.kernel[0], g.kw = p.kernel[1];
+  g.sh = p.strides[0], g.sw = p.strides[1];
+  g.dh = p.dilations[0], g.dw = p.dilations[1];
+  g.pad_top = p.pads[0], g.pad_left = p.pads[1];
+  g.pad_bottom = p.pads[2], g.pad_right = p.pads[3];
+  g.count_include_pad = p.count_include_pad != 0;
+  FCB_RETURN_IF_ERROR(CheckedNumel({g.n, g.oh, g.ow, g.c}).status());
+  return g;
+}
+
+Status InferPool(const InferContext& c, std::vector<TensorInfo>* out) {
+  FCB_ASSIGN_OR_RETURN(kernels::PoolGeom g, Resolve(c.op, c.attrs, c.inputs[0]));
+  out->push_back({ir::DType::kF32, {g.n, g.oh, g.ow, g.c}});
+  return Status::Ok();
+}
+
+class PoolKernel : public Kernel {
+ public:
+  PoolKernel(kernels::PoolGeom g, bool is_max) : g_(g), max_(is_max) {}
+  Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const float* x = static_cast<const float*>(in[0]);
+    float* y = static_cast<float*>(out[0]);
+    const auto fn = max_ ? ctx.k->maxpool : ctx.k->avgpool;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g_.kh * g_.kw * g_.c));
+    ctx.pool->ParallelFor(g_.n * g_.oh * g_.ow, grain, [&](int64_t b, int64_t e) { fn(g_, x, y, b, e); });
+    return Status::Ok();
+  }
+
+ private:
+  kernels::PoolGeom g_;
+  bool max_;
+};
+
+Result<std::unique_ptr<Kernel>> CreatePool(const CreateContext& c) {
+  FCB_ASSIGN_OR_RETURN(kernels::PoolGeom g, Resolve(c.op, c.attrs, c.inputs[0]));
+  return std::unique_ptr<Kernel>(new PoolKernel(g, c.op == opname::MaxPoolNhwc));
+}
+
+// ONNX MaxPool / AveragePool -> the NHWC form with explicit pads.
+Result<bool> FromPool(LayoutContext& c, const ir::Node& n) {
+  if (n.op_type == "MaxPool" && (n.outputs.size() != 1 || n.GetInt("storage_order", 0) != 0)) return false;
+  const ir::Shape& xs = c.graph().values[n.inputs[0]].shape;  // logical NCHW
+  FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], 1, 1, true));
+  PoolParams p;
+  p.kernel = {w.kh, w.kw};
+  p.strides = {w.sh, w.sw};
+  p.dilations = {w.dh, w.dw};
+  p.pads = {w.pad_t, w.pad_l, w.pad_b, w.pad_r};
+  p.ceil_mode = n.GetInt("ceil_mode", 0) != 0;
+  p.count_include_pad = n.GetInt("count_include_pad", 0) != 0;
+  ir::Node r;
+  r.name = n.name;
+  r.op_type = std::string(n.op_type == "MaxPool" ? opname::MaxPoolNhwc : opname::AvgPoolNhwc);
+  r.domain = "fcb";
+  r.inputs = {c.ToNhwc(n.inputs[0])};
+  r.outputs = n.outputs;
+  SetNodeParams(&r, p);
+  c.EmitNhwc(std::move(r));
+  return true;
+}
+
+Status InferGlobalAvg(const InferContext& c, std::vector<TensorInfo>* out) {
+  const TensorInfo& x = c.inputs[0];
+  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(c.op, x, "input"));
+  out->push_back({ir::DType::kF32, {x.shape[0], 1, 1, x.shape[3]}});
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Kernel>> CreateGlobalAvg(const CreateContext& c) {
+  const auto& s = c.inputs[0].shape;
+  const int64_t n = s[0], hw = s[1] * s[2], ch = s[3];
+  return MakeKernel([n, hw, ch](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const float* x = static_cast<const float*>(in[0]);
+    float* y = static_cast<float*>(out[0]);
+    ctx.pool->ParallelFor(n, 1, [&](int64_t b, int64_t e) { ctx.k->global_avgpool(n, hw, ch, x, y, b, e); });
+    return Status::Ok();
+  });
+}
+
+Result<bool> FromGlobalAvg(LayoutContext& c, const ir::Node& n) {
+  ir::Node r;
+  r.name = n.name;
+  r.op_type = std::string(opname::GlobalAvgPoolNhwc);
+  r.domain = "fcb";
+  r.inputs = {c.ToNhwc(n.inputs[0])};
+  r.outputs = n.outputs;
+  c.EmitNhwc(std::move(r));
+  return true;
+}
+
+OpDef PoolDef(std::string_view name, InferFn infer, CreateFn create) {
+  OpDef d;
+  d.name = std::string(name);
+  d.internal = true;
+  d.infer = infer;
+  d.create = create;
+  return d;
+}
+
+}  // namespace
+
+OpDef DefineMaxPoolNhwc() {
+  OpDef d = PoolDef(opname::MaxPoolNhwc, InferPool, CreatePool);
+  d.layouts = {{"MaxPool", FromPool}};
+  return d;
+}
+
+OpDef DefineAvgPoolNhwc() {
+  OpDef d = PoolDef(opname::AvgPoolNhwc, InferPool, CreatePool);
+  d.layouts = {{"AveragePool", FromPool}};
+  return d;
+}
+
+OpDef DefineGlobalAvgPoolNhwc() {
+  OpDef d = PoolDef(opname::GlobalAvgPoolNhwc, InferGlobalAvg, CreateGlobalAvg);
+  d.layouts = {{"GlobalAveragePool", FromGlobalAvg}};
+  return d;
+}
+
+}  // namespace fcb::ops

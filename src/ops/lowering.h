@@ -1,0 +1,77 @@
+// The interfaces through which an operator's own file takes part in
+// compilation, without the ops layer depending on the compiler:
+//
+//   LayoutContext - the layout pass (passes/layout.cc) hands an ONNX node to
+//                   the NHWC form that registered for its op (OpDef::layouts).
+//   LowerContext  - the lowering driver (compile/lower.cc) hands a graph node
+//                   to the rules that registered for its op (OpDef::lowerings)
+//                   and gives them the weight pool and the plan to write to.
+//
+// A rule sees the graph, decides (its cost model lives beside it), packs the
+// weights it needs and emits steps; the driver owns tensor numbering, the
+// weight pool, the arena plan and the step check.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/target.h"
+#include "fcb/status.h"
+#include "format/file_desc.h"
+#include "ir/ir.h"
+#include "kernels/kernels.h"
+
+namespace fcb::ops {
+
+// What a lowering rule may ask of the target it compiles for.
+struct LowerTarget {
+  TargetId target = TargetId::kGeneric;
+  int optimization_level = 2;
+  bool bf16_weights = false;  // precision "bf16": packed conv/GEMM weights stored as bfloat16
+};
+
+class LowerContext {
+ public:
+  virtual ~LowerContext() = default;
+  virtual const ir::Graph& graph() const = 0;
+  virtual const LowerTarget& target() const = 0;
+
+  // The plan tensor of graph value `v` (a weight for constants, an arena
+  // tensor otherwise); -1 for -1.
+  virtual int32_t Value(int v) = 0;
+  // A weight tensor holding `floats` (fp32, 1-D).
+  virtual int32_t Floats(const std::string& name, const std::vector<float>& floats) = 0;
+  // Packed conv/GEMM weights: fp32, or bfloat16 when target().bf16_weights
+  // (the kernels widen them once at load).
+  virtual int32_t PackedWeights(const std::string& name, const std::vector<float>& floats) = 0;
+  // Appends a step; trailing absent (-1) inputs are dropped.
+  virtual void Emit(std::string_view op, const std::string& node_name, std::vector<int32_t> inputs,
+                    std::vector<int32_t> outputs, std::vector<format::AttrDesc> attrs) = 0;
+  // Marks node `node` as lowered by the current rule: the driver skips it.
+  virtual void Claim(int node) = 0;
+
+  // Graph queries.
+  const ir::Node& node(int i) const { return graph().nodes[i]; }
+  const ir::Value& value(int v) const { return graph().values[v]; }
+  // The constant data of input i of `n`, or null (absent or not constant).
+  const ir::TensorData* Const(const ir::Node& n, size_t i) const {
+    if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
+    return graph().values[n.inputs[i]].constant.get();
+  }
+  // The node that alone reads value `v` (not a graph output either), or -1.
+  virtual int SoleReader(int v) const = 0;
+};
+
+class LayoutContext {
+ public:
+  virtual ~LayoutContext() = default;
+  virtual const ir::Graph& graph() const = 0;
+  // The value holding `v` in NHWC layout (a Transpose is added once).
+  virtual int ToNhwc(int v) = 0;
+  // Appends `n`, whose output 0 is marked NHWC (its shape permuted).
+  virtual void EmitNhwc(ir::Node n) = 0;
+};
+
+}  // namespace fcb::ops

@@ -1,0 +1,75 @@
+// The names of fcb's internal operators and of the attributes that encode
+// their parameters in a plan: the one place either is spelled.
+//
+// Internal operators are what lowering emits (and, for the NHWC conv and pool
+// forms, what the layout pass creates): they are not ONNX operators and a
+// model cannot name them. Each has one home under ops/lowered/ (see
+// docs/adding-an-operator.md); FCB_LOWERED_OPS is the list of them, and adding
+// an operator adds one line here.
+//
+// X(Name, definition function): the definition function is declared by
+// ops/lowered/lowered.h and defined in the operator's own file.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#define FCB_LOWERED_OPS(X)                          \
+  X(ConvNhwc, DefineConvNhwc)                       \
+  X(ConvWinogradNhwc, DefineConvWinogradNhwc)       \
+  X(ConvExpandDwNhwc, DefineConvExpandDwNhwc)       \
+  X(GemmPacked, DefineGemmPacked)                   \
+  X(MaxPoolNhwc, DefineMaxPoolNhwc)                 \
+  X(AvgPoolNhwc, DefineAvgPoolNhwc)                 \
+  X(GlobalAvgPoolNhwc, DefineGlobalAvgPoolNhwc)     \
+  X(ConvTransposeNhwc, DefineConvTransposeNhwc)
+
+// Attributes of internal operators: X(constant, "spelling", internal_only).
+// internal_only: not also an ONNX attribute name (tests/names_test.cc checks
+// that no source file but this one spells those as string literals).
+#define FCB_PLAN_ATTRS(X)                                      \
+  X(kKernelShape, "kernel_shape", false)                       \
+  X(kStrides, "strides", false)                                \
+  X(kDilations, "dilations", false)                            \
+  X(kPads, "pads", false)                                      \
+  X(kGroup, "group", false)                                    \
+  X(kCeilMode, "ceil_mode", false)                             \
+  X(kCountIncludePad, "count_include_pad", false)              \
+  X(kOutputPadding, "output_padding", false)                   \
+  X(kOutChannels, "out_channels", true)                        \
+  X(kDepthwise, "depthwise", true)                             \
+  X(kColumns, "columns", true)                                     \
+  X(kActivation, "activation", true)                           \
+  X(kActivationAlpha, "activation_alpha", true)                \
+  X(kActivationBeta, "activation_beta", true)                  \
+  X(kExpandActivation, "expand_activation", true)              \
+  X(kExpandActivationAlpha, "expand_activation_alpha", true)   \
+  X(kExpandActivationBeta, "expand_activation_beta", true)
+
+namespace fcb::ops {
+
+// Version of the plan encoding: the internal operators above, their
+// parameters (FCB_PLAN_ATTRS and each operator's Params) and the packed
+// weight layouts (kernels/packing.h). Bump it with any change an older
+// runtime would misread; the loader refuses plans of another version with an
+// error naming both (an older fcb a newer plan, a newer fcb an older one).
+//   1: fcb 0.1 until plan versions were recorded (files hold no version)
+//   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
+inline constexpr uint32_t kPlanVersion = 2;
+
+namespace opname {
+#define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;
+FCB_LOWERED_OPS(FCB_OPNAME)
+#undef FCB_OPNAME
+}  // namespace opname
+
+namespace attr {
+#define FCB_ATTRNAME(id, spelling, internal) inline constexpr std::string_view id = spelling;
+FCB_PLAN_ATTRS(FCB_ATTRNAME)
+#undef FCB_ATTRNAME
+}  // namespace attr
+
+// True for the internal operator names above.
+bool IsLoweredOpName(std::string_view name);
+
+}  // namespace fcb::ops

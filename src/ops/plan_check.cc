@@ -1,0 +1,105 @@
+#include "ops/plan_check.h"
+
+#include "ops/conv_geom.h"
+
+namespace fcb::ops {
+
+Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights) {
+  CheckedPlan p;
+  const size_t nt = c.tensors.size();
+  p.infos.resize(nt);
+  p.bytes.assign(nt, 0);
+  p.weights.assign(nt, nullptr);
+  p.small_constants.resize(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    const auto& t = c.tensors[i];
+    const std::string where = "tensor " + std::to_string(i) + " ('" + t.name + "')";
+    const auto dtype = static_cast<ir::DType>(t.dtype);
+    const size_t es = ir::DTypeSize(dtype);
+    if (es == 0) return InvalidArgument(where + " has unknown dtype code " + std::to_string(t.dtype));
+    auto numel = CheckedNumel(t.shape);
+    if (!numel.ok()) return InvalidArgument(where + ": " + numel.status().message());
+    const uint64_t bytes = static_cast<uint64_t>(numel.value()) * es;
+    p.bytes[i] = bytes;
+    p.infos[i] = {dtype, t.shape};
+    if (t.storage == format::Storage::kArena) {
+      if (t.offset > c.arena_bytes || bytes > c.arena_bytes - t.offset)
+        return InvalidArgument(where + " [offset " + std::to_string(t.offset) + ", " + std::to_string(bytes) +
+                               " bytes] lies outside the arena of " + std::to_string(c.arena_bytes) + " bytes");
+      if (t.offset % 64 != 0) return InvalidArgument(where + " is not 64-byte aligned in the arena");
+    } else if (t.storage == format::Storage::kWeight) {
+      if (t.blob < 0 || static_cast<size_t>(t.blob) >= weights.count())
+        return InvalidArgument(where + " refers to weight blob " + std::to_string(t.blob) + " which does not exist");
+      if (bytes > weights.size(t.blob))
+        return InvalidArgument(where + " needs " + std::to_string(bytes) + " bytes but blob " + std::to_string(t.blob) +
+                               " holds " + std::to_string(weights.size(t.blob)));
+      p.weights[i] = weights.data(t.blob);
+      const bool floating = dtype == ir::DType::kF32 || dtype == ir::DType::kF16 ||
+                            dtype == ir::DType::kBF16 || dtype == ir::DType::kF64;
+      const bool small = bytes <= kMaxInferConstantBytes;
+      if (!floating || small) FCB_RETURN_IF_ERROR(weights.Verify(t.blob, t.name));
+      if (small) {
+        auto td = std::make_shared<ir::TensorData>();
+        td->dtype = dtype;
+        td->shape = t.shape;
+        const auto* b = static_cast<const uint8_t*>(p.weights[i]);
+        td->bytes.assign(b, b + bytes);
+        p.small_constants[i] = std::move(td);
+      }
+    } else {
+      return InvalidArgument(where + " has unknown storage kind");
+    }
+  }
+  auto is_arena = [&](int32_t t) {
+    return t >= 0 && static_cast<size_t>(t) < nt && c.tensors[t].storage == format::Storage::kArena;
+  };
+  for (int32_t t : c.inputs)
+    if (!is_arena(t)) return InvalidArgument("method '" + c.method + "' input refers to an invalid tensor");
+  for (int32_t t : c.outputs)
+    if (!is_arena(t)) return InvalidArgument("method '" + c.method + "' output refers to an invalid tensor");
+  for (size_t si = 0; si < c.steps.size(); ++si) {
+    const auto& s = c.steps[si];
+    CheckedStep cs;
+    cs.where = "step " + std::to_string(si) + " (" + s.op + ", node '" + s.node + "')";
+    cs.def = FindOp(s.op);
+    if (!cs.def) return InvalidArgument(cs.where + ": operator '" + s.op + "' is unknown to this runtime");
+    for (int32_t t : s.inputs) {
+      if (t == -1) {
+        cs.inputs.push_back({});
+        cs.constants.push_back(nullptr);
+        cs.data.push_back(nullptr);
+        continue;
+      }
+      if (t < 0 || static_cast<size_t>(t) >= nt) return InvalidArgument(cs.where + ": input tensor index out of range");
+      cs.inputs.push_back(p.infos[t]);
+      cs.constants.push_back(p.small_constants[t].get());
+      cs.data.push_back(p.weights[t]);
+    }
+    std::vector<TensorInfo> declared;
+    for (int32_t t : s.outputs) {
+      if (!is_arena(t)) return InvalidArgument(cs.where + ": output must be an arena tensor");
+      declared.push_back(p.infos[t]);
+    }
+    cs.attrs = Attrs(s.attrs);
+    InferContext ictx{s.op, cs.attrs, cs.inputs, cs.constants, static_cast<int>(s.outputs.size())};
+    Status st = InferOutputs(*cs.def, ictx, &cs.outputs);
+    if (!st.ok()) return InvalidArgument(cs.where + ": " + st.message());
+    for (size_t i = 0; i < cs.outputs.size(); ++i)
+      if (cs.outputs[i].dtype != declared[i].dtype || cs.outputs[i].shape != declared[i].shape)
+        return InvalidArgument(cs.where + ": output " + std::to_string(i) + " is declared " +
+                               ir::DTypeName(declared[i].dtype) + " " + ir::ShapeToString(declared[i].shape) +
+                               " but its inputs give " + ir::DTypeName(cs.outputs[i].dtype) + " " +
+                               ir::ShapeToString(cs.outputs[i].shape));
+    if (cs.def->scratch) {
+      auto scratch = cs.def->scratch(cs.create_context());
+      if (!scratch.ok()) return InvalidArgument(cs.where + ": " + scratch.status().message());
+      cs.scratch = scratch.value();
+      if (cs.scratch > (uint64_t{1} << 30)) return InvalidArgument(cs.where + ": scratch of " + std::to_string(cs.scratch) + " bytes is too large");
+      p.scratch_bytes = std::max(p.scratch_bytes, (cs.scratch + 63) / 64 * 64);
+    }
+    p.steps.push_back(std::move(cs));
+  }
+  return p;
+}
+
+}  // namespace fcb::ops

@@ -1,0 +1,63 @@
+// The one checker of a compiled plan (format::ContextDesc), shared by the
+// compiler, which runs it on every plan it writes so that a plan it cannot
+// load is refused at compile time, and by the loader, which runs it on every
+// plan it reads from a (possibly hostile) file before preparing kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fcb/status.h"
+#include "format/file_desc.h"
+#include "ops/op.h"
+
+namespace fcb::ops {
+
+// The weight pool the plan refers to.
+class PlanWeights {
+ public:
+  virtual ~PlanWeights() = default;
+  virtual size_t count() const = 0;
+  virtual uint64_t size(int32_t blob) const = 0;
+  virtual const void* data(int32_t blob) const = 0;
+  // Called once per weight tensor whose bytes the checker reads now (small
+  // constants handed to shape inference) or which can steer control flow or
+  // addressing (every non-floating tensor); the loader verifies the blob's
+  // checksum here, before anything reads it.
+  virtual Status Verify(int32_t blob, const std::string& tensor) = 0;
+};
+
+struct CheckedStep {
+  const OpDef* def = nullptr;
+  std::string where;  // "step 3 (ConvNhwc, node 'conv1')"
+  Attrs attrs;
+  std::vector<TensorInfo> inputs, outputs;
+  std::vector<const ir::TensorData*> constants;  // small constant inputs, else null
+  std::vector<const void*> data;                 // weight bytes per input, else null
+  uint64_t scratch = 0;                          // per-thread bytes (OpDef::scratch)
+  CreateContext create_context() const {
+    return CreateContext{def->name, attrs, inputs, outputs, constants, &data};
+  }
+};
+
+struct CheckedPlan {
+  std::vector<TensorInfo> infos;      // per tensor
+  std::vector<uint64_t> bytes;        // per tensor
+  std::vector<const void*> weights;   // per tensor: the weight's bytes, null for arena tensors
+  std::vector<std::shared_ptr<ir::TensorData>> small_constants;  // per tensor, or null
+  std::vector<CheckedStep> steps;
+  // Per-thread scratch the steps need: the largest, rounded up to 64 bytes.
+  uint64_t scratch_bytes = 0;
+};
+
+// Checks every tensor (dtype, element count, arena bounds and alignment,
+// weight blob and its size), the method's inputs and outputs (arena tensors),
+// and every step: a known op, operand indices in range, outputs in the
+// arena, its shape inference agreeing with the declared outputs, and its
+// scratch. Errors are InvalidArgument naming the tensor or step; the compiler
+// reports them as Internal, the loader as CorruptFile.
+Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights);
+
+}  // namespace fcb::ops
