@@ -1,4 +1,4 @@
-// The CLI contract (DESIGN.md): subcommands, flags, JSON outputs, exit status
+// The CLI contract (README "Command line"): subcommands, flags, JSON outputs, exit status
 // and "error: ..." messages.
 #include <gtest/gtest.h>
 

@@ -99,7 +99,7 @@ TEST(DeferredPoolCheck, FailsRunsNotJustLoad) {
   for (const auto& c : desc.contexts) {
     if (c.target != "x86-64-v3") continue;
     for (const auto& t : c.tensors) {
-      if (t.storage != format::Storage::kWeight || t.dtype != 1) continue;
+      if (t.storage != format::Storage::kWeight || t.dtype != DType::kF32) continue;
       const uint64_t size = desc.blobs[t.blob].size;
       if (size > 65536 && (large < 0 || size > desc.blobs[large].size)) large = t.blob;
       if (size <= 1024 && small < 0) small = t.blob;
@@ -156,6 +156,69 @@ TEST_F(CorruptFileTest, ExtendedFileIsRefused) {
   auto bad = good_;
   bad.resize(bad.size() + 100, 0);
   ExpectRefused(bad, "100 bytes appended");
+}
+
+}  // namespace
+}  // namespace fcb
+
+namespace fcb {
+namespace {
+
+// A copy of a compiled file with its metadata edited by `edit`, rewritten
+// with the same weight pool (blob ids kept).
+std::string Rewritten(const std::string& good, const std::string& out,
+                      void (*edit)(format::FileDesc*)) {
+  auto f = format::LoadFcbFile(good);
+  EXPECT_TRUE(f.ok());
+  if (!f.ok()) return out;
+  format::FileDesc desc = f.value()->desc();
+  format::WeightPoolBuilder pool;
+  for (size_t b = 0; b < desc.blobs.size(); ++b)
+    EXPECT_EQ(pool.AddUnshared(f.value()->blob_data(static_cast<int32_t>(b)), desc.blobs[b].size),
+              static_cast<int32_t>(b));
+  edit(&desc);
+  EXPECT_TRUE(format::WriteFcbFile(desc, pool, out).ok());
+  return out;
+}
+
+class PlanVersionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CompileSpec spec;
+    spec.targets = {"generic"};
+    spec.input_shapes["input"] = {1, 3, 32, 32};
+    ASSERT_TRUE(Compile(FCB_SOURCE_DIR "/models/demo_cnn.onnx", spec, dir_.File("good.fcb")).ok());
+    ASSERT_TRUE(Program::Load(dir_.File("good.fcb")).ok());  // the rewrite alone changes nothing
+    ASSERT_TRUE(Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("same.fcb"), [](format::FileDesc*) {})).ok());
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(PlanVersionTest, NewerPlanIsRefusedNamingBothVersions) {
+  const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("newer.fcb"),
+                                     [](format::FileDesc* d) { d->plan_version += 1; });
+  auto p = Program::Load(path);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(p.status().message().find("newer than this runtime's version"), std::string::npos) << p.status().message();
+}
+
+TEST_F(PlanVersionTest, UnversionedPlanIsRefused) {
+  const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("old.fcb"),
+                                     [](format::FileDesc* d) { d->plan_version = 0; });
+  auto p = Program::Load(path);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("older than"), std::string::npos) << p.status().message();
+}
+
+TEST_F(PlanVersionTest, TooLittleScratchIsRefused) {
+  const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("scratch.fcb"), [](format::FileDesc* d) {
+    for (auto& c : d->contexts) c.scratch_bytes = 64;
+  });
+  auto p = Program::Load(path);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kCorruptFile);
+  EXPECT_NE(p.status().message().find("scratch"), std::string::npos) << p.status().message();
 }
 
 }  // namespace

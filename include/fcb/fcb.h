@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fcb/dtype.h"
 #include "fcb/status.h"
 
 namespace fcb {
@@ -65,14 +66,7 @@ Status ValidateSpec(const CompileSpec& spec);
 
 // ------------------------------------------------------------------- running
 
-// ONNX TensorProto.DataType codes. kF16 and kBF16 elements are the 16-bit
-// patterns of IEEE float16 and bfloat16 values.
-enum class DType : int32_t {
-  kF32 = 1, kU8 = 2, kI8 = 3, kU16 = 4, kI16 = 5, kI32 = 6, kI64 = 7, kBool = 9,
-  kF16 = 10, kF64 = 11, kU32 = 12, kU64 = 13, kBF16 = 16
-};
-const char* DTypeName(DType t);
-size_t DTypeSize(DType t);
+// Element types: DType, DTypeName, DTypeSize (fcb/dtype.h).
 
 struct TensorSpec {
   std::string name;

@@ -1,5 +1,5 @@
 // The fcb command-line tool: one function per subcommand, sharing helpers.
-// Contract (DESIGN.md): exit 0 on success; otherwise non-zero with
+// Contract (README "Command line", docs/design.md "Errors"): exit 0 on success; otherwise non-zero with
 // "error: ..." on stderr; warnings as "warning: ...".
 #pragma once
 

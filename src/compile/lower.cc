@@ -123,7 +123,7 @@ class Lowerer final : public ops::LowerContext {
                           const void* data, uint64_t size) {
     TensorDesc t;
     t.name = name;
-    t.dtype = static_cast<int32_t>(dtype);
+    t.dtype = dtype;
     t.shape = std::move(shape);
     t.storage = Storage::kWeight;
     t.blob = AddBlob(data, size);
@@ -134,7 +134,7 @@ class Lowerer final : public ops::LowerContext {
   int32_t AddArenaTensor(const ir::Value& val) {
     TensorDesc t;
     t.name = val.name;
-    t.dtype = static_cast<int32_t>(val.dtype);
+    t.dtype = val.dtype;
     t.shape = val.shape;
     t.storage = Storage::kArena;
     ctx_.tensors.push_back(std::move(t));
@@ -211,7 +211,7 @@ class Lowerer final : public ops::LowerContext {
         arena_index[t] = static_cast<int>(bufs.size());
         const auto& d = ctx_.tensors[t];
         BufferLifetime b;
-        b.bytes = static_cast<uint64_t>(ir::NumElements(d.shape)) * ir::DTypeSize(static_cast<ir::DType>(d.dtype));
+        b.bytes = static_cast<uint64_t>(ir::NumElements(d.shape)) * ir::DTypeSize(d.dtype);
         b.first = def ? step : -1;
         b.last = step;
         bufs.push_back(b);

@@ -1,10 +1,12 @@
 // Lowering: an optimized, layout-assigned graph -> one target's context.
 //
-// Target-neutral rewrites (constant-weight Gemm/MatMul -> GemmPacked) and
-// weight packing happen here; the packed layouts are shared by every target,
-// so identical bytes land in the weight pool once. Then activations get arena
-// offsets from the memory planner and every step is checked with the op
-// registry's shape inference, exactly as the runtime will check it.
+// A generic driver: each node goes to the lowering rules its op's OpDefs
+// registered (ops/lowering.h; the rules, their cost models and packing live
+// with the operators in ops/lowered/), highest priority first; a node no rule
+// takes becomes one step unchanged. The packed layouts are target-neutral, so
+// identical bytes land in the weight pool once. Then activations get arena
+// offsets from the memory planner and the plan is checked by the loader's own
+// checker (ops/plan_check.h), which also sizes the per-thread scratch.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 // Fault injection: every resource acquisition in compile and load asks Hit()
 // first, so tests can make the N-th acquisition fail (or every acquisition at
 // a named place) and prove that nothing leaks, no file is left behind, and the
-// error says what failed (DESIGN.md, "Lifecycle contract").
+// error says what failed (docs/design.md, "Lifecycle on failure").
 //
 // Production cost: one relaxed atomic load per acquisition when no injector
 // is alive. The injector is process-wide and meant for single-threaded tests.

@@ -1,5 +1,7 @@
 #include "core/npy.h"
 
+#include "fcb/dtype.h"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -7,6 +9,15 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+
+// The .npy reader's codes are fcb::DType's (the CLI and tests cast between them).
+static_assert(fcb::kNpyF32 == static_cast<int32_t>(fcb::DType::kF32) && fcb::kNpyU8 == static_cast<int32_t>(fcb::DType::kU8) &&
+              fcb::kNpyI8 == static_cast<int32_t>(fcb::DType::kI8) && fcb::kNpyI32 == static_cast<int32_t>(fcb::DType::kI32) &&
+              fcb::kNpyI64 == static_cast<int32_t>(fcb::DType::kI64) && fcb::kNpyBool == static_cast<int32_t>(fcb::DType::kBool) &&
+              fcb::kNpyF64 == static_cast<int32_t>(fcb::DType::kF64) && fcb::kNpyU16 == static_cast<int32_t>(fcb::DType::kU16) &&
+              fcb::kNpyI16 == static_cast<int32_t>(fcb::DType::kI16) && fcb::kNpyF16 == static_cast<int32_t>(fcb::DType::kF16) &&
+              fcb::kNpyU32 == static_cast<int32_t>(fcb::DType::kU32) && fcb::kNpyU64 == static_cast<int32_t>(fcb::DType::kU64),
+              ".npy codes must be fcb::DType codes");
 
 namespace fcb {
 namespace {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "fcb/dtype.h"
+
 namespace fcb::format {
 
 enum class Storage : uint8_t {
@@ -16,7 +18,7 @@ enum class Storage : uint8_t {
 
 struct TensorDesc {
   std::string name;
-  int32_t dtype = 1;          // ir::DType code
+  DType dtype = DType::kF32;  // any code a file holds; checked by ops/plan_check
   std::vector<int64_t> shape;
   Storage storage = Storage::kArena;
   uint64_t offset = 0;        // byte offset in the arena (kArena)

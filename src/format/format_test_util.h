@@ -94,7 +94,7 @@ inline TensorDesc Tensor(std::string name, std::vector<int64_t> shape, Storage s
                          uint64_t offset, int32_t blob, int32_t dtype = 1) {
   TensorDesc t;
   t.name = std::move(name);
-  t.dtype = dtype;
+  t.dtype = static_cast<DType>(dtype);
   t.shape = std::move(shape);
   t.storage = storage;
   t.offset = offset;

@@ -1,6 +1,6 @@
 // A tiny fault-injection seam for the .fcb writer and loader, so tests can make
 // any one of their I/O steps fail and check that nothing leaks and nothing is
-// left half-written (DESIGN.md, "Lifecycle contract").
+// left half-written (docs/design.md, "Lifecycle on failure").
 //
 // Every OS call the writer or loader makes (mkstemp, fchmod, each write, fsync,
 // close, rename, open, fstat, mmap) first asks IoFaultHit(); when it answers

@@ -43,7 +43,7 @@ Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c) 
   for (const TensorDesc& t : c.tensors) {
     auto name = Str(fbb, t.name);
     auto shape = fbb.CreateVector(t.shape);
-    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape,
+    tensors.push_back(fb::CreateTensor(fbb, name, static_cast<int32_t>(t.dtype), shape,
                                        static_cast<fb::Storage>(t.storage), t.offset, t.blob));
   }
   std::vector<Offset<fb::Step>> steps;
@@ -67,6 +67,7 @@ std::string ToString(const flatbuffers::String* s) {
 // elements, so a hostile file can place an int64 vector at a 4-byte boundary.
 // Copying the bytes avoids misaligned loads; the file is little-endian like
 // every host fcb supports (FLATBUFFERS_LITTLEENDIAN is asserted below).
+static_assert(static_cast<int32_t>(DType::kF32) == 1, "fcb.fbs: Tensor.dtype defaults to 1 (float32)");
 static_assert(FLATBUFFERS_LITTLEENDIAN, "fcb reads .fcb metadata in place on little-endian hosts");
 
 template <typename T>
@@ -105,7 +106,7 @@ ContextDesc DecodeContext(const fb::Context& c) {
   for (const fb::Tensor* t : *c.tensors()) {
     TensorDesc td;
     td.name = ToString(t->name());
-    td.dtype = t->dtype();
+    td.dtype = static_cast<DType>(t->dtype());  // any int32: the plan checker refuses unknown codes
     td.shape = ToVector(t->shape());
     td.storage = static_cast<Storage>(t->storage());
     td.offset = t->offset();

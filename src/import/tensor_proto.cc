@@ -5,6 +5,26 @@
 #include <fstream>
 #include <limits>
 
+// fcb::DType's codes are ONNX's TensorProto.DataType: the importer casts one
+// to the other.
+#define FCB_SAME_CODE(ours, theirs) \
+  static_assert(static_cast<int>(::fcb::DType::ours) == onnx::TensorProto_DataType_##theirs, #ours " != " #theirs)
+FCB_SAME_CODE(kUndefined, UNDEFINED);
+FCB_SAME_CODE(kF32, FLOAT);
+FCB_SAME_CODE(kU8, UINT8);
+FCB_SAME_CODE(kI8, INT8);
+FCB_SAME_CODE(kU16, UINT16);
+FCB_SAME_CODE(kI16, INT16);
+FCB_SAME_CODE(kI32, INT32);
+FCB_SAME_CODE(kI64, INT64);
+FCB_SAME_CODE(kBool, BOOL);
+FCB_SAME_CODE(kF16, FLOAT16);
+FCB_SAME_CODE(kF64, DOUBLE);
+FCB_SAME_CODE(kU32, UINT32);
+FCB_SAME_CODE(kU64, UINT64);
+FCB_SAME_CODE(kBF16, BFLOAT16);
+#undef FCB_SAME_CODE
+
 namespace fcb::import {
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "core/half.h"
 
-namespace fcb::ir {
+namespace fcb {
 
 size_t DTypeSize(DType t) {
   switch (t) {
@@ -46,6 +46,8 @@ const char* DTypeName(DType t) {
     default: return "undefined";
   }
 }
+
+namespace ir {
 
 int64_t NumElements(const Shape& s) {
   int64_t n = 1;
@@ -254,4 +256,5 @@ Status Graph::Validate() const {
   return Status::Ok();
 }
 
-}  // namespace fcb::ir
+}  // namespace ir
+}  // namespace fcb

@@ -14,30 +14,15 @@
 #include <string_view>
 #include <vector>
 
+#include "fcb/dtype.h"
 #include "fcb/status.h"
 
 namespace fcb::ir {
 
-// Element types; numeric codes are ONNX TensorProto.DataType's.
-enum class DType : int32_t {
-  kUndefined = 0,
-  kF32 = 1,
-  kU8 = 2,
-  kI8 = 3,
-  kU16 = 4,
-  kI16 = 5,
-  kI32 = 6,
-  kI64 = 7,
-  kBool = 9,
-  kF16 = 10,   // IEEE float16, stored as its bits (core/half.h converts)
-  kF64 = 11,
-  kU32 = 12,
-  kU64 = 13,
-  kBF16 = 16,  // bfloat16 tensors, and weights stored at half size (precision "bf16")
-};
-
-size_t DTypeSize(DType t);
-const char* DTypeName(DType t);
+// Element types: the public fcb::DType (fcb/dtype.h), one enum everywhere.
+using ::fcb::DType;
+using ::fcb::DTypeName;
+using ::fcb::DTypeSize;
 
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& s);

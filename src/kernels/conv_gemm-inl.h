@@ -226,7 +226,7 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
 // Blocking in the GotoBLAS manner, turned around for a kernel that broadcasts
 // A and vector-loads B: the reduction is split into blocks of kKC and the rows
 // into blocks of kMC. A block of A (kMC x kKC, 120 KiB, stays in L2) is
-// copied once into a stack buffer, each row tile as [row][kKC] (a plain copy
+// copied once into the thread's scratch (kGemmScratchFloats), each row tile as [row][kKC] (a plain copy
 // per row; rows of A that lie a multiple of 4 KiB apart would otherwise
 // compete for the same L1 sets, and rows at a compile-time distance need one
 // address register, not one per row). Then each column tile's sliver of B

@@ -2,8 +2,8 @@
 // dilation-1 ungrouped convs. Included once per Highway target.
 //
 // A block of MR output tiles (4x4 pixels each; MR is the register tile's row
-// count) goes through three phases, all on the stack so Run stays
-// allocation-free and thread-safe:
+// count) goes through three phases, in the calling thread's scratch (from the
+// execution's arena) so Run stays allocation-free and thread-safe:
 //   1. input transform  V[pos][t][c] = (B^T d B)[pos] for each 6x6 input tile
 //      d, vectorized over channels (contiguous in NHWC);
 //   2. 36 small GEMMs   M[pos][t][o] = sum_c V[pos][t][c] U[pos][c][o], on the

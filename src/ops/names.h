@@ -38,7 +38,7 @@
   X(kOutputPadding, "output_padding", false)                   \
   X(kOutChannels, "out_channels", true)                        \
   X(kDepthwise, "depthwise", true)                             \
-  X(kColumns, "columns", true)                                     \
+  X(kColumns, "columns", true)                                 \
   X(kActivation, "activation", true)                           \
   X(kActivationAlpha, "activation_alpha", true)                \
   X(kActivationBeta, "activation_beta", true)                  \
@@ -53,7 +53,7 @@ namespace fcb::ops {
 // weight layouts (kernels/packing.h). Bump it with any change an older
 // runtime would misread; the loader refuses plans of another version with an
 // error naming both (an older fcb a newer plan, a newer fcb an older one).
-//   1: fcb 0.1 until plan versions were recorded (files hold no version)
+//   0: files written before plan versions were recorded (refused)
 //   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
 inline constexpr uint32_t kPlanVersion = 2;
 
@@ -68,8 +68,5 @@ namespace attr {
 FCB_PLAN_ATTRS(FCB_ATTRNAME)
 #undef FCB_ATTRNAME
 }  // namespace attr
-
-// True for the internal operator names above.
-bool IsLoweredOpName(std::string_view name);
 
 }  // namespace fcb::ops

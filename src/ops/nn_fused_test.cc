@@ -1,4 +1,4 @@
-// ConvExpandDwNhwc (nn.cc): a 1x1 ConvNhwc feeding a depthwise ConvNhwc, run
+// ConvExpandDwNhwc (lowered/conv_expand_dw.cc): a 1x1 ConvNhwc feeding a depthwise ConvNhwc, run
 // in bands without the intermediate tensor. On every runnable target and with
 // 1, 2 and 3 threads it must match the two ConvNhwc steps run one after the
 // other, for geometries that cut the map into many bands (wide rows), that

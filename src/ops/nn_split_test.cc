@@ -1,5 +1,5 @@
 // Multi-threaded splits of ConvNhwc and GemmPacked over output channels
-// (nn.cc): with few output pixels (rows) the threads take ranges of weight
+// (lowered/): with few output pixels (rows) the threads take ranges of weight
 // panels instead of ranges of pixels. On every runnable target and with 1, 2
 // and 3 threads the result must match a plain loop, including a last range
 // that ends inside a panel (output channels not a multiple of 32), a fused

@@ -77,7 +77,8 @@ struct RunContext {
   // Per-thread scratch memory from the execution's arena: thread t of the
   // pool (ThreadPool::ParallelForThreads gives t) owns the scratch_stride
   // bytes at scratch + t * scratch_stride, 64-byte aligned. At least the
-  // bytes the step's OpDef::scratch asked for; null when it asked for none.
+  // bytes the step's OpDef::scratch asked for (the method's largest); null
+  // when no step of the method needs scratch.
   uint8_t* scratch = nullptr;
   size_t scratch_stride = 0;
   void* ThreadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratch_stride; }

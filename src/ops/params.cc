@@ -4,14 +4,6 @@
 
 namespace fcb::ops {
 
-bool IsLoweredOpName(std::string_view name) {
-#define FCB_IS_OPNAME(op, def) \
-  if (name == opname::op) return true;
-  FCB_LOWERED_OPS(FCB_IS_OPNAME)
-#undef FCB_IS_OPNAME
-  return false;
-}
-
 const format::AttrDesc* ParamReader::Need(std::string_view name) {
   if (!status_.ok()) return nullptr;
   const format::AttrDesc* d = a_.Find(name);

@@ -14,9 +14,9 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   for (size_t i = 0; i < nt; ++i) {
     const auto& t = c.tensors[i];
     const std::string where = "tensor " + std::to_string(i) + " ('" + t.name + "')";
-    const auto dtype = static_cast<ir::DType>(t.dtype);
+    const ir::DType dtype = t.dtype;
     const size_t es = ir::DTypeSize(dtype);
-    if (es == 0) return InvalidArgument(where + " has unknown dtype code " + std::to_string(t.dtype));
+    if (es == 0) return InvalidArgument(where + " has unknown dtype code " + std::to_string(static_cast<int32_t>(t.dtype)));
     auto numel = CheckedNumel(t.shape);
     if (!numel.ok()) return InvalidArgument(where + ": " + numel.status().message());
     const uint64_t bytes = static_cast<uint64_t>(numel.value()) * es;

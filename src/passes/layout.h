@@ -2,9 +2,11 @@
 // innermost, so weight panels of 16 output channels vectorize on every
 // target); everything else keeps ONNX's NCHW.
 //
-// Rewrites Conv / MaxPool / AveragePool / GlobalAveragePool on 4-D inputs into
-// ConvNhwc / MaxPoolNhwc / AvgPoolNhwc / GlobalAvgPoolNhwc, lets layout-agnostic
-// ops (elementwise with 4-D operands, Concat) follow their inputs' layout, and
+// Hands each ONNX node on a 4-D float input to the NHWC form that registered a
+// layout rule for its op (OpDef::layouts: Conv, ConvTranspose, MaxPool,
+// AveragePool, GlobalAveragePool today), lets layout-agnostic ops (traits
+// kTraitElementwise / kTraitBroadcast, and Concat) follow their inputs'
+// layout, and
 // inserts explicit Transpose nodes wherever a value must change layout. Values
 // switched to NHWC have their shape replaced by the physical NHWC shape. Graph
 // inputs and outputs keep their ONNX layout and names.

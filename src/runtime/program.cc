@@ -91,9 +91,9 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   m->weights = p.weights;
   m->bytes = p.bytes;
   for (int32_t t : c.inputs)
-    m->info.inputs.push_back({c.tensors[t].name, static_cast<DType>(c.tensors[t].dtype), c.tensors[t].shape});
+    m->info.inputs.push_back({c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape});
   for (int32_t t : c.outputs)
-    m->info.outputs.push_back({c.tensors[t].name, static_cast<DType>(c.tensors[t].dtype), c.tensors[t].shape});
+    m->info.outputs.push_back({c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape});
   m->input_tensors = c.inputs;
   m->output_tensors = c.outputs;
   for (size_t si = 0; si < p.steps.size(); ++si) {
@@ -181,8 +181,6 @@ Result<std::string> Program::default_method() const {
   return InvalidArgument("the program has several methods; choose one with --method: " + JoinNames(methods()));
 }
 
-const char* DTypeName(DType t) { return ir::DTypeName(static_cast<ir::DType>(t)); }
-size_t DTypeSize(DType t) { return ir::DTypeSize(static_cast<ir::DType>(t)); }
 uint64_t TensorSpec::bytes() const {
   return static_cast<uint64_t>(ir::NumElements(shape)) * DTypeSize(dtype);
 }
