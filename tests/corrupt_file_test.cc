@@ -186,8 +186,9 @@ class PlanVersionTest : public ::testing::Test {
   void SetUp() override {
     CompileSpec spec;
     spec.targets = {"generic"};
-    spec.input_shapes["input"] = {1, 3, 32, 32};
-    ASSERT_TRUE(Compile(FCB_SOURCE_DIR "/models/demo_cnn.onnx", spec, dir_.File("good.fcb")).ok());
+    spec.input_shapes["input"] = {1, 3, 64, 64};
+    auto r = Compile(FCB_SOURCE_DIR "/models/demo_cnn.onnx", spec, dir_.File("good.fcb"));
+    ASSERT_TRUE(r.ok()) << r.status().message();
     ASSERT_TRUE(Program::Load(dir_.File("good.fcb")).ok());  // the rewrite alone changes nothing
     ASSERT_TRUE(Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("same.fcb"), [](format::FileDesc*) {})).ok());
   }
