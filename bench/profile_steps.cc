@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", prog.status().message().c_str());
     return 1;
   }
-  const fcb::ProgramImpl& p = prog.value()->impl();
+  const fcb::ProgramImpl& p = fcb::ProgramAccess::Of(*prog.value());
   const fcb::PreparedMethod& m = p.methods.at(0);
   // The arena placed as an Execution places it (huge pages from 1 MiB).
   fcb::ArenaMemory arena;

@@ -4,7 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/npy.h"
+#include "fcb/inspect.h"
+#include "fcb/npy.h"
 #include "ops/names.h"
 #include "test_util.h"
 
@@ -43,6 +44,44 @@ TEST(Cli, OpsJsonListsTheCnnOperators) {
                          "Unsqueeze", "Identity", "Dropout", "BatchNormalization"})
     EXPECT_TRUE(ops.count(op)) << op;
   EXPECT_FALSE(ops.count(std::string(fcb::ops::opname::ConvNhwc))) << "internal ops are not ONNX operators";
+}
+
+// `fcb targets` and `fcb ops` print what the public calls return.
+TEST(Cli, TargetsAndOpsAreThePublicLists) {
+  auto r = RunCommand(Fcb("targets --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  const auto targets = ListTargets();
+  ASSERT_EQ(j["targets"].size(), targets.size());
+  int autos = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    EXPECT_EQ(j["targets"][i]["name"], targets[i].name);
+    EXPECT_EQ(j["targets"][i]["description"], targets[i].description);
+    EXPECT_EQ(j["targets"][i]["host_can_run"].get<bool>(), targets[i].host_can_run);
+    if (targets[i].auto_choice) {
+      ++autos;
+      EXPECT_EQ(j["auto"], targets[i].name);
+      EXPECT_TRUE(targets[i].host_can_run);
+      for (const auto& t : targets)
+        if (t.host_can_run) EXPECT_LE(t.score, targets[i].score) << t.name;
+    }
+  }
+  EXPECT_EQ(autos, 1);
+
+  r = RunCommand(Fcb("ops --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = json::parse(r.out);
+  std::vector<std::string> onnx;
+  bool has_internal = false;
+  for (const auto& op : ListOperators()) {
+    EXPECT_LE(op.min_inputs, op.max_inputs) << op.name;
+    EXPECT_LE(op.min_outputs, op.max_outputs) << op.name;
+    if (op.internal) has_internal = true;
+    else onnx.push_back(op.name);
+  }
+  EXPECT_TRUE(has_internal) << "ConvNhwc and friends are listed, marked internal";
+  EXPECT_EQ(j["operators"].get<std::vector<std::string>>(), onnx);
+  EXPECT_EQ(j["count"].get<size_t>(), onnx.size());
 }
 
 TEST(Cli, CompileInspectRunBench) {
@@ -91,7 +130,8 @@ TEST(Cli, SymbolicInputWithoutShapeNamesTheFix) {
   auto r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --target generic"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find("--input-shape"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--input-shape input="), std::string::npos) << "the CLI names its flag: " << r.err;
+  EXPECT_EQ(r.err.find("input_shapes"), std::string::npos) << r.err;
   EXPECT_FALSE(testing::FileExists(tmp.File("x.fcb"))) << "a failed compile leaves no file";
 }
 

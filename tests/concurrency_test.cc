@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/npy.h"
+#include "fcb/npy.h"
 #include "fcb/fcb.h"
 #include "test_util.h"
 

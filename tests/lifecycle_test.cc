@@ -8,8 +8,8 @@
 
 #include <set>
 
-#include "compile/session.h"
-#include "core/fault.h"
+#include "compile/session_testing.h"
+#include "core/fault_testing.h"
 #include "fcb/fcb.h"
 #include "test_util.h"
 

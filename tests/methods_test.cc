@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/npy.h"
-#include "core/target.h"
+#include "fcb/npy.h"
 #include "fcb/fcb.h"
+#include "fcb/inspect.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -138,8 +138,8 @@ std::vector<float> Floats(const void* p, uint64_t bytes) {
 TEST_F(MethodsTest, BothShapesMatchOnnxRuntimeOnEveryTarget) {
   const std::string dir = TestDataDir();
   int ran = 0;
-  for (const auto& t : KnownTargets()) {
-    if (!HostCanRun(t.id)) continue;
+  for (const auto& t : ListTargets()) {
+    if (!t.host_can_run) continue;
     SCOPED_TRACE(t.name);
     LoadOptions lo;
     lo.target = t.name;
@@ -214,12 +214,57 @@ TEST_F(MethodsTest, InspectNumbersAddUpToTheFileSize) {
   }
 }
 
+// The public InspectFile gives the numbers `fcb inspect --json` prints.
+TEST_F(MethodsTest, InspectFileMatchesTheCli) {
+  auto s = InspectFile(File("two_methods.fcb"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const FileSummary& f = s.value();
+  const json j = Inspect("two_methods.fcb");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(f.file_size, Size("two_methods.fcb"));
+  EXPECT_EQ(f.file_size, j["file_size"].get<uint64_t>());
+  EXPECT_EQ(f.producer, j["producer"].get<std::string>());
+  EXPECT_EQ(f.methods, (std::vector<std::string>{"r224", "r320"}));
+  EXPECT_EQ(f.targets.size(), 4u);
+  ASSERT_EQ(f.contexts.size(), 8u);
+  ASSERT_EQ(f.contexts.size(), j["contexts"].size());
+  for (size_t c = 0; c < f.contexts.size(); ++c) {
+    const auto& cs = f.contexts[c];
+    const auto& cj = j["contexts"][c];
+    EXPECT_EQ(cs.target, cj["target"].get<std::string>());
+    EXPECT_EQ(cs.method, cj["method"].get<std::string>());
+    EXPECT_EQ(cs.steps, cj["steps"].get<uint64_t>());
+    EXPECT_EQ(cs.share.plan_bytes, cj["plan_bytes"].get<uint64_t>());
+    EXPECT_EQ(cs.share.weight_bytes_referenced, cj["weight_bytes_referenced"].get<uint64_t>());
+    ASSERT_EQ(cs.inputs.size(), 1u);
+    EXPECT_EQ(cs.inputs[0].dtype, DType::kF32);
+    EXPECT_EQ(cs.inputs[0].shape, (std::vector<int64_t>{1, 3, cs.method == "r224" ? 224 : 320,
+                                                        cs.method == "r224" ? 224 : 320}));
+  }
+  const FileLayout& l = f.layout;
+  EXPECT_EQ(l.header_bytes + l.metadata_bytes + l.metadata_padding_bytes + l.pool_blob_bytes + l.pool_padding_bytes,
+            f.file_size);
+  EXPECT_EQ(l.metadata_plan_bytes + l.metadata_other_bytes, l.metadata_bytes);
+  ASSERT_EQ(f.per_method.size(), 2u);
+  EXPECT_EQ(f.per_method[0].first, "r224");
+  EXPECT_EQ(f.per_method[0].second.weight_bytes_referenced, f.weight_pool.bytes);
+  EXPECT_FALSE(InspectFile(File("missing.fcb")).ok());
+}
+
 TEST_F(MethodsTest, RunAndBenchNeedAMethodWhenThereAreSeveral) {
   const std::string cli = testing::CliPath();
   auto r = testing::RunCommand(cli + " bench " + File("two_methods.fcb") + " --iterations 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("r224"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("r320"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--method"), std::string::npos) << "the CLI names its flag: " << r.err;
+  // The library names the methods and no flag.
+  auto program = Program::Load(File("two_methods.fcb"));
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  auto only = program.value()->default_method();
+  ASSERT_FALSE(only.ok());
+  EXPECT_NE(only.status().message().find("r224, r320"), std::string::npos) << only.status().message();
+  EXPECT_EQ(only.status().message().find("--"), std::string::npos) << only.status().message();
   r = testing::RunCommand(cli + " bench " + File("two_methods.fcb") + " --method r320 --iterations 1 --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = testing::RunCommand(cli + " run " + File("two_methods.fcb") + " --method nope");

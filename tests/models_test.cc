@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "core/npy.h"
-#include "core/target.h"
+#include "fcb/npy.h"
 #include "fcb/fcb.h"
+#include "fcb/inspect.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -53,11 +53,11 @@ TEST_P(ModelTest, EveryTargetMatchesOnnxRuntime) {
   auto any = Program::Load(out);
   ASSERT_TRUE(any.ok()) << any.status().message();
   std::vector<std::string> in_file = any.value()->targets_in_file();
-  EXPECT_EQ(in_file.size(), KnownTargets().size()) << "the file must hold every target";
+  EXPECT_EQ(in_file.size(), ListTargets().size()) << "the file must hold every target";
 
   int ran = 0;
-  for (const auto& t : KnownTargets()) {
-    if (!HostCanRun(t.id)) continue;
+  for (const auto& t : ListTargets()) {
+    if (!t.host_can_run) continue;
     SCOPED_TRACE(t.name);
     LoadOptions lo;
     lo.target = t.name;
@@ -96,7 +96,10 @@ TEST(ModelLevel0, DemoAndResnet18MatchOnnxRuntime) {
     ASSERT_TRUE(input.ok() && want.ok()) << "run scripts/prepare_testdata.sh";
     TempDir tmp;
     CompileSpec spec;
-    spec.targets = {"generic", RunnableTargets().front() == TargetId::kGeneric ? "x86-64-v2" : TargetName(RunnableTargets().front())};
+    std::string best;  // the best target this host runs
+    for (const auto& t : ListTargets())
+      if (t.auto_choice) best = t.name;
+    spec.targets = {"generic", best == "generic" ? "x86-64-v2" : best};
     TargetOptions o;
     o.optimization_level = 0;
     spec.target_options = {o, o};
@@ -104,7 +107,9 @@ TEST(ModelLevel0, DemoAndResnet18MatchOnnxRuntime) {
     auto report = Compile(model, spec, tmp.File("m.fcb"));
     ASSERT_TRUE(report.ok()) << report.status().message();
     for (const auto& t : spec.targets) {
-      if (!HostCanRun(*TargetFromName(t))) continue;
+      bool runs = false;
+      for (const auto& k : ListTargets()) runs = runs || (k.name == t && k.host_can_run);
+      if (!runs) continue;
       LoadOptions lo;
       lo.target = t;
       auto program = Program::Load(tmp.File("m.fcb"), lo);

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/npy.h"
+#include "fcb/npy.h"
 #include "fcb/fcb.h"
 #include "test_util.h"
 
@@ -29,7 +29,7 @@ struct Rule {
 };
 
 const Rule kRules[] = {
-    {"EmptyTargetList", R"({"targets": []})", "", {"no targets", "--target"}},
+    {"EmptyTargetList", R"({"targets": []})", "", {"no targets", "\"targets\"", "\"all\""}},
     {"UnequalLengthsList", R"({"targets": ["generic", "x86-64-v2"], "target_options": [{}]})",
      "--target generic --target x86-64-v2 --target-options '{}'", {"2 entries", "1", "one options object per target"}},
     {"UnequalLengthsScalarTarget", R"({"targets": "generic", "target_options": [{}, {}]})", "",
@@ -111,6 +111,56 @@ INSTANTIATE_TEST_SUITE_P(Rules, SpecRuleTest, ::testing::ValuesIn(kRules),
                          [](const ::testing::TestParamInfo<Rule>& i) { return std::string(i.param.name); });
 INSTANTIATE_TEST_SUITE_P(Rules, SpecFlagTest, ::testing::ValuesIn(FlagRules()),
                          [](const ::testing::TestParamInfo<Rule>& i) { return std::string(i.param.name); });
+
+// Options given as a flag are checked against the target they are paired
+// with, and the error names that target (not 'all', which the flag's options
+// object used to be parsed with); the same through the API.
+TEST(Spec, OptionErrorsNameTheirTarget) {
+  TempDir tmp;
+  auto res = RunCommand(CliPath() + " compile /nonexistent/model.onnx -o " + tmp.File("out.fcb") +
+                        " --target x86-64-v4 --target-options '{\"precision\":\"int16\"}'");
+  EXPECT_EQ(res.exit_code, 1) << res.err;
+  EXPECT_EQ(res.err.rfind("error: ", 0), 0u) << res.err;
+  EXPECT_NE(res.err.find("target 'x86-64-v4'"), std::string::npos) << res.err;
+  EXPECT_NE(res.err.find("precision 'int16'"), std::string::npos) << res.err;
+  EXPECT_EQ(res.err.find("'all'"), std::string::npos) << res.err;
+
+  // Second of two: names the second target.
+  res = RunCommand(CliPath() + " compile /nonexistent/model.onnx -o " + tmp.File("out.fcb") +
+                   " --target generic --target x86-64-v3 --target-options '{}'"
+                   " --target-options '{\"optimization_level\": 9}'");
+  EXPECT_EQ(res.exit_code, 1) << res.err;
+  EXPECT_NE(res.err.find("target 'x86-64-v3'"), std::string::npos) << res.err;
+  EXPECT_EQ(res.err.find("target 'generic'"), std::string::npos) << res.err;
+
+  auto options = ParseTargetOptionsJson(R"({"precision": "int16"})");
+  ASSERT_TRUE(options.ok()) << "values are checked once the target is known: " << options.status().message();
+  CompileSpec spec;
+  spec.targets = {"x86-64-v4"};
+  spec.target_options = {options.value()};
+  Status s = ValidateSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("target 'x86-64-v4'"), std::string::npos) << s.message();
+
+  auto bad_key = ParseTargetOptionsJson(R"({"precison": "bf16"})");
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_NE(bad_key.status().message().find("did you mean 'precision'"), std::string::npos) << bad_key.status().message();
+  EXPECT_FALSE(ParseTargetOptionsJson("[{}]").ok()) << "one object, not a list";
+  EXPECT_FALSE(ParseTargetOptionsJson("{").ok());
+}
+
+// Library errors speak of the API; the CLI adds the flag.
+TEST(Spec, ApiErrorsDoNotMentionFlags) {
+  auto empty = ParseSpecJson(R"({"targets": []})");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message().find("--"), std::string::npos) << empty.status().message();
+  auto none = CompileMethods({}, CompileSpec{{"generic"}}, "/nonexistent/out.fcb");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message().find("--"), std::string::npos) << none.status().message();
+  auto no_out = Compile(kDemo, CompileSpec{{"generic"}}, "");
+  ASSERT_FALSE(no_out.ok());
+  EXPECT_EQ(no_out.status().message().find("-o"), std::string::npos) << no_out.status().message();
+}
 
 TEST(Spec, ValidSpecsParse) {
   auto s = ParseSpecJson(R"({"targets": ["generic", "x86-64-v4"], "target_options": [{}, {"precision": "bf16"}],

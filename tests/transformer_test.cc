@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../examples/transformer/greedy.h"
-#include "core/npy.h"
-#include "core/target.h"
+#include "fcb/npy.h"
 #include "fcb/fcb.h"
+#include "fcb/inspect.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -57,8 +57,8 @@ TEST_F(TransformerTest, WeightsAreHeldOnce) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded());
-  ASSERT_EQ(j["targets"].size(), KnownTargets().size());
-  ASSERT_EQ(j["contexts"].size(), 2 * KnownTargets().size());
+  ASSERT_EQ(j["targets"].size(), ListTargets().size());
+  ASSERT_EQ(j["contexts"].size(), 2 * ListTargets().size());
   const uint64_t params = kParams * sizeof(float);
   const uint64_t pool = j["weight_pool"]["bytes"];
   // Eight contexts use the parameters; the pool holds them once, plus a few
@@ -89,8 +89,8 @@ TEST_F(TransformerTest, TokensAndLogitsMatchOnnxRuntimeOnEveryTarget) {
   const float* ref = reinterpret_cast<const float*>(want_logits.value().data.data());
 
   int ran = 0;
-  for (const auto& t : KnownTargets()) {
-    if (!HostCanRun(t.id)) continue;
+  for (const auto& t : ListTargets()) {
+    if (!t.host_can_run) continue;
     SCOPED_TRACE(t.name);
     LoadOptions lo;
     lo.target = t.name;

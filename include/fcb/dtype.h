@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fcb/export.h"
+
 namespace fcb {
 
 enum class DType : int32_t {
@@ -16,8 +18,8 @@ enum class DType : int32_t {
   kF16 = 10, kF64 = 11, kU32 = 12, kU64 = 13, kBF16 = 16
 };
 // "float32", "int64", ...; "undefined" for kUndefined and unknown codes.
-const char* DTypeName(DType t);
+FCB_API const char* DTypeName(DType t);
 // Bytes per element; 0 for kUndefined and unknown codes.
-size_t DTypeSize(DType t);
+FCB_API size_t DTypeSize(DType t);
 
 }  // namespace fcb

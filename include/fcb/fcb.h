@@ -1,4 +1,7 @@
 // fcb public API: compile ONNX models into one multi-target .fcb, load it, run it.
+// (fcb/inspect.h describes targets, operators and files; fcb/npy.h reads and
+// writes NumPy .npy files.) libfcb.so exports exactly what include/fcb/ marks
+// FCB_API, see fcb/export.h.
 //
 // Ownership and threading, in one sentence each:
 // - Compile*/ParseSpecJson are reentrant and thread-safe; they own nothing after returning.
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "fcb/dtype.h"
+#include "fcb/export.h"
 #include "fcb/status.h"
 
 namespace fcb {
@@ -52,17 +56,21 @@ struct CompileHooks {
 };
 
 // Compiles one model; the method is named "main". Same as CompileMethods({{"main", model}}).
-Result<CompileReport> Compile(const std::string& model_path, const CompileSpec& spec,
-                              const std::string& out_path, const CompileHooks& hooks = {});
+FCB_API Result<CompileReport> Compile(const std::string& model_path, const CompileSpec& spec,
+                                      const std::string& out_path, const CompileHooks& hooks = {});
 // Compiles several methods (name -> ONNX path) into one file with a shared weight pool.
-Result<CompileReport> CompileMethods(const std::map<std::string, std::string>& methods,
-                                     const CompileSpec& spec, const std::string& out_path,
-                                     const CompileHooks& hooks = {});
+FCB_API Result<CompileReport> CompileMethods(const std::map<std::string, std::string>& methods,
+                                             const CompileSpec& spec, const std::string& out_path,
+                                             const CompileHooks& hooks = {});
 
 // Parses a JSON compile spec (see README). Validation errors name the fix.
-Result<CompileSpec> ParseSpecJson(const std::string& json_text);
+FCB_API Result<CompileSpec> ParseSpecJson(const std::string& json_text);
+// Parses one target's options object, e.g. {"optimization_level": 1}: its keys
+// and their types. The values are checked by ValidateSpec, once it is known
+// which target the options belong to (its errors name that target).
+FCB_API Result<TargetOptions> ParseTargetOptionsJson(const std::string& json_text);
 // Checks a spec before any work: targets, lengths, duplicates, options.
-Status ValidateSpec(const CompileSpec& spec);
+FCB_API Status ValidateSpec(const CompileSpec& spec);
 
 // ------------------------------------------------------------------- running
 
@@ -72,7 +80,7 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  uint64_t bytes() const;
+  FCB_API uint64_t bytes() const;
 };
 
 struct MethodInfo {
@@ -86,8 +94,9 @@ struct LoadOptions {
 };
 
 class ProgramImpl;
+struct ProgramAccess;  // the runtime's own way in (src/runtime/program_impl.h)
 
-class Program {
+class FCB_API Program {
  public:
   // Maps and verifies `path`, then selects the target. Errors: CorruptFile (with
   // the byte offset), Unavailable (forced target not runnable or none runnable:
@@ -108,16 +117,15 @@ class Program {
   // The only method's name, or InvalidArgument listing them when there are several.
   Result<std::string> default_method() const;
 
-  const ProgramImpl& impl() const { return *impl_; }
-
  private:
-  explicit Program(std::unique_ptr<ProgramImpl> impl);
+  friend struct ProgramAccess;
+  FCB_INTERNAL explicit Program(std::unique_ptr<ProgramImpl> impl);
   std::unique_ptr<ProgramImpl> impl_;
 };
 
 class ExecutionImpl;
 
-class Execution {
+class FCB_API Execution {
  public:
   // num_threads >= 1 (1 = run on the calling thread only).
   static Result<std::unique_ptr<Execution>> Create(std::shared_ptr<const Program> program,
@@ -132,10 +140,10 @@ class Execution {
   const void* output_data(size_t i) const;
 
  private:
-  explicit Execution(std::unique_ptr<ExecutionImpl> impl);
+  FCB_INTERNAL explicit Execution(std::unique_ptr<ExecutionImpl> impl);
   std::unique_ptr<ExecutionImpl> impl_;
 };
 
-const char* Version();
+FCB_API const char* Version();
 
 }  // namespace fcb

@@ -10,6 +10,8 @@
 #include <utility>
 #include <variant>
 
+#include "fcb/export.h"
+
 namespace fcb {
 
 // Error families. Each code is documented once here.
@@ -25,9 +27,9 @@ enum class StatusCode : int {
   kInternal = 8,          // a bug in fcb
 };
 
-const char* StatusCodeName(StatusCode code);
+FCB_API const char* StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] FCB_API Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message);
@@ -56,14 +58,14 @@ class [[nodiscard]] Status {
 };
 
 // Helpers that read like the error family they create.
-Status InvalidArgument(std::string msg);
-Status NotFound(std::string msg);
-Status Unsupported(std::string msg);
-Status IoError(std::string msg);
-Status CorruptFile(std::string msg);
-Status ResourceExhausted(std::string msg);
-Status Unavailable(std::string msg);
-Status Internal(std::string msg);
+FCB_API Status InvalidArgument(std::string msg);
+FCB_API Status NotFound(std::string msg);
+FCB_API Status Unsupported(std::string msg);
+FCB_API Status IoError(std::string msg);
+FCB_API Status CorruptFile(std::string msg);
+FCB_API Status ResourceExhausted(std::string msg);
+FCB_API Status Unavailable(std::string msg);
+FCB_API Status Internal(std::string msg);
 
 template <typename T>
 class [[nodiscard]] Result {

@@ -50,7 +50,13 @@ Result<Loaded> LoadForRun(const std::string& file, const std::string& target, co
   FCB_ASSIGN_OR_RETURN(l.program, Program::Load(file, lo));
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (method.empty()) {
-    FCB_ASSIGN_OR_RETURN(l.method, l.program->default_method());
+    auto only = l.program->default_method();
+    if (!only.ok()) {
+      std::string names;
+      for (const auto& m : l.program->methods()) names += (names.empty() ? "" : ", ") + m;
+      return Status(only.status().code(), "the program has several methods; choose one with --method: " + names);
+    }
+    l.method = only.value();
   } else {
     FCB_RETURN_IF_ERROR(l.program->method(method).status());
     l.method = method;

@@ -20,6 +20,31 @@ void ShowProgress(void* user, const std::string& stage, const std::string& metho
   std::cerr << "\r\033[K" << line << std::flush;
 }
 
+// The library names an input shape as the spec entry that sets it,
+// "input_shapes['NAME'] = [1, 3, 224, 224]"; on the command line that is
+// the flag --input-shape NAME=1x3x224x224.
+Status FlagWords(const Status& s) {
+  std::string m = s.message();
+  const std::string key = "input_shapes['";
+  size_t at = 0;
+  while ((at = m.find(key, at)) != std::string::npos) {
+    const size_t name_end = m.find("'] = [", at + key.size());
+    const size_t dims_end = name_end == std::string::npos ? name_end : m.find(']', name_end + 6);
+    if (dims_end == std::string::npos) break;
+    std::string dims = m.substr(name_end + 6, dims_end - name_end - 6);
+    std::string flag_dims;
+    for (char c : dims)
+      if (c == ',') flag_dims += 'x';
+      else if (c != ' ') flag_dims += c;
+    const std::string flag = "--input-shape " + m.substr(at + key.size(), name_end - at - key.size()) + "=" + flag_dims;
+    m.replace(at, dims_end + 1 - at, flag);
+    at += flag.size();
+  }
+  for (at = 0; (at = m.find("in input_shapes", at)) != std::string::npos;) m.replace(at, 15, "with --input-shape");
+  for (at = 0; (at = m.find("input_shapes names", at)) != std::string::npos;) m.replace(at, 18, "--input-shape names");
+  return Status(s.code(), m);
+}
+
 }  // namespace
 
 int CmdCompile(const CompileArgs& a) {
@@ -37,11 +62,12 @@ int CmdCompile(const CompileArgs& a) {
   if (!a.target_options.empty()) {
     spec.target_options.clear();
     for (size_t i = 0; i < a.target_options.size(); ++i) {
-      // Reuse the JSON spec parser so CLI and spec files validate identically.
-      auto one = ParseSpecJson("{\"targets\": \"all\", \"target_options\": " + a.target_options[i] + "}");
+      // Keys and types now; the values are checked by ValidateSpec below, once
+      // each object is paired with its target, so errors name that target.
+      auto one = ParseTargetOptionsJson(a.target_options[i]);
       if (!one.ok())
         return Fail(one.TakeStatus().Annotate("--target-options #" + std::to_string(i + 1) + " '" + a.target_options[i] + "'"));
-      spec.target_options.push_back(one.value().target_options.at(0));
+      spec.target_options.push_back(one.value());
     }
   } else if (!a.targets.empty() && !spec.target_options.empty() && spec.target_options.size() != a.targets.size()) {
     spec.target_options.clear();  // the spec's options belonged to the spec's targets
@@ -72,7 +98,7 @@ int CmdCompile(const CompileArgs& a) {
   if (tty) hooks.progress = ShowProgress;
   auto report = CompileMethods(methods, spec, a.output, hooks);
   if (tty) std::cerr << "\r\033[K" << std::flush;
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return Fail(FlagWords(report.status()));
   for (const auto& w : report.value().warnings) Warn(w);
   return 0;
 }

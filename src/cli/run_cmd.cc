@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
-#include "core/npy.h"
+#include "fcb/npy.h"
 
 namespace fcb::cli {
 namespace {

@@ -78,11 +78,11 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
                                          const CompileSpec& spec_in, const std::string& out_path,
                                          const CompileHooks& hooks) {
   FCB_RETURN_IF_ERROR(ValidateSpec(spec_in));
-  if (methods.empty()) return InvalidArgument("nothing to compile: give a model or at least one --method NAME=MODEL.onnx");
-  if (out_path.empty()) return InvalidArgument("no output file: pass -o OUT.fcb");
+  if (methods.empty()) return InvalidArgument("nothing to compile: the method map is empty; give at least one method name and its ONNX model path");
+  if (out_path.empty()) return InvalidArgument("no output path given for the .fcb file");
   for (const auto& [name, path] : methods)
     if (name.empty() || path.empty())
-      return InvalidArgument("a method needs a name and a model path: --method NAME=MODEL.onnx");
+      return InvalidArgument("every method needs a non-empty name and ONNX model path");
 
   FCB_ASSIGN_OR_RETURN(ir::OnnxImportFn importer, compile::OnnxImporter());
 

@@ -37,8 +37,15 @@ Result<ir::OnnxImportFn> OnnxImporter() {
       const char* why = dlerror();
       error = "the ONNX importer plugin '" + path + "' could not be loaded (" +
               (why ? why : "unknown reason") + "); it is built and installed beside libfcb.so";
-    } else if (!ir::RegisteredOnnxImporter()) {
-      error = "the ONNX importer plugin '" + path + "' loaded but did not register an importer";
+    } else {
+      auto entry = reinterpret_cast<ir::OnnxPluginEntryFn>(dlsym(handle, ir::kOnnxPluginEntry));
+      ir::OnnxImportFn fn = entry ? entry(FCB_VERSION) : nullptr;
+      if (!entry)
+        error = "the ONNX importer plugin '" + path + "' has no entry point " + ir::kOnnxPluginEntry;
+      else if (!fn)
+        error = "the ONNX importer plugin '" + path + "' was built for another fcb version than " FCB_VERSION;
+      else
+        ir::RegisterOnnxImporter(fn);
     }
   }
   if (ir::OnnxImportFn fn = ir::RegisteredOnnxImporter()) return fn;

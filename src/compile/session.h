@@ -1,33 +1,44 @@
-// The process-wide registry of compiles in progress.
+// A compile in progress, made visible to whoever watches (RAII).
 //
-// Every compile registers a session for its duration (RAII), so diagnostics and
-// tests can see what is compiling and nested compiles (a compile started from a
-// progress callback, or from another thread) stack instead of clobbering each
-// other. The destructor always unregisters, whatever failed before it: the
-// registry is restored even when a compile's own teardown fails.
+// Every compile holds a CompileSession for its duration. The library itself
+// keeps no registry: a session tells the installed observer (null unless a
+// test program installed one) that it began and, from its destructor, that it
+// ended, whatever failed in between, so an observer's view is restored even
+// when a compile's own teardown fails. Without an observer a session costs a
+// relaxed load. The registry of active sessions that tests check
+// (ActiveCompileSessions) is compile/session_testing.h, linked into tests only.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
-#include <vector>
 
 namespace fcb::compile {
 
-class CompileSession {
- public:
-  explicit CompileSession(std::string output_path);
-  ~CompileSession();
-  CompileSession(const CompileSession&) = delete;
-  CompileSession& operator=(const CompileSession&) = delete;
-  // How many sessions were active when this one started (0 = outermost).
-  int depth() const { return depth_; }
-
- private:
-  std::string output_;
-  int depth_ = 0;
-  uint64_t id_ = 0;
+struct SessionObserver {
+  // Called when a compile writing `output_path` begins; returns a token for ended().
+  uint64_t (*began)(const std::string& output_path);
+  void (*ended)(uint64_t token);
 };
 
-// Output paths of the sessions active now, outermost first.
-std::vector<std::string> ActiveCompileSessions();
+// The installed observer, or null. Only compile/session_testing.cc sets it.
+extern std::atomic<const SessionObserver*> g_session_observer;
+
+class CompileSession {
+ public:
+  explicit CompileSession(const std::string& output_path)
+      : observer_(g_session_observer.load(std::memory_order_acquire)) {
+    if (observer_) token_ = observer_->began(output_path);
+  }
+  ~CompileSession() {
+    if (observer_) observer_->ended(token_);
+  }
+  CompileSession(const CompileSession&) = delete;
+  CompileSession& operator=(const CompileSession&) = delete;
+
+ private:
+  const SessionObserver* observer_;
+  uint64_t token_ = 0;
+};
 
 }  // namespace fcb::compile

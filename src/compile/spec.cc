@@ -83,8 +83,8 @@ Result<std::vector<int64_t>> ParseDims(const json& j, const std::string& name) {
 
 Status ValidateSpec(const CompileSpec& spec) {
   if (spec.targets.empty())
-    return InvalidArgument("the compile spec lists no targets; give at least one, e.g. --target x86-64-v3, "
-                           "\"targets\": [\"generic\", \"x86-64-v3\"], or --target all");
+    return InvalidArgument("the compile spec lists no targets; give at least one in \"targets\", e.g. "
+                           "[\"generic\", \"x86-64-v3\"], or \"all\" for every known target");
   const bool all = std::find(spec.targets.begin(), spec.targets.end(), "all") != spec.targets.end();
   if (all && spec.targets.size() > 1)
     return InvalidArgument("'all' already names every target; use 'all' alone or list targets individually");
@@ -125,6 +125,16 @@ Status ValidateSpec(const CompileSpec& spec) {
       if (d < 1) return InvalidArgument("input shape for '" + name + "' has a dimension < 1; all dims must be positive");
   }
   return Status::Ok();
+}
+
+Result<TargetOptions> ParseTargetOptionsJson(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("the target options are not valid JSON: ") + e.what());
+  }
+  return ParseOptions(j, "the target options");
 }
 
 Result<CompileSpec> ParseSpecJson(const std::string& text) {

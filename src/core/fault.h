@@ -1,15 +1,18 @@
-// Fault injection: every resource acquisition in compile and load asks Hit()
-// first, so tests can make the N-th acquisition fail (or every acquisition at
-// a named place) and prove that nothing leaks, no file is left behind, and the
-// error says what failed (docs/design.md, "Lifecycle on failure").
+// Fault injection points: every resource acquisition in compile and load asks
+// Hit() first, so tests can make the N-th acquisition fail (or every
+// acquisition at a named place) and prove that nothing leaks, no file is left
+// behind, and the error says what failed (docs/design.md, "Lifecycle on failure").
 //
-// Production cost: one relaxed atomic load per acquisition when no injector
-// is alive. The injector is process-wide and meant for single-threaded tests.
+// The library holds only the points: Hit() is an inline test of one
+// process-wide hook pointer, null unless a test installed one (a relaxed load
+// and a branch predicted not taken; nothing is counted, locked or formatted).
+// The injector that counts and decides (core/fault_testing.h) is compiled into
+// test programs only, never into libfcb.so.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <set>
-#include <string>
+#include <string_view>
 
 namespace fcb::fault {
 
@@ -20,28 +23,19 @@ enum class Kind : uint32_t {
   kArena = 8,     // an execution's activation arena
   kThreads = 16,  // an execution's thread pool
 };
-const char* KindName(Kind k);
 
-// Counts one acquisition of `kind` at `where` (e.g. a target name); true when
-// an injector wants it to fail (then errno is set to EIO for I/O kinds).
-bool Hit(Kind kind, const std::string& where = "");
+// Decides whether the acquisition of `kind` at `where` (e.g. a target or method
+// name) fails; when it says so for kIo it also sets errno to EIO.
+using HookFn = bool (*)(Kind kind, std::string_view where);
 
-namespace testing {
+// The installed hook, or null. Only core/fault_testing.cc sets it.
+extern std::atomic<HookFn> g_hook;
 
-class Injector {
- public:
-  // Fails the n-th acquisition whose kind is in `kinds` (1-based; 0 = only count).
-  explicit Injector(int64_t n, uint32_t kinds = 0xffffffffu);
-  // Fails every acquisition of `kind` whose `where` is in `wheres`.
-  Injector(Kind kind, std::set<std::string> wheres);
-  ~Injector();
-  Injector(const Injector&) = delete;
-  Injector& operator=(const Injector&) = delete;
+// Counts one acquisition of `kind` at `where`; true when it is to fail.
+inline bool Hit(Kind kind, std::string_view where = {}) {
+  const HookFn hook = g_hook.load(std::memory_order_relaxed);
+  if (__builtin_expect(hook != nullptr, 0)) return hook(kind, where);
+  return false;
+}
 
-  int64_t count() const;      // acquisitions counted so far
-  bool fired() const;         // whether an acquisition was made to fail
-  std::string fired_at() const;  // "io", "arena", ... of the failed one
-};
-
-}  // namespace testing
 }  // namespace fcb::fault

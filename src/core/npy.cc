@@ -1,4 +1,4 @@
-#include "core/npy.h"
+#include "fcb/npy.h"
 
 #include "fcb/dtype.h"
 

@@ -1,4 +1,4 @@
-#include "core/npy.h"
+#include "fcb/npy.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include "format/fast_hash.h"
 #include "format/fcb_file.h"
 #include "format/format_test_util.h"
-#include "format/io_fault.h"
+#include "format/io_fault_testing.h"
 #include "test_util.h"
 
 namespace fcb::format {

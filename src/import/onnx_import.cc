@@ -72,7 +72,14 @@ std::string OldOpsetProblem(const ir::Node& n, int64_t opset) {
          std::to_string(kBaseOpset);
 }
 
-std::string DimsToString(const std::vector<int64_t>& d) { return ir::ShapeToString(d); }
+// How an input shape is named in messages: as the entry of
+// ImportOptions::input_shapes / CompileSpec::input_shapes that sets it, e.g.
+// "input_shapes['input'] = [1, 3, 224, 224]" (the CLI rewrites it as its flag).
+std::string ShapeEntry(const std::string& name, const std::vector<int64_t>& d) {
+  std::string dims;
+  for (int64_t x : d) dims += (dims.empty() ? "" : ", ") + std::to_string(x);
+  return "input_shapes['" + name + "'] = [" + dims + "]";
+}
 
 // Converts attributes; subgraphs and sparse tensors have no IR form.
 Status ConvertAttrs(const onnx::NodeProto& p, const std::string& base_dir, ir::Node* n,
@@ -195,7 +202,7 @@ class Importer {
       bool found = false;
       for (const auto* vi : runtime) found = found || vi->name() == name;
       if (!found)
-        return NotFound("--input-shape names '" + name + "', which is not an input of the model; "
+        return NotFound("input_shapes names '" + name + "', which is not an input of the model; "
                         "its inputs are " + (names.empty() ? "(none)" : names));
     }
     for (const auto* vi : runtime) {
@@ -227,16 +234,15 @@ class Importer {
     const bool has_given = given != opts_.input_shapes.end();
     if (has_given)
       for (int64_t d : given->second)
-        if (d < 0) return InvalidArgument("--input-shape " + name + "=" + DimsToString(given->second) +
-                                          ": dims must not be negative");
+        if (d < 0) return InvalidArgument(ShapeEntry(name, given->second) + ": dims must not be negative");
     if (!tt.has_shape()) {
       if (has_given) return ir::Shape(given->second);
-      return InvalidArgument("input '" + name + "' has no shape in the model; pass --input-shape " +
-                             name + "=DIMS (e.g. 1x3x224x224)");
+      return InvalidArgument("input '" + name + "' has no shape in the model; give it one in input_shapes, e.g. " +
+                             ShapeEntry(name, {1, 3, 224, 224}));
     }
     const auto& dims = tt.shape().dim();
     if (has_given && static_cast<int>(given->second.size()) != dims.size())
-      return InvalidArgument("--input-shape " + name + "=" + DimsToString(given->second) + " has rank " +
+      return InvalidArgument(ShapeEntry(name, given->second) + " has rank " +
                              std::to_string(given->second.size()) + ", but the model's input has rank " +
                              std::to_string(dims.size()));
     ir::Shape shape;
@@ -244,8 +250,8 @@ class Importer {
       const auto& d = dims[i];
       if (d.has_dim_value() && d.dim_value() >= 0) {
         if (has_given && given->second[i] != d.dim_value())
-          return InvalidArgument("--input-shape " + name + "=" + DimsToString(given->second) +
-                                 " contradicts the model: dim " + std::to_string(i) + " is fixed to " +
+          return InvalidArgument(ShapeEntry(name, given->second) + " contradicts the model: dim " +
+                                 std::to_string(i) + " is fixed to " +
                                  std::to_string(d.dim_value()));
         shape.push_back(d.dim_value());
       } else if (has_given) {
@@ -257,8 +263,8 @@ class Importer {
         const std::string kind = d.has_dim_param() ? "symbolic dim " + std::to_string(i) + " ('" +
                                                          d.dim_param() + "')"
                                                    : "unknown dim " + std::to_string(i);
-        return InvalidArgument("input '" + name + "' has " + kind + "; pass --input-shape " + name +
-                               "=" + DimsToString(example) + " (with the dims you need)");
+        return InvalidArgument("input '" + name + "' has " + kind + "; fix it in input_shapes, e.g. " +
+                               ShapeEntry(name, example) + " (with the dims you need)");
       }
     }
     return shape;

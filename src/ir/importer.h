@@ -3,7 +3,9 @@
 // loaded on the first compile (compile/onnx_plugin.h), so that loading a
 // program to run it maps neither library (~2 ms of dynamic linking in every
 // `fcb run`). Programs that link the import layer's objects directly (unit
-// tests, fcb-conformance) register it at start-up instead.
+// tests, fcb-conformance) register it at start-up instead. libfcb.so exports
+// only the public API, so the plugin holds its own copies of the layers below
+// import and hands its function over through one C entry point.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,13 @@ struct ImportOptions {
 
 // Reads the ONNX model at `path` into a graph with static shapes.
 using OnnxImportFn = Result<Graph> (*)(const std::string& path, const ImportOptions& opts);
+
+// The plugin's one exported symbol: a C function that, given the fcb version
+// of the library loading it, returns the plugin's import function, or null when
+// the plugin was built from another version (src/import/register.cc). libfcb
+// registers what it returns (compile/onnx_plugin.cc).
+inline constexpr char kOnnxPluginEntry[] = "fcb_onnx_importer_v1";
+using OnnxPluginEntryFn = OnnxImportFn (*)(const char* fcb_version);
 
 // Thread-safe; the last registration wins (there is one importer).
 void RegisterOnnxImporter(OnnxImportFn fn);

@@ -31,7 +31,7 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   if (!program) return InvalidArgument("Execution::Create needs a loaded program");
   if (num_threads < 1 || num_threads > 1024)
     return InvalidArgument("thread count " + std::to_string(num_threads) + " must be between 1 and 1024");
-  const PreparedMethod* m = program->impl().Find(method);
+  const PreparedMethod* m = ProgramAccess::Of(*program).Find(method);
   if (!m) return program->method(method).TakeStatus();
   auto impl = std::make_unique<ExecutionImpl>();
   impl->method = m;
@@ -91,7 +91,7 @@ Status Execution::SetInput(const std::string& name, const void* data, size_t byt
 
 Status Execution::Run() {
   const auto& m = *impl_->method;
-  ops::RunContext ctx{impl_->program->impl().kernels, impl_->pool.get(), impl_->scratch,
+  ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
   for (size_t i = 0; i < m.steps.size(); ++i) {
     Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
@@ -99,7 +99,7 @@ Status Execution::Run() {
   }
   // The weight pool's checksum runs in the background from Program::Load on
   // (runtime/pool_check.h); no run succeeds before it has passed.
-  return impl_->program->impl().pool_check.Wait();
+  return ProgramAccess::Of(*impl_->program).pool_check.Wait();
 }
 
 const void* Execution::output_data(size_t i) const {

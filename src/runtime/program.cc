@@ -178,7 +178,7 @@ Result<MethodInfo> Program::method(const std::string& name) const {
 
 Result<std::string> Program::default_method() const {
   if (impl_->methods.size() == 1) return impl_->methods[0].info.name;
-  return InvalidArgument("the program has several methods; choose one with --method: " + JoinNames(methods()));
+  return InvalidArgument("the program has several methods; name the one to run: " + JoinNames(methods()));
 }
 
 uint64_t TensorSpec::bytes() const {

@@ -49,6 +49,12 @@ class ProgramImpl {
   }
 };
 
+// How the runtime (Execution) and developer tools reach a Program's internals;
+// the public header only names this struct as a friend.
+struct ProgramAccess {
+  static const ProgramImpl& Of(const Program& p) { return *p.impl_; }
+};
+
 // Loads, verifies and prepares; used by Program::Load.
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);
 

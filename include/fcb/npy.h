@@ -1,5 +1,5 @@
-// NumPy .npy files: how tensors enter `fcb run` and leave it, and how the tests
-// exchange data with NumPy and ONNX Runtime.
+// fcb public API: NumPy .npy files, how tensors enter `fcb run` and leave it,
+// and how programs and tests exchange data with NumPy and ONNX Runtime.
 //
 // Byte layout (NumPy format 1.0; 2.0 and 3.0 differ only where noted):
 //   offset 0   6 bytes   magic "\x93NUMPY"
@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "fcb/export.h"
 #include "fcb/status.h"
 
 namespace fcb {
 
-// Element types, as ONNX TensorProto codes (the same numbers as ir::DType; core
-// sits below ir, so it uses plain integers).
+// Element types, as ONNX TensorProto codes (the same numbers as fcb::DType).
 inline constexpr int32_t kNpyF32 = 1;   // '<f4'
 inline constexpr int32_t kNpyU8 = 2;    // '|u1'
 inline constexpr int32_t kNpyI8 = 3;    // '|i1'
@@ -42,7 +42,7 @@ inline constexpr int32_t kNpyU32 = 12;  // '<u4'
 inline constexpr int32_t kNpyU64 = 13;  // '<u8'
 
 // Bytes per element of an ONNX dtype code, or 0 when .npy I/O does not handle it.
-size_t NpyElementSize(int32_t dtype);
+FCB_API size_t NpyElementSize(int32_t dtype);
 
 struct NpyArray {
   int32_t dtype = kNpyF32;        // an ONNX TensorProto code from the list above
@@ -53,19 +53,19 @@ struct NpyArray {
 // Reads and validates `path`. NotFound when it does not exist, IoError when it
 // cannot be read, CorruptFile when malformed, Unsupported for valid .npy files
 // fcb does not handle (Fortran order, big-endian, other dtypes).
-Result<NpyArray> ReadNpy(const std::string& path);
+FCB_API Result<NpyArray> ReadNpy(const std::string& path);
 
 // Parses an in-memory .npy image of `size` bytes; the bytes are not kept.
 // `what_for_errors` names the source in messages (usually the file path).
-Result<NpyArray> ParseNpy(const uint8_t* bytes, size_t size, const std::string& what_for_errors);
+FCB_API Result<NpyArray> ParseNpy(const uint8_t* bytes, size_t size, const std::string& what_for_errors);
 
 // Serializes `a` (format 1.0, or 2.0 when the header would not fit 1.0).
 // InvalidArgument when the dtype is unknown, a dim is negative or the data
 // size does not match the shape.
-Result<std::vector<uint8_t>> SerializeNpy(const NpyArray& a);
+FCB_API Result<std::vector<uint8_t>> SerializeNpy(const NpyArray& a);
 
 // Writes `a` to `path` through a temporary file and a rename, so readers
 // never see a partial file.
-Status WriteNpy(const std::string& path, const NpyArray& a);
+FCB_API Status WriteNpy(const std::string& path, const NpyArray& a);
 
 }  // namespace fcb

@@ -1,0 +1,103 @@
+// fcb public API: what the library knows (targets, operators) and what a .fcb
+// file holds. Plain data; `fcb targets`, `fcb ops` and `fcb inspect` print
+// these and nothing else. All functions are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fcb/export.h"
+#include "fcb/fcb.h"
+#include "fcb/status.h"
+
+namespace fcb {
+
+// ------------------------------------------------------------------- targets
+
+struct TargetDesc {
+  std::string name;         // stable name used in specs, files and LoadOptions::target
+  std::string description;  // the instruction set, in words
+  int score = 0;            // higher = preferred by "auto" when the host can run it
+  bool host_can_run = false;
+  bool auto_choice = false;  // the target "auto" picks from a file that holds every target
+};
+
+// Every target fcb knows, in a fixed order (generic first). Exactly one has
+// auto_choice set (generic runs everywhere).
+FCB_API std::vector<TargetDesc> ListTargets();
+
+// ----------------------------------------------------------------- operators
+
+struct OperatorDesc {
+  std::string name;       // ONNX op_type, or the name of one of fcb's internal (lowered) operators
+  bool internal = false;  // true: made by the compiler's passes, not accepted from ONNX
+  int min_inputs = 0, max_inputs = 0;
+  int min_outputs = 0, max_outputs = 0;
+};
+
+// Every operator the runtime implements, sorted by name, internal ones included.
+FCB_API std::vector<OperatorDesc> ListOperators();
+
+// ------------------------------------------------------------------ a file
+
+// Weight accounting for a group of contexts (one context, one target, one
+// method): its plan (metadata) bytes, the bytes of the weight blobs it
+// references, the part of those no context outside the group references, and
+// the rest, which sharing saved it from storing.
+struct WeightShare {
+  uint64_t plan_bytes = 0;
+  uint64_t weight_bytes_referenced = 0;
+  uint64_t weight_bytes_unique = 0;
+  uint64_t bytes_saved_by_sharing = 0;  // referenced - unique
+};
+
+struct ContextSummary {
+  std::string target, method;
+  std::string options_json;  // the target options it was compiled with, as stored ("{}" if none)
+  uint64_t steps = 0, tensors = 0, arena_bytes = 0;
+  WeightShare share;
+  std::vector<TensorSpec> inputs, outputs;
+};
+
+struct WeightPoolSummary {
+  uint64_t blobs = 0;
+  uint64_t bytes = 0;                         // stored once
+  uint64_t bytes_referenced_by_contexts = 0;  // summed over contexts
+  uint64_t bytes_saved_by_sharing = 0;        // referenced - stored
+};
+
+// Every byte of the file: header_bytes + metadata_bytes + metadata_padding_bytes
+// + pool_blob_bytes + pool_padding_bytes = file_size, and metadata_bytes =
+// metadata_plan_bytes (the contexts' plans) + metadata_other_bytes.
+struct FileLayout {
+  uint64_t header_bytes = 0;
+  uint64_t metadata_bytes = 0;
+  uint64_t metadata_plan_bytes = 0;
+  uint64_t metadata_other_bytes = 0;
+  uint64_t metadata_padding_bytes = 0;
+  uint64_t pool_offset = 0;
+  uint64_t pool_blob_bytes = 0;
+  uint64_t pool_padding_bytes = 0;
+};
+
+struct FileSummary {
+  std::string path;
+  std::string producer;  // "fcb 0.1.0"
+  uint32_t format_version = 0;
+  uint64_t file_size = 0;
+  std::vector<std::string> targets, methods;  // in the order the file first names them
+  std::vector<ContextSummary> contexts;       // one per (method, target), in file order
+  // Grouped accounting, in the order of `targets` and `methods`.
+  std::vector<std::pair<std::string, WeightShare>> per_target, per_method;
+  WeightPoolSummary weight_pool;
+  FileLayout layout;
+};
+
+// Reads and verifies (structure and every checksum) the .fcb file at `path`
+// and describes it. It is not loaded for running: any target may be described,
+// whether this host can run it or not. Errors: NotFound, IoError, CorruptFile.
+FCB_API Result<FileSummary> InspectFile(const std::string& path);
+
+}  // namespace fcb

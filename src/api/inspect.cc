@@ -1,0 +1,135 @@
+// The public description calls (fcb/inspect.h): targets, operators, a file.
+#include "fcb/inspect.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/target.h"
+#include "format/fcb_file.h"
+#include "format/fcb_header.h"
+#include "format/metadata.h"
+#include "ops/op.h"
+
+namespace fcb {
+namespace {
+
+// WeightShare of the contexts with in_group[c]: the plan bytes, the bytes of
+// the blobs they reference, and the part no context outside the group references.
+WeightShare ShareOf(const format::FileDesc& d, const std::vector<std::set<int32_t>>& ctx_blobs,
+                    const std::vector<uint64_t>& plan_bytes, const std::vector<bool>& in_group) {
+  WeightShare w;
+  std::set<int32_t> inside, outside;
+  for (size_t c = 0; c < d.contexts.size(); ++c) {
+    (in_group[c] ? inside : outside).insert(ctx_blobs[c].begin(), ctx_blobs[c].end());
+    if (in_group[c]) w.plan_bytes += plan_bytes[c];
+  }
+  for (int32_t b : inside) {
+    w.weight_bytes_referenced += d.blobs[b].size;
+    if (!outside.count(b)) w.weight_bytes_unique += d.blobs[b].size;
+  }
+  w.bytes_saved_by_sharing = w.weight_bytes_referenced - w.weight_bytes_unique;
+  return w;
+}
+
+void AddOnce(std::vector<std::string>& v, const std::string& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+}  // namespace
+
+std::vector<TargetDesc> ListTargets() {
+  const auto runnable = RunnableTargets();  // best first
+  std::vector<TargetDesc> out;
+  for (const auto& t : KnownTargets()) {
+    TargetDesc d;
+    d.name = t.name;
+    d.description = t.description;
+    d.score = t.score;
+    d.host_can_run = HostCanRun(t.id);
+    d.auto_choice = !runnable.empty() && runnable.front() == t.id;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<OperatorDesc> ListOperators() {
+  std::vector<OperatorDesc> out;
+  for (const auto& op : ops::AllOps())
+    out.push_back({op.name, op.internal, op.min_inputs, op.max_inputs, op.min_outputs, op.max_outputs});
+  return out;
+}
+
+// Every byte of the file is accounted for: header + metadata + padding after
+// the metadata + the pool's blob bytes + the pool's alignment padding =
+// file_size, and metadata = the contexts' plan bytes + the rest (recomputed
+// by re-encoding, so the sum also checks that encoding is deterministic).
+Result<FileSummary> InspectFile(const std::string& path) {
+  FCB_ASSIGN_OR_RETURN(auto loaded, format::LoadFcbFile(path, /*verify_checksums=*/true));
+  const format::LoadedFile& f = *loaded;
+  const format::FileDesc& d = f.desc();
+  FileSummary s;
+  s.path = path;
+  s.producer = d.producer;
+  s.format_version = f.format_version();
+  s.file_size = f.file_size();
+
+  std::vector<std::set<int32_t>> ctx_blobs(d.contexts.size());
+  for (size_t c = 0; c < d.contexts.size(); ++c)
+    for (const auto& t : d.contexts[c].tensors)
+      if (t.storage == format::Storage::kWeight && t.blob >= 0) ctx_blobs[c].insert(t.blob);
+  uint64_t meta_rest = 0;
+  const std::vector<uint64_t> plan_bytes = format::ContextMetadataBytes(d, &meta_rest);
+  uint64_t plan_total = 0;
+  for (uint64_t p : plan_bytes) plan_total += p;
+  uint64_t pool_bytes = 0, referenced = 0;
+  for (const auto& b : d.blobs) pool_bytes += b.size;
+
+  for (const auto& c : d.contexts) AddOnce(s.targets, c.target), AddOnce(s.methods, c.method);
+  auto specs = [](const format::ContextDesc& ctx, const std::vector<int32_t>& ids) {
+    std::vector<TensorSpec> v;
+    for (int32_t t : ids)
+      if (t >= 0 && static_cast<size_t>(t) < ctx.tensors.size())
+        v.push_back({ctx.tensors[t].name, static_cast<DType>(ctx.tensors[t].dtype), ctx.tensors[t].shape});
+    return v;
+  };
+  for (size_t c = 0; c < d.contexts.size(); ++c) {
+    const auto& ctx = d.contexts[c];
+    std::vector<bool> only(d.contexts.size(), false);
+    only[c] = true;
+    ContextSummary cs;
+    cs.target = ctx.target;
+    cs.method = ctx.method;
+    cs.options_json = ctx.options.empty() ? "{}" : ctx.options;
+    cs.steps = ctx.steps.size();
+    cs.tensors = ctx.tensors.size();
+    cs.arena_bytes = ctx.arena_bytes;
+    cs.share = ShareOf(d, ctx_blobs, plan_bytes, only);
+    cs.inputs = specs(ctx, ctx.inputs);
+    cs.outputs = specs(ctx, ctx.outputs);
+    referenced += cs.share.weight_bytes_referenced;
+    s.contexts.push_back(std::move(cs));
+  }
+  for (const auto& t : s.targets) {
+    std::vector<bool> in(d.contexts.size());
+    for (size_t c = 0; c < d.contexts.size(); ++c) in[c] = d.contexts[c].target == t;
+    s.per_target.emplace_back(t, ShareOf(d, ctx_blobs, plan_bytes, in));
+  }
+  for (const auto& m : s.methods) {
+    std::vector<bool> in(d.contexts.size());
+    for (size_t c = 0; c < d.contexts.size(); ++c) in[c] = d.contexts[c].method == m;
+    s.per_method.emplace_back(m, ShareOf(d, ctx_blobs, plan_bytes, in));
+  }
+  s.weight_pool = {d.blobs.size(), pool_bytes, referenced, referenced - pool_bytes};
+  const uint64_t pool_region = f.file_size() - f.pool_offset();
+  s.layout.header_bytes = format::kHeaderSize;
+  s.layout.metadata_bytes = f.meta_bytes();
+  s.layout.metadata_plan_bytes = plan_total;
+  s.layout.metadata_other_bytes = meta_rest;
+  s.layout.metadata_padding_bytes = f.pool_offset() - format::kHeaderSize - f.meta_bytes();
+  s.layout.pool_offset = f.pool_offset();
+  s.layout.pool_blob_bytes = pool_bytes;
+  s.layout.pool_padding_bytes = pool_region - pool_bytes;
+  return s;
+}
+
+}  // namespace fcb
