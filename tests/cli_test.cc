@@ -97,6 +97,12 @@ TEST(Cli, CompileInspectRunBench) {
   EXPECT_EQ(j["targets"].size(), 4u);
   EXPECT_EQ(j["methods"], json::array({"main"}));
   EXPECT_EQ(j["file_size"].get<uint64_t>(), testing::ReadBytes(out).size());
+  EXPECT_GE(j["plan_version"].get<uint32_t>(), 2u) << "the plan encoding version is shown";
+  for (const auto& c : j["contexts"]) {
+    // The demo model has dense convolutions, whose GEMM path needs scratch.
+    EXPECT_GT(c["scratch_bytes_per_thread"].get<uint64_t>(), 0u) << c["target"];
+    EXPECT_EQ(c["scratch_bytes_per_thread"].get<uint64_t>() % 64, 0u);
+  }
 
   r = RunCommand(Fcb("run " + out + " --output-dir " + tmp.File("o") + " --target x86-64-v2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -57,6 +57,7 @@ struct ContextSummary {
   std::string target, method;
   std::string options_json;  // the target options it was compiled with, as stored ("{}" if none)
   uint64_t steps = 0, tensors = 0, arena_bytes = 0;
+  uint64_t scratch_bytes = 0;  // per thread of an execution, after the arena
   WeightShare share;
   std::vector<TensorSpec> inputs, outputs;
 };
@@ -86,6 +87,7 @@ struct FileSummary {
   std::string path;
   std::string producer;  // "fcb 0.1.0"
   uint32_t format_version = 0;
+  uint32_t plan_version = 0;  // encoding of the compiled plans (operators, parameters, packed layouts)
   uint64_t file_size = 0;
   std::vector<std::string> targets, methods;  // in the order the file first names them
   std::vector<ContextSummary> contexts;       // one per (method, target), in file order

@@ -70,6 +70,7 @@ Result<FileSummary> InspectFile(const std::string& path) {
   FileSummary s;
   s.path = path;
   s.producer = d.producer;
+  s.plan_version = d.plan_version;
   s.format_version = f.format_version();
   s.file_size = f.file_size();
 
@@ -103,6 +104,7 @@ Result<FileSummary> InspectFile(const std::string& path) {
     cs.steps = ctx.steps.size();
     cs.tensors = ctx.tensors.size();
     cs.arena_bytes = ctx.arena_bytes;
+    cs.scratch_bytes = ctx.scratch_bytes;
     cs.share = ShareOf(d, ctx_blobs, plan_bytes, only);
     cs.inputs = specs(ctx, ctx.inputs);
     cs.outputs = specs(ctx, ctx.outputs);

@@ -40,6 +40,7 @@ ordered_json InspectJson(const FileSummary& s) {
   j["file"] = s.path;
   j["producer"] = s.producer;
   j["format_version"] = s.format_version;
+  j["plan_version"] = s.plan_version;
   j["targets"] = s.targets;
   j["methods"] = s.methods;
   j["contexts"] = ordered_json::array();
@@ -51,6 +52,7 @@ ordered_json InspectJson(const FileSummary& s) {
     cj["steps"] = c.steps;
     cj["tensors"] = c.tensors;
     cj["arena_bytes"] = c.arena_bytes;
+    cj["scratch_bytes_per_thread"] = c.scratch_bytes;
     cj.update(ShareJson(c.share));
     cj["inputs"] = IoJson(c.inputs);
     cj["outputs"] = IoJson(c.outputs);
@@ -88,17 +90,17 @@ int CmdInspect(const std::string& file, bool as_json) {
     std::cout << InspectJson(s).dump(2) << "\n";
     return 0;
   }
-  std::printf("%s: %llu bytes, format v%u, produced by %s\n", file.c_str(), U(s.file_size), s.format_version,
-              s.producer.c_str());
+  std::printf("%s: %llu bytes, format v%u, plan v%u, produced by %s\n", file.c_str(), U(s.file_size),
+              s.format_version, s.plan_version, s.producer.c_str());
   std::printf("targets: ");
   for (size_t i = 0; i < s.targets.size(); ++i) std::printf("%s%s", i ? ", " : "", s.targets[i].c_str());
   std::printf("\nmethods: ");
   for (size_t i = 0; i < s.methods.size(); ++i) std::printf("%s%s", i ? ", " : "", s.methods[i].c_str());
-  std::printf("\n\n%-12s %-10s %6s %12s %10s %14s %12s  %s\n", "target", "method", "steps", "arena", "plan",
-              "weights ref.", "unique", "options");
+  std::printf("\n\n%-12s %-10s %6s %12s %12s %10s %14s %12s  %s\n", "target", "method", "steps", "arena",
+              "scratch/thr", "plan", "weights ref.", "unique", "options");
   for (const auto& c : s.contexts)
-    std::printf("%-12s %-10s %6llu %12llu %10llu %14llu %12llu  %s\n", c.target.c_str(), c.method.c_str(),
-                U(c.steps), U(c.arena_bytes), U(c.share.plan_bytes), U(c.share.weight_bytes_referenced),
+    std::printf("%-12s %-10s %6llu %12llu %12llu %10llu %14llu %12llu  %s\n", c.target.c_str(), c.method.c_str(),
+                U(c.steps), U(c.arena_bytes), U(c.scratch_bytes), U(c.share.plan_bytes), U(c.share.weight_bytes_referenced),
                 U(c.share.weight_bytes_unique), ordered_json::parse(c.options_json, nullptr, false).dump().c_str());
   PrintShares("per target", s.per_target);
   PrintShares("per method", s.per_method);

@@ -428,7 +428,8 @@ Result<std::unique_ptr<Kernel>> CreateWindowRef(const CreateContext& c) {
 }
 
 void RegisterConvRefOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferConvLike, CreateConvLike>("ConvTranspose", 2, 3));
+  // The reference kernel applies a fused activation, and so does the NHWC form.
+  ops->push_back(Def<InferConvLike, CreateConvLike>("ConvTranspose", 2, 3, 1, 1, kTraitTakesActivation));
   ops->push_back(Def<InferPoolRef, CreatePoolRef>("LpPool", 1, 1));
 }
 

@@ -223,6 +223,37 @@ TEST(FuseActivations, SetsAttrsAndTakesOverTheOutput) {
   EXPECT_EQ(t.g.nodes[0].GetFloat(ops::attr::kActivationBeta, 0), inf);
 }
 
+// A ConvTranspose carries the activation in both of its forms (the reference
+// kernel and ConvTransposeNhwc), so it takes one too.
+TEST(FuseActivations, ConvTransposeTakesTheActivation) {
+  ConvBn t;
+  ir::Graph& g = t.g;
+  g.nodes.pop_back();
+  g.nodes[0].op_type = "ConvTranspose";
+  AddNode(g, "Relu", {g.nodes[0].outputs[0]}, {g.outputs[0]}, "relu");
+  ASSERT_TRUE(FuseActivations(g).ok());
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].GetInt(ops::attr::kActivation, -1), static_cast<int64_t>(kernels::Act::kRelu));
+}
+
+// A Gemm takes an activation only where GemmPacked's lowering will take the
+// node: with transA the variable-operand kernel runs, which has no epilogue.
+TEST(FuseActivations, GemmOnlyWhenItLowersToGemmPacked) {
+  for (int trans_a : {0, 1}) {
+    ir::Graph g;
+    const int a = AddTensor(g, "a", trans_a ? ir::Shape{3, 2} : ir::Shape{2, 3});
+    g.inputs = {a};
+    const int b = g.AddConstant("b", ir::TensorData::FromFloats({3, 4}, Ramp(12, 0.5f, -1.f)));
+    const int mid = AddTensor(g, "mid", {2, 4});
+    const int y = AddTensor(g, "y", {2, 4});
+    AddNode(g, "Gemm", {a, b}, {mid}, "gemm").SetInt("transA", trans_a);
+    AddNode(g, "Relu", {mid}, {y}, "relu");
+    g.outputs = {y};
+    ASSERT_TRUE(FuseActivations(g).ok());
+    EXPECT_EQ(g.nodes.size(), trans_a ? 2u : 1u) << "transA " << trans_a;
+  }
+}
+
 TEST(FuseActivations, MulOfSigmoidBecomesSilu) {
   for (int order = 0; order < 2; ++order) {
     ConvBn t;

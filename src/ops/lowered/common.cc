@@ -14,6 +14,18 @@ Status Err(std::string_view op, const std::string& msg) {
 }
 }  // namespace
 
+OpDef LoweredOp(std::string_view name, int min_inputs, int max_inputs, InferFn infer, CreateFn create,
+                ScratchFn scratch) {
+  OpDef d;
+  d.name = std::string(name);
+  d.internal = true;
+  d.min_inputs = min_inputs, d.max_inputs = max_inputs;
+  d.infer = infer;
+  d.create = create;
+  d.scratch = scratch;
+  return d;
+}
+
 Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
   if (t.dtype != ir::DType::kF32)
     return Err(op, std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
@@ -100,6 +112,34 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
   g.out_pixel_stride = g.oc;
   FCB_RETURN_IF_ERROR(CheckedNumel({g.n, g.oh, g.ow, g.oc}).status());
   return g;
+}
+
+Result<ConvOperands> ConstConvOperands(const LowerContext& c, const ir::Node& n) {
+  ConvOperands o;
+  o.w = c.Const(n, 1);
+  if (!o.w || o.w->dtype != ir::DType::kF32 || o.w->shape.size() != 4)
+    return Unsupported("Conv weights must be a float32 constant of rank 4");
+  o.b = c.Const(n, 2);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !o.b) return Unsupported("Conv bias must be a constant");
+  FCB_ASSIGN_OR_RETURN(o.p, DecodeParams<ConvParams>(n.op_type, AttrsFromNode(n)));
+  return o;
+}
+
+ir::Node NhwcNode(LayoutContext& c, const ir::Node& n, std::string_view op, std::vector<int> rest) {
+  ir::Node r;
+  r.name = n.name;
+  r.op_type = std::string(op);
+  r.domain = "fcb";
+  r.inputs = {c.ToNhwc(n.inputs[0])};
+  r.inputs.insert(r.inputs.end(), rest.begin(), rest.end());
+  r.outputs = n.outputs;
+  return r;
+}
+
+void EmitConvStep(LowerContext& c, std::string_view op, const ir::Node& n, int32_t packed_w, int32_t packed_b,
+                  std::vector<format::AttrDesc> params) {
+  c.Emit(op, n.name, {c.Value(n.inputs[0]), packed_w, packed_b, n.inputs.size() > 3 ? c.Value(n.inputs[3]) : -1},
+         {c.Value(n.outputs[0])}, std::move(params));
 }
 
 const ir::TensorData* ConstConvWeights(const LowerContext& c, const ir::Node& n) {

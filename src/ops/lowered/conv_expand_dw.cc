@@ -215,13 +215,7 @@ Result<bool> Lower(LowerContext& c, int ai) {
 }  // namespace
 
 OpDef DefineConvExpandDwNhwc() {
-  OpDef d;
-  d.name = std::string(kOp);
-  d.internal = true;
-  d.min_inputs = 5, d.max_inputs = 5;
-  d.infer = Infer;
-  d.create = Create;
-  d.scratch = Scratch;
+  OpDef d = lowered::LoweredOp(kOp, 5, 5, Infer, Create, Scratch);
   d.lowerings = {{opname::ConvNhwc, 30, Lower}};
   return d;
 }

@@ -161,19 +161,11 @@ Result<bool> FromConv(LayoutContext& c, const ir::Node& n) {
   if (ws.size() != 4) return false;
   FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], ws[2], ws[3], false));
   lowered::ConvParams p;
-  p.kernel = {w.kh, w.kw};
-  p.strides = {w.sh, w.sw};
-  p.dilations = {w.dh, w.dw};
-  p.pads = {w.pad_t, w.pad_l, w.pad_b, w.pad_r};
+  p.Set(w);
   p.group = n.GetInt("group", 1);
   p.out_channels = ws[0];
   p.ep = NodeEpilogue(n);
-  ir::Node r;
-  r.name = n.name;
-  r.op_type = std::string(kOp);
-  r.domain = "fcb";
-  r.inputs = {c.ToNhwc(n.inputs[0]), n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : -1};
-  r.outputs = n.outputs;
+  ir::Node r = lowered::NhwcNode(c, n, kOp, {n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : -1});
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -182,12 +174,9 @@ Result<bool> FromConv(LayoutContext& c, const ir::Node& n) {
 // Graph ConvNhwc -> ConvNhwc step with packed weights.
 Result<bool> Lower(LowerContext& c, int ni) {
   const ir::Node& n = c.node(ni);
-  const ir::TensorData* w = c.Const(n, 1);
-  if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4)
-    return Unsupported("Conv weights must be a float32 constant of rank 4");
-  const ir::TensorData* b = c.Const(n, 2);
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !b) return Unsupported("Conv bias must be a constant");
-  FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, AttrsFromNode(n)));
+  FCB_ASSIGN_OR_RETURN(lowered::ConvOperands o, lowered::ConstConvOperands(c, n));
+  const ir::TensorData *w = o.w, *b = o.b;
+  lowered::ConvParams& p = o.p;
   const int64_t oc = w->shape[0], icg = w->shape[1], kh = w->shape[2], kw = w->shape[3];
   const int64_t ic = c.value(n.inputs[0]).shape[3];
   const bool depthwise = p.group > 1 && p.group == ic && oc == ic && icg == 1;
@@ -201,21 +190,14 @@ Result<bool> Lower(LowerContext& c, int ni) {
     pb = c.Floats(n.name + ".b", kernels::PackConvBias(bias, oc, p.group));
   }
   p.depthwise = depthwise ? 1 : 0;
-  c.Emit(kOp, n.name, {c.Value(n.inputs[0]), pw, pb, n.inputs.size() > 3 ? c.Value(n.inputs[3]) : -1},
-         {c.Value(n.outputs[0])}, EncodeParams(p));
+  lowered::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
   return true;
 }
 
 }  // namespace
 
 OpDef DefineConvNhwc() {
-  OpDef d;
-  d.name = std::string(kOp);
-  d.internal = true;
-  d.min_inputs = 3, d.max_inputs = 4;
-  d.infer = Infer;
-  d.create = Create;
-  d.scratch = Scratch;
+  OpDef d = lowered::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
   d.traits = kTraitTakesActivation | kTraitTakesResidual;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"Conv", FromConv}};

@@ -42,17 +42,12 @@ constexpr std::string_view kOp = opname::ConvTransposeNhwc;
 // L2-resident while the scatter reads it back).
 constexpr int64_t kColFloats = int64_t{32} << 10;
 
-struct Params {
-  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
-  std::array<int64_t, 4> pads{0, 0, 0, 0};
+struct Params : lowered::WindowParams {
   int64_t group = 1, out_channels = 1;
   kernels::Epilogue ep;
   template <typename V>
   void Fields(V& v) {
-    v.Ints(attr::kKernelShape, kernel, 1, kMaxWindow);
-    v.Ints(attr::kStrides, strides, 1, kMaxWindow);
-    v.Ints(attr::kDilations, dilations, 1, kMaxWindow);
-    v.Ints(attr::kPads, pads, -kMaxWindow, kMaxWindow);
+    WindowParams::Fields(v, -kMaxWindow);
     v.Int(attr::kGroup, group, 1, kMaxChannels);
     v.Int(attr::kOutChannels, out_channels, 1, kMaxChannels);
     v.Epilogue(attr::kActivation, attr::kActivationAlpha, attr::kActivationBeta, ep);
@@ -188,12 +183,7 @@ Result<bool> FromConvTranspose(LayoutContext& c, const ir::Node& n) {
   if (Extent(xs[2], t.kh, t.sh, t.dh, t.pad_t, t.pad_b) != t.oh ||
       Extent(xs[3], t.kw, t.sw, t.dw, t.pad_l, t.pad_r) != t.ow)
     return false;  // not expressible with explicit pads: keep the reference
-  ir::Node r;
-  r.name = n.name;
-  r.op_type = std::string(kOp);
-  r.domain = "fcb";
-  r.inputs = {c.ToNhwc(n.inputs[0]), n.inputs[1], has_bias ? n.inputs[2] : -1};
-  r.outputs = n.outputs;
+  ir::Node r = lowered::NhwcNode(c, n, kOp, {n.inputs[1], has_bias ? n.inputs[2] : -1});
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -241,13 +231,7 @@ std::vector<float> lowered::PackConvTranspose(const float* w, int64_t ic, int64_
 }
 
 OpDef DefineConvTransposeNhwc() {
-  OpDef d;
-  d.name = std::string(kOp);
-  d.internal = true;
-  d.min_inputs = 3, d.max_inputs = 3;
-  d.infer = Infer;
-  d.create = Create;
-  d.scratch = Scratch;
+  OpDef d = lowered::LoweredOp(kOp, 3, 3, Infer, Create, Scratch);
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"ConvTranspose", FromConvTranspose}};
   return d;

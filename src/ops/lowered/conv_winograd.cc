@@ -94,30 +94,22 @@ bool UseWinograd(const LowerContext& c, const ir::Node& n, const lowered::ConvPa
 
 Result<bool> Lower(LowerContext& c, int ni) {
   const ir::Node& n = c.node(ni);
-  const ir::TensorData* w = c.Const(n, 1);
-  const ir::TensorData* b = c.Const(n, 2);
-  if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return false;
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !b) return false;
-  FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, AttrsFromNode(n)));
+  auto o = lowered::ConstConvOperands(c, n);
+  if (!o.ok()) return false;  // the direct conv's rule reports it
+  const ir::TensorData *w = o.value().w, *b = o.value().b;
+  const lowered::ConvParams& p = o.value().p;
   if (!UseWinograd(c, n, p, *w)) return false;
   const int64_t oc = w->shape[0], ic = w->shape[1];
   const int32_t pw = c.Floats(n.name + ".w", kernels::PackWinograd(w->data<float>(), oc, ic));
   const int32_t pb = c.Floats(n.name + ".b", kernels::PackConvBias(b ? b->data<float>() : nullptr, oc, 1));
-  c.Emit(kOp, n.name, {c.Value(n.inputs[0]), pw, pb, n.inputs.size() > 3 ? c.Value(n.inputs[3]) : -1},
-         {c.Value(n.outputs[0])}, EncodeParams(p));
+  lowered::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
   return true;
 }
 
 }  // namespace
 
 OpDef DefineConvWinogradNhwc() {
-  OpDef d;
-  d.name = std::string(kOp);
-  d.internal = true;
-  d.min_inputs = 3, d.max_inputs = 4;
-  d.infer = Infer;
-  d.create = Create;
-  d.scratch = Scratch;
+  OpDef d = lowered::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
   d.lowerings = {{opname::ConvNhwc, 20, Lower}};
   return d;
 }

@@ -174,13 +174,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
 }  // namespace
 
 OpDef DefineGemmPacked() {
-  OpDef d;
-  d.name = std::string(kOp);
-  d.internal = true;
-  d.min_inputs = 2, d.max_inputs = 3;
-  d.infer = Infer;
-  d.create = Create;
-  d.scratch = Scratch;
+  OpDef d = lowered::LoweredOp(kOp, 2, 3, Infer, Create, Scratch);
   d.traits = kTraitTakesActivation;
   d.lowerings = {{"Gemm", 10, Lower, Applies}, {"MatMul", 10, Lower, Applies}};
   return d;

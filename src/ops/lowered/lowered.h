@@ -40,23 +40,42 @@ Result<bool> CheckResidual(std::string_view op, const std::vector<TensorInfo>& i
 // at load (the file and the page cache hold half the bytes); empty for fp32.
 Result<std::vector<float>> WidenIfBf16(std::string_view op, const CreateContext& c, size_t i);
 
+// The operator's definition with the fields every lowered operator sets.
+OpDef LoweredOp(std::string_view name, int min_inputs, int max_inputs, InferFn infer, CreateFn create,
+                ScratchFn scratch = nullptr);
+
+// The explicit 2-D window of the window-based operators' parameters:
+// kernel, strides, dilations, pads (top, left, bottom, right; at least
+// `min_pad`, which is negative only for ConvTranspose's output_shape).
+struct WindowParams {
+  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
+  std::array<int64_t, 4> pads{0, 0, 0, 0};
+  template <typename V>
+  void Fields(V& v, int64_t min_pad = 0) {
+    v.Ints(attr::kKernelShape, kernel, 1, kMaxWindow);
+    v.Ints(attr::kStrides, strides, 1, kMaxWindow);
+    v.Ints(attr::kDilations, dilations, 1, kMaxWindow);
+    v.Ints(attr::kPads, pads, min_pad, kMaxWindow);
+  }
+  // From an ONNX node's resolved window (ResolveWindow2d).
+  void Set(const Window2d& w) {
+    kernel = {w.kh, w.kw}, strides = {w.sh, w.sw}, dilations = {w.dh, w.dw};
+    pads = {w.pad_t, w.pad_l, w.pad_b, w.pad_r};
+  }
+};
+
 // ---- the NHWC convolution family (ConvNhwc, ConvWinogradNhwc, ConvExpandDwNhwc)
 
 // Parameters of an NHWC convolution, in graph nodes (made by the layout pass
 // from ONNX Conv) and plan steps alike. `depthwise` says which packing the
 // plan's weights have (PackDepthwise, else PackConv); graph nodes hold ONNX
 // weights and depthwise 0.
-struct ConvParams {
-  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
-  std::array<int64_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+struct ConvParams : WindowParams {
   int64_t group = 1, out_channels = 1, depthwise = 0;
   kernels::Epilogue ep;
   template <typename V>
   void Fields(V& v) {
-    v.Ints(attr::kKernelShape, kernel, 1, kMaxWindow);
-    v.Ints(attr::kStrides, strides, 1, kMaxWindow);
-    v.Ints(attr::kDilations, dilations, 1, kMaxWindow);
-    v.Ints(attr::kPads, pads, 0, kMaxWindow);
+    WindowParams::Fields(v);
     v.Int(attr::kGroup, group, 1, kMaxChannels);
     v.Int(attr::kOutChannels, out_channels, 1, kMaxChannels);
     v.Int(attr::kDepthwise, depthwise, 0, 1);
@@ -72,6 +91,25 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
 Status WindowOutput(std::string_view op, int64_t ih, int64_t iw, const std::array<int64_t, 2>& k,
                     const std::array<int64_t, 2>& s, const std::array<int64_t, 2>& d,
                     const std::array<int64_t, 4>& pads, bool ceil_mode, int64_t* oh, int64_t* ow);
+
+// A graph conv node's constant operands and parameters: weights (fp32, rank
+// 4), bias (null when absent); Unsupported when they are not constants.
+struct ConvOperands {
+  const ir::TensorData* w = nullptr;
+  const ir::TensorData* b = nullptr;
+  ConvParams p;
+};
+Result<ConvOperands> ConstConvOperands(const LowerContext& c, const ir::Node& n);
+
+// The NHWC form of ONNX node `n` as a graph node of internal op `op`: input 0
+// converted to NHWC, then `rest`; the same outputs (the layout rule sets the
+// parameters and hands it to LayoutContext::EmitNhwc).
+ir::Node NhwcNode(LayoutContext& c, const ir::Node& n, std::string_view op, std::vector<int> rest = {});
+
+// Emits a convolution step of op `op` for graph node `n`: its input, the
+// packed weights and bias, and its residual (input 3) when it has one.
+void EmitConvStep(LowerContext& c, std::string_view op, const ir::Node& n, int32_t packed_w, int32_t packed_b,
+                  std::vector<format::AttrDesc> params);
 
 // A graph ConvNhwc node whose weights (4-D fp32) and bias (if any) are
 // constants and which has no residual: its weights, else null.

@@ -16,16 +16,11 @@
 namespace fcb::ops {
 namespace {
 
-struct PoolParams {
-  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
-  std::array<int64_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+struct PoolParams : lowered::WindowParams {
   int64_t ceil_mode = 0, count_include_pad = 0;
   template <typename V>
   void Fields(V& v) {
-    v.Ints(attr::kKernelShape, kernel, 1, kMaxWindow);
-    v.Ints(attr::kStrides, strides, 1, kMaxWindow);
-    v.Ints(attr::kDilations, dilations, 1, kMaxWindow);
-    v.Ints(attr::kPads, pads, 0, kMaxWindow);
+    WindowParams::Fields(v);
     v.Int(attr::kCeilMode, ceil_mode, 0, 1);
     v.Int(attr::kCountIncludePad, count_include_pad, 0, 1);
   }
@@ -82,18 +77,10 @@ Result<bool> FromPool(LayoutContext& c, const ir::Node& n) {
   const ir::Shape& xs = c.graph().values[n.inputs[0]].shape;  // logical NCHW
   FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], 1, 1, true));
   PoolParams p;
-  p.kernel = {w.kh, w.kw};
-  p.strides = {w.sh, w.sw};
-  p.dilations = {w.dh, w.dw};
-  p.pads = {w.pad_t, w.pad_l, w.pad_b, w.pad_r};
+  p.Set(w);
   p.ceil_mode = n.GetInt("ceil_mode", 0) != 0;
   p.count_include_pad = n.GetInt("count_include_pad", 0) != 0;
-  ir::Node r;
-  r.name = n.name;
-  r.op_type = std::string(n.op_type == "MaxPool" ? opname::MaxPoolNhwc : opname::AvgPoolNhwc);
-  r.domain = "fcb";
-  r.inputs = {c.ToNhwc(n.inputs[0])};
-  r.outputs = n.outputs;
+  ir::Node r = lowered::NhwcNode(c, n, n.op_type == "MaxPool" ? opname::MaxPoolNhwc : opname::AvgPoolNhwc);
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -118,41 +105,26 @@ Result<std::unique_ptr<Kernel>> CreateGlobalAvg(const CreateContext& c) {
 }
 
 Result<bool> FromGlobalAvg(LayoutContext& c, const ir::Node& n) {
-  ir::Node r;
-  r.name = n.name;
-  r.op_type = std::string(opname::GlobalAvgPoolNhwc);
-  r.domain = "fcb";
-  r.inputs = {c.ToNhwc(n.inputs[0])};
-  r.outputs = n.outputs;
-  c.EmitNhwc(std::move(r));
+  c.EmitNhwc(lowered::NhwcNode(c, n, opname::GlobalAvgPoolNhwc));
   return true;
-}
-
-OpDef PoolDef(std::string_view name, InferFn infer, CreateFn create) {
-  OpDef d;
-  d.name = std::string(name);
-  d.internal = true;
-  d.infer = infer;
-  d.create = create;
-  return d;
 }
 
 }  // namespace
 
 OpDef DefineMaxPoolNhwc() {
-  OpDef d = PoolDef(opname::MaxPoolNhwc, InferPool, CreatePool);
+  OpDef d = lowered::LoweredOp(opname::MaxPoolNhwc, 1, 1, InferPool, CreatePool);
   d.layouts = {{"MaxPool", FromPool}};
   return d;
 }
 
 OpDef DefineAvgPoolNhwc() {
-  OpDef d = PoolDef(opname::AvgPoolNhwc, InferPool, CreatePool);
+  OpDef d = lowered::LoweredOp(opname::AvgPoolNhwc, 1, 1, InferPool, CreatePool);
   d.layouts = {{"AveragePool", FromPool}};
   return d;
 }
 
 OpDef DefineGlobalAvgPoolNhwc() {
-  OpDef d = PoolDef(opname::GlobalAvgPoolNhwc, InferGlobalAvg, CreateGlobalAvg);
+  OpDef d = lowered::LoweredOp(opname::GlobalAvgPoolNhwc, 1, 1, InferGlobalAvg, CreateGlobalAvg);
   d.layouts = {{"GlobalAveragePool", FromGlobalAvg}};
   return d;
 }
