@@ -125,6 +125,15 @@ Result<ConvOperands> ConstConvOperands(const LowerContext& c, const ir::Node& n)
   return o;
 }
 
+Result<bool> CheckConvOperands(std::string_view op, const std::vector<TensorInfo>& in, const kernels::ConvGeom& g,
+                               int64_t packed_w, int64_t packed_b, bool bf16_ok) {
+  FCB_RETURN_IF_ERROR(bf16_ok ? ExpectWeights(op, in[1], "packed weights") : ExpectF32(op, in[1], "packed weights"));
+  FCB_RETURN_IF_ERROR(ExpectF32(op, in[2], "packed bias"));
+  FCB_RETURN_IF_ERROR(ExpectPacked(op, in[1], "packed weights", packed_w));
+  FCB_RETURN_IF_ERROR(ExpectPacked(op, in[2], "packed bias", packed_b));
+  return CheckResidual(op, in, 3, {g.n, g.oh, g.ow, g.oc});
+}
+
 ir::Node NhwcNode(LayoutContext& c, const ir::Node& n, std::string_view op, std::vector<int> rest) {
   ir::Node r;
   r.name = n.name;

@@ -49,11 +49,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
     want_w = kernels::PackedConvFloats(g.oc, g.ic / g.groups, g.kh, g.kw, g.groups);
     want_b = g.groups * RoundUp(g.oc / g.groups, kPanel);
   }
-  FCB_RETURN_IF_ERROR(lowered::ExpectWeights(kOp, in[1], "packed weights"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "packed bias"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", want_w));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "packed bias", want_b));
-  FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckResidual(kOp, in, 3, {g.n, g.oh, g.ow, g.oc}));
+  FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckConvOperands(kOp, in, g, want_w, want_b, /*bf16_ok=*/true));
   return cfg;
 }
 

@@ -41,11 +41,9 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const auto& g = cfg.g;
   if (g.ic > kernels::kWinogradMaxIc)
     return Err("input channels " + std::to_string(g.ic) + " exceed " + std::to_string(kernels::kWinogradMaxIc));
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[1], "packed weights"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "packed bias"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", kernels::PackedWinogradFloats(g.oc, g.ic)));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "packed bias", (g.oc + kPanel - 1) / kPanel * kPanel));
-  FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckResidual(kOp, in, 3, {g.n, g.oh, g.ow, g.oc}));
+  FCB_ASSIGN_OR_RETURN(cfg.has_residual,
+                       lowered::CheckConvOperands(kOp, in, g, kernels::PackedWinogradFloats(g.oc, g.ic),
+                                                  (g.oc + kPanel - 1) / kPanel * kPanel, /*bf16_ok=*/false));
   return cfg;
 }
 

@@ -101,6 +101,12 @@ struct ConvOperands {
 };
 Result<ConvOperands> ConstConvOperands(const LowerContext& c, const ir::Node& n);
 
+// The packed operands of a convolution step with geometry g: weights (fp32,
+// or bf16 where `bf16_ok`) and bias of the sizes its packing gives, and the
+// optional residual (input 3). Returns whether the residual is present.
+Result<bool> CheckConvOperands(std::string_view op, const std::vector<TensorInfo>& in, const kernels::ConvGeom& g,
+                               int64_t packed_w, int64_t packed_b, bool bf16_ok);
+
 // The NHWC form of ONNX node `n` as a graph node of internal op `op`: input 0
 // converted to NHWC, then `rest`; the same outputs (the layout rule sets the
 // parameters and hands it to LayoutContext::EmitNhwc).
