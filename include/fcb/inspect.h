@@ -57,7 +57,7 @@ struct ContextSummary {
   std::string target, method;
   std::string options_json;  // the target options it was compiled with, as stored ("{}" if none)
   uint64_t steps = 0, tensors = 0, arena_bytes = 0;
-  uint64_t scratch_bytes = 0;  // per thread of an execution, after the arena
+  uint64_t scratch_bytes = 0;  // kernel scratch per thread of an execution, beside its arena
   WeightShare share;
   std::vector<TensorSpec> inputs, outputs;
 };

@@ -51,8 +51,8 @@ struct ContextDesc {
   std::vector<int32_t> inputs;   // tensor indices of the method's inputs, in ONNX order
   std::vector<int32_t> outputs;  // tensor indices of the method's outputs, in ONNX order
   uint64_t arena_bytes = 0;
-  // Per-thread scratch bytes (64-byte multiple) kernels use, placed after the
-  // arena, one slice per thread of the execution.
+  // Per-thread scratch bytes (64-byte multiple) kernels use; the execution
+  // allocates one slice per thread beside its arena.
   uint64_t scratch_bytes = 0;
 };
 

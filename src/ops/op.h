@@ -74,7 +74,8 @@ struct InferContext {
 struct RunContext {
   const kernels::KernelTable* k = nullptr;
   ThreadPool* pool = nullptr;  // never null at run time (a pool may have one thread)
-  // Per-thread scratch memory from the execution's arena: thread t of the
+  // Per-thread scratch memory of the execution (planned at compile time,
+  // allocated with its arena): thread t of the
   // pool (ThreadPool::ParallelForThreads gives t) owns the scratch_stride
   // bytes at scratch + t * scratch_stride, 64-byte aligned. At least the
   // bytes the step's OpDef::scratch asked for (the method's largest); null

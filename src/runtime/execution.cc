@@ -15,9 +15,15 @@ class ExecutionImpl {
   std::shared_ptr<const Program> program;
   const PreparedMethod* method = nullptr;
   ArenaMemory arena;
+  // Each thread's kernel scratch (the plan's scratch_bytes per thread), a
+  // block of its own: placed right after the activations in one mapping it
+  // cost mobilenet_v2 ~6 % at 1 thread (measured A/B, min of 10 x 40 runs),
+  // the packed-A blocks of the 1x1 convolutions then sharing cache sets with
+  // the activations they are copied from.
+  ArenaMemory scratch_memory;
   std::unique_ptr<ThreadPool> pool;
   std::vector<void*> tensor_ptr;
-  uint8_t* scratch = nullptr;  // num_threads slices of the plan's scratch_bytes, after the arena
+  uint8_t* scratch = nullptr;  // num_threads slices of the plan's scratch_bytes (scratch_memory)
   size_t scratch_stride = 0;
   std::vector<std::vector<const void*>> step_in;
   std::vector<std::vector<void*>> step_out;
@@ -35,15 +41,15 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   if (!m) return program->method(method).TakeStatus();
   auto impl = std::make_unique<ExecutionImpl>();
   impl->method = m;
-  // The activations, then each thread's scratch (both planned at compile time).
-  const uint64_t activations = (std::max<uint64_t>(m->context->arena_bytes, 64) + 63) / 64 * 64;
+  // The activations, and each thread's scratch (both planned at compile time).
+  const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
   const uint64_t scratch = m->context->scratch_bytes * static_cast<uint64_t>(num_threads);
-  const uint64_t arena_bytes = activations + scratch;
-  if (fault::Hit(fault::Kind::kArena, method) || !impl->arena.Allocate(arena_bytes))
-    return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena of method '" +
-                             method + "'");
+  if (fault::Hit(fault::Kind::kArena, method) || !impl->arena.Allocate(arena_bytes) ||
+      (scratch && !impl->scratch_memory.Allocate(scratch)))
+    return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena and " +
+                             std::to_string(scratch) + " bytes of scratch of method '" + method + "'");
   if (scratch) {
-    impl->scratch = impl->arena.data() + activations;
+    impl->scratch = impl->scratch_memory.data();
     impl->scratch_stride = m->context->scratch_bytes;
   }
   const auto& tensors = m->context->tensors;
