@@ -184,15 +184,28 @@ Result<std::unique_ptr<Kernel>> CreateBatchNorm(const CreateContext& c) {
 
 }  // namespace
 
+namespace {
+OpDef NnDef(const char* name, int min_in, int max_in, int max_out, InferFn infer, CreateFn create,
+            uint32_t traits = kTraitNone) {
+  OpDef d;
+  d.name = name;
+  d.min_inputs = min_in, d.max_inputs = max_in;
+  d.max_outputs = max_out;
+  d.infer = infer;
+  d.create = create;
+  d.traits = traits;
+  return d;
+}
+}  // namespace
+
 void RegisterNnOps(std::vector<OpDef>* ops) {
-  OpDef conv{"Conv", false, 2, 3, 1, 1, InferConv, CreateNeedsLowering};
-  conv.traits = kTraitTakesActivation;  // the NHWC form and the reference kernel both apply it
-  ops->push_back(std::move(conv));
-  ops->push_back({"MaxPool", false, 1, 1, 1, 2, InferPool, CreateNeedsLowering});
-  ops->push_back({"AveragePool", false, 1, 1, 1, 1, InferPool, CreateNeedsLowering});
-  ops->push_back({"GlobalAveragePool", false, 1, 1, 1, 1, InferGlobalPool, CreateGlobalPool});
-  ops->push_back({"GlobalMaxPool", false, 1, 1, 1, 1, InferGlobalPool, CreateGlobalPool});
-  ops->push_back({"BatchNormalization", false, 5, 5, 1, 3, InferBatchNorm, CreateBatchNorm});
+  // Conv's NHWC form and its reference kernel both apply a fused activation.
+  ops->push_back(NnDef("Conv", 2, 3, 1, InferConv, CreateNeedsLowering, kTraitTakesActivation));
+  ops->push_back(NnDef("MaxPool", 1, 1, 2, InferPool, CreateNeedsLowering));
+  ops->push_back(NnDef("AveragePool", 1, 1, 1, InferPool, CreateNeedsLowering));
+  ops->push_back(NnDef("GlobalAveragePool", 1, 1, 1, InferGlobalPool, CreateGlobalPool));
+  ops->push_back(NnDef("GlobalMaxPool", 1, 1, 1, InferGlobalPool, CreateGlobalPool));
+  ops->push_back(NnDef("BatchNormalization", 5, 5, 3, InferBatchNorm, CreateBatchNorm));
 }
 
 }  // namespace fcb::ops
