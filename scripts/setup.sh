@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fcb needs on a fresh Debian 12 machine: the build toolchain and
-# libraries (apt), the Python side used to export test models (apt), and the
+# libraries (apt), the AArch64 cross compiler and qemu-user (apt; the ARM
+# targets' runtime is cross-built and tested under emulation), the Python side used to export test models (apt), and the
 # ONNX Runtime oracle (npm). Idempotent: when everything is present it only
 # checks and returns.
 set -euo pipefail
@@ -14,6 +15,7 @@ packages=(
   libhwy-dev libxxhash-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchvision python3-onnx python3-numpy
+  g++-aarch64-linux-gnu qemu-user file
 )
 # Node.js may come from elsewhere (e.g. NodeSource's nodejs bundles npm and
 # conflicts with Debian's npm package); any working node + npm will do.

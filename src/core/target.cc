@@ -7,16 +7,36 @@
 #define FCB_X86 0
 #endif
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#define FCB_AARCH64 1
+#else
+#define FCB_AARCH64 0
+#endif
+
 #include <algorithm>
 
 namespace fcb {
 
 const std::vector<TargetInfo>& KnownTargets() {
   static const std::vector<TargetInfo> kTargets = {
-      {TargetId::kGeneric, "generic", "portable scalar code for any CPU", 0},
-      {TargetId::kX86_64_V2, "x86-64-v2", "x86-64 with SSE4.2, SSSE3, POPCNT (128-bit vectors)", 20},
-      {TargetId::kX86_64_V3, "x86-64-v3", "x86-64 with AVX2, FMA, BMI2, F16C (256-bit vectors)", 30},
-      {TargetId::kX86_64_V4, "x86-64-v4", "x86-64 with AVX-512 F/BW/CD/DQ/VL (512-bit vectors)", 40},
+      {TargetId::kGeneric, "generic", "portable scalar code for any CPU", 0, TargetArch::kAny},
+      {TargetId::kX86_64_V2, "x86-64-v2", "x86-64 with SSE4.2, SSSE3, POPCNT (128-bit vectors)", 20,
+       TargetArch::kX86_64},
+      {TargetId::kX86_64_V3, "x86-64-v3", "x86-64 with AVX2, FMA, BMI2, F16C (256-bit vectors)", 30,
+       TargetArch::kX86_64},
+      {TargetId::kX86_64_V4, "x86-64-v4", "x86-64 with AVX-512 F/BW/CD/DQ/VL (512-bit vectors)", 40,
+       TargetArch::kX86_64},
+      {TargetId::kArmv8A, "armv8-a", "AArch64 with Advanced SIMD (NEON, 128-bit vectors), e.g. Cortex-A53", 20,
+       TargetArch::kAArch64},
+      {TargetId::kArmv82A, "armv8.2-a",
+       "AArch64 NEON with FP16 arithmetic and dot product, e.g. Cortex-A76, Neoverse-N1", 30, TargetArch::kAArch64},
+      {TargetId::kArmv82ASve, "armv8.2-a+sve",
+       "AArch64 FP16 + SVE at 256 or 512 bits, e.g. A64FX, Neoverse-V1", 40, TargetArch::kAArch64},
+      {TargetId::kArmv9A, "armv9-a", "AArch64 SVE2 at 128, 256 or 512 bits, e.g. Cortex-X2/A710, Neoverse-N2/V2", 50,
+       TargetArch::kAArch64},
   };
   return kTargets;
 }
@@ -40,6 +60,24 @@ std::string KnownTargetNames() {
     out += t.name;
   }
   return out;
+}
+
+const char* ArchName(TargetArch arch) {
+  switch (arch) {
+    case TargetArch::kAny: return "any";
+    case TargetArch::kX86_64: return "x86-64";
+    case TargetArch::kAArch64: return "aarch64";
+  }
+  return "unknown";
+}
+
+bool SveTargetHasLength(TargetId target, int bits) {
+  // Must match the SVE kernel variants CMakeLists.txt builds (FCB_SVE_VARIANTS).
+  switch (target) {
+    case TargetId::kArmv82ASve: return bits == 256 || bits == 512;
+    case TargetId::kArmv9A: return bits == 128 || bits == 256 || bits == 512;
+    default: return false;
+  }
 }
 
 #if FCB_X86
@@ -86,29 +124,83 @@ const HostFeatures& DetectHost() {
     }
     if (__get_cpuid(0x80000001, &a, &b, &c, &d)) f.lzcnt = c & (1u << 5);
 #endif
+#if FCB_AARCH64
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f.asimd = hw & HWCAP_ASIMD;
+    f.fphp = hw & HWCAP_FPHP;
+    f.asimdhp = hw & HWCAP_ASIMDHP;
+    f.asimddp = hw & HWCAP_ASIMDDP;
+    f.sve = hw & HWCAP_SVE;
+    f.sve2 = hw2 & HWCAP2_SVE2;
+    if (f.sve) {
+      // The length the OS has set for this thread (threads it starts inherit it).
+      const int vl = prctl(PR_SVE_GET_VL);
+      f.sve_bits = vl < 0 ? 0 : (vl & PR_SVE_VL_LEN_MASK) * 8;
+    }
+#endif
     return f;
   }();
   return kHost;
 }
 
-bool HostCanRun(const HostFeatures& f, TargetId target) {
-  const bool v2 = f.sse42 && f.popcnt && f.ssse3;
-  const bool v3 = v2 && f.avx && f.avx2 && f.fma && f.bmi1 && f.bmi2 && f.f16c && f.lzcnt &&
-                  f.movbe && f.os_avx;
-  const bool v4 = v3 && f.avx512f && f.avx512bw && f.avx512cd && f.avx512dq && f.avx512vl &&
-                  f.os_avx512;
-  switch (target) {
-    case TargetId::kGeneric: return true;
+std::string WhyHostCannotRun(const HostFeatures& f, TargetId target) {
+  std::string missing;
+  auto need = [&](bool have, const char* what) {
+    if (!have) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  };
+  const TargetArch arch = [&] {
+    for (const auto& t : KnownTargets())
+      if (t.id == target) return t.arch;
+    return TargetArch::kAny;
+  }();
 #if FCB_X86
-    case TargetId::kX86_64_V2: return v2;
-    case TargetId::kX86_64_V3: return v3;
-    case TargetId::kX86_64_V4: return v4;
+  constexpr TargetArch kHostArch = TargetArch::kX86_64;
+#elif FCB_AARCH64
+  constexpr TargetArch kHostArch = TargetArch::kAArch64;
 #else
-    default: (void)v4; return false;
+  constexpr TargetArch kHostArch = TargetArch::kAny;
 #endif
+  if (arch != TargetArch::kAny && arch != kHostArch)
+    return std::string("it holds ") + ArchName(arch) + " code and this host is not " + ArchName(arch);
+  switch (target) {
+    case TargetId::kGeneric: break;
+    case TargetId::kX86_64_V4:
+      need(f.avx512f && f.avx512bw && f.avx512cd && f.avx512dq && f.avx512vl, "AVX-512 F/BW/CD/DQ/VL");
+      need(!f.avx512f || f.os_avx512, "AVX-512 state enabled by the OS");
+      [[fallthrough]];
+    case TargetId::kX86_64_V3:
+      need(f.avx && f.avx2 && f.fma && f.bmi1 && f.bmi2 && f.f16c && f.lzcnt && f.movbe,
+           "AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE");
+      need(!f.avx || f.os_avx, "AVX state enabled by the OS");
+      [[fallthrough]];
+    case TargetId::kX86_64_V2:
+      need(f.sse42 && f.popcnt && f.ssse3, "SSE4.2, SSSE3, POPCNT");
+      break;
+    case TargetId::kArmv9A:
+      need(f.sve2, "SVE2");
+      need(f.asimddp, "dot product");
+      [[fallthrough]];
+    case TargetId::kArmv82ASve:
+      need(f.sve, "SVE");
+      if (f.sve && !SveTargetHasLength(target, f.sve_bits))
+        missing += (missing.empty() ? "" : ", ") + std::string("an SVE vector length of ") +
+                   (target == TargetId::kArmv9A ? "128, 256 or 512" : "256 or 512") + " bits (this thread has " +
+                   std::to_string(f.sve_bits) + ")";
+      need(f.fphp && f.asimdhp, "FP16 arithmetic");
+      need(f.asimd, "Advanced SIMD");
+      break;
+    case TargetId::kArmv82A:
+      need(f.fphp && f.asimdhp, "FP16 arithmetic");
+      need(f.asimddp, "dot product");
+      [[fallthrough]];
+    case TargetId::kArmv8A:
+      need(f.asimd, "Advanced SIMD");
+      break;
   }
-  return false;
+  return missing.empty() ? "" : "this host lacks " + missing;
 }
+
+bool HostCanRun(const HostFeatures& f, TargetId target) { return WhyHostCannotRun(f, target).empty(); }
 
 bool HostCanRun(TargetId target) { return HostCanRun(DetectHost(), target); }
 

@@ -14,25 +14,35 @@
 
 namespace fcb {
 
+// Stored in files by name, never by number; the numbers index tables.
 enum class TargetId : uint8_t {
-  kGeneric = 0,   // portable scalar code, runs anywhere
-  kX86_64_V2 = 1, // SSE4.2 (+POPCNT, SSSE3)
-  kX86_64_V3 = 2, // AVX2 + FMA (+BMI1/2, F16C, LZCNT, MOVBE)
-  kX86_64_V4 = 3, // AVX-512 F/BW/CD/DQ/VL
+  kGeneric = 0,    // portable scalar code, runs anywhere
+  kX86_64_V2 = 1,  // SSE4.2 (+POPCNT, SSSE3)
+  kX86_64_V3 = 2,  // AVX2 + FMA (+BMI1/2, F16C, LZCNT, MOVBE)
+  kX86_64_V4 = 3,  // AVX-512 F/BW/CD/DQ/VL
+  kArmv8A = 4,     // AArch64 Advanced SIMD (NEON)
+  kArmv82A = 5,    // NEON + FP16 arithmetic + dot product
+  kArmv82ASve = 6, // armv8.2-a FP16 + SVE (vector length 256 or 512 bits)
+  kArmv9A = 7,     // SVE2 (vector length 128, 256 or 512 bits)
 };
+inline constexpr int kNumTargetIds = 8;
+
+enum class TargetArch : uint8_t { kAny, kX86_64, kAArch64 };
 
 struct TargetInfo {
   TargetId id;
   const char* name;         // stable name used in specs and files
   const char* description;  // human words for `fcb targets`
   int score;                // higher = preferred when the host can run it
+  TargetArch arch;          // the CPU family whose code it holds
 };
 
 // Every target the compiler knows, in a fixed order (generic first).
 const std::vector<TargetInfo>& KnownTargets();
 std::optional<TargetId> TargetFromName(std::string_view name);
 const char* TargetName(TargetId id);
-std::string KnownTargetNames();  // "generic, x86-64-v2, x86-64-v3, x86-64-v4"
+std::string KnownTargetNames();  // "generic, x86-64-v2, ..., armv9-a"
+const char* ArchName(TargetArch arch);  // "any", "x86-64", "aarch64"
 
 // What the CPU reports and what the OS has enabled (XCR0 for the AVX and
 // AVX-512 register state). Filled once per process; pure data.
@@ -43,7 +53,17 @@ struct HostFeatures {
   bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false;
   bool os_avx = false;     // XCR0 bits 1,2 (SSE, AVX state)
   bool os_avx512 = false;  // XCR0 bits 5,6,7 (opmask, ZMM_Hi256, Hi16_ZMM)
+  // AArch64, from the kernel's hardware capability bits (AT_HWCAP, AT_HWCAP2).
+  bool asimd = false, fphp = false, asimdhp = false, asimddp = false, sve = false, sve2 = false;
+  int sve_bits = 0;  // the SVE vector length the OS gives this thread (PR_SVE_GET_VL), 0 without SVE
 };
+
+// SVE code is compiled for fixed vector lengths (so that vectors are sized
+// types, as the register-tiled kernels need): the lengths each SVE target has
+// code for. A host whose length is another one cannot run that target.
+bool SveTargetHasLength(TargetId target, int bits);
+// Why this host cannot run `target`, in words ("" when it can).
+std::string WhyHostCannotRun(const HostFeatures& features, TargetId target);
 const HostFeatures& DetectHost();
 
 // Whether a host with `features` can run `target`.

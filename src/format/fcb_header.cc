@@ -71,8 +71,16 @@ void EncodeHeader(const FileHeader& h, uint8_t out[kHeaderSize]) {
   StoreLe64(out + kOffHeaderHash, XXH3_64bits(out, kOffHeaderHash));
 }
 
+Status CheckHostByteOrder(bool host_is_little_endian) {
+  if (host_is_little_endian) return Status::Ok();
+  return Unavailable(
+      "this host is big-endian: .fcb files are little-endian and fcb reads them in place, so it runs only on "
+      "little-endian hosts (x86-64, little-endian AArch64)");
+}
+
 Result<FileHeader> DecodeHeader(const uint8_t* data, uint64_t file_size,
                                 const std::string& path) {
+  FCB_RETURN_IF_ERROR(CheckHostByteOrder());
   auto corrupt = [&](uint64_t offset, const std::string& what) {
     return CorruptFile("fcb file '" + path + "': at offset " + std::to_string(offset) + ": " +
                        what);

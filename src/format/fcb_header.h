@@ -2,6 +2,7 @@
 // before anything else in the file is trusted. Layout: see fcb_file.h.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -57,6 +58,11 @@ void EncodeHeader(const FileHeader& h, uint8_t out[kHeaderSize]);
 // the byte offset of the offending field.
 Result<FileHeader> DecodeHeader(const uint8_t* data, uint64_t file_size,
                                 const std::string& path);
+
+// .fcb files are little-endian and the loader reads weights and metadata in
+// place from the mapping, so a big-endian host would misread every number:
+// Unavailable there (DecodeHeader checks it first), Ok on little-endian hosts.
+Status CheckHostByteOrder(bool host_is_little_endian = std::endian::native == std::endian::little);
 
 uint64_t LoadLe64(const uint8_t* p);
 uint32_t LoadLe32(const uint8_t* p);

@@ -5,6 +5,7 @@
 
 #include "format/fast_hash.h"
 #include "format/fcb_file.h"
+#include "format/fcb_header.h"
 #include "format/format_test_util.h"
 #include "format/io_fault_testing.h"
 #include "test_util.h"
@@ -312,6 +313,16 @@ TEST(PoolChecksum, ChunkedHashMatchesTheDefinition) {
     EXPECT_NE(PoolHash(data.data(), data.size(), 2), good) << "flip at " << off;
     data[off] ^= 0x10;
   }
+}
+
+// A big-endian host is refused before anything in the file is read (this
+// host is little-endian, so the refusal is exercised by asking directly).
+TEST(FcbHeader, BigEndianHostIsRefusedClearly) {
+  EXPECT_TRUE(CheckHostByteOrder(true).ok());
+  const Status s = CheckHostByteOrder(false);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("big-endian"), std::string::npos) << s.message();
+  EXPECT_TRUE(CheckHostByteOrder().ok()) << "the test hosts (x86-64, AArch64) are little-endian";
 }
 
 }  // namespace

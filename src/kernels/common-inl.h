@@ -18,16 +18,30 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/kernel_ns.h"
 #include "kernels/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
+#if HWY_HAVE_SCALABLE && defined(__ARM_FEATURE_SVE_BITS) && __ARM_FEATURE_SVE_BITS > 0
+// SVE compiled for one vector length (-msve-vector-bits, src/kernels/variants/).
+// The register tiles keep vectors in arrays, which needs a sized type: VReg,
+// the fixed-length form of svfloat32_t, is one, and converts implicitly to and
+// from VF, the sizeless type Highway's operations take (templates deduce VF
+// only from VF: read an array element as VF(x) where one deduces). This code
+// runs only where the thread's vector length is exactly this one
+// (core/target.cc SveTargetHasLength).
+typedef VF VReg __attribute__((arm_sve_vector_bits(__ARM_FEATURE_SVE_BITS)));
+inline constexpr int kN = __ARM_FEATURE_SVE_BITS / 32;
+#else
+using VReg = VF;  // an element of an array of vectors
 // Lanes of one vector; a packed panel of 16 floats is kPanel / kN vectors.
 inline constexpr int kN = static_cast<int>(HWY_LANES(float));
+#endif
 static_assert(kN >= 1 && kN <= kPanel && kPanel % kN == 0, "panel must be whole vectors");
 
 // Loads the first `n` (< kN) floats of p, zeros elsewhere.
@@ -83,12 +97,17 @@ HWY_INLINE VF Sigmoid(DF d, VF x) {
   const VF one = hn::Set(d, 1.f);
   const VF e = ExpNonPositive(d, hn::Neg(hn::Abs(x)));
   // 1 / (1 + e) for a denominator in (1, 2]: the hardware's reciprocal
-  // estimate refined by one Newton step (relative error below 2^-23 from a
-  // 2^-12 or better estimate) instead of a division, which on AVX-512 alone
+  // estimate refined by Newton steps (relative error below 2^-23 from a
+  // 2^-12 or better estimate after one) instead of a division, which on AVX-512 alone
   // took a third of SiLU's time (efficientnet_b0 applies it to ~6M values).
   const VF den = hn::Add(one, e);
   VF r = hn::ApproximateReciprocal(den);
   r = hn::Mul(r, hn::NegMulAdd(den, r, hn::Set(d, 2.f)));
+#if HWY_ARCH_ARM
+  // NEON's and SVE's estimate (FRECPE) has 8 bits, not x86's 12 or 14: one
+  // step leaves 2^-16, a second one reaches float precision.
+  r = hn::Mul(r, hn::NegMulAdd(den, r, hn::Set(d, 2.f)));
+#endif
   return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r));
 }
 
@@ -144,7 +163,7 @@ HWY_INLINE VF ApplyAct(DF d, VF x, const Epilogue& ep) {
   return y;
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
 #endif  // FCB_KERNELS_COMMON_INL_H_

@@ -13,11 +13,12 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/kernel_ns.h"
 #include "kernels/common-inl.h"
 #include "kernels/tile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 
 // Taps that fall into the padding read from this block of zeros instead of
 // the input, so the tile's inner loop stays branch-free. Channels beyond its
@@ -57,7 +58,7 @@ HWY_NOINLINE void ConvTile(const ConvGeom& g, const float* in, const float* wp,
       if (++oy == g.oh) oy = 0, ++b;
     }
   }
-  VF acc[MR][NV];
+  VReg acc[MR][NV];
   HWY_UNROLL(16)
   for (int v = 0; v < NV; ++v) {
     const VF bv = hn::LoadU(d, bias + v * kN);
@@ -242,7 +243,7 @@ inline constexpr int64_t kMC = 10 * kMR;
 // the general registers), and packing is a plain copy of each row.
 template <int MR, int NV>
 HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const float* w,
-                                   int64_t panel_stride, VF (&acc)[MR][NV]) {
+                                   int64_t panel_stride, VReg (&acc)[MR][NV]) {
   int64_t off[NV];
   HWY_UNROLL(16)
   for (int v = 0; v < NV; ++v) off[v] = (v * kN / kPanel) * panel_stride + (v * kN) % kPanel;
@@ -252,7 +253,7 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
   for (; k + 2 <= kc; k += 2, w += 2 * kPanel) {
     HWY_UNROLL(2)
     for (int u = 0; u < 2; ++u) {
-      VF wv[NV];
+      VReg wv[NV];
       HWY_UNROLL(16)
       for (int v = 0; v < NV; ++v) {
         if ((v * kN) % kPanel == 0)
@@ -268,7 +269,7 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
     }
   }
   if (k < kc) {
-    VF wv[NV];
+    VReg wv[NV];
     HWY_UNROLL(16)
     for (int v = 0; v < NV; ++v) wv[v] = hn::LoadU(d, w + off[v]);
     HWY_UNROLL(16)
@@ -288,7 +289,7 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
                            float* const* cp, const float* const* rp, const Epilogue& ep, int rows,
                            int64_t col0, int64_t ncols, int64_t k0, int64_t kc) {
   const DF d;
-  VF acc[MR][NV];
+  VReg acc[MR][NV];
   const bool full = rows == MR && ncols == NV * kN;
   const bool last = k0 + kc >= K;  // residual and activation apply to the finished sum
   if (full && k0 > 0) {  // the common case, without per-vector bounds
@@ -567,7 +568,7 @@ HWY_NOINLINE void MatMulTile(int64_t K, const float* A, int64_t lda, const float
     ap[r] = A + m * lda;
     cp[r] = C + m * ldc + n0;
   }
-  VF acc[MR][NV];
+  VReg acc[MR][NV];
   HWY_UNROLL(16)
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = hn::Zero(d);
@@ -609,7 +610,7 @@ void MatMul(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const 
   }
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
 #endif  // FCB_KERNELS_CONV_GEMM_INL_H_

@@ -12,10 +12,11 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "kernels/kernel_ns.h"
 #include "kernels/common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 
 void Unary(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end) {
   const DF d;
@@ -92,7 +93,7 @@ void Softmax(const float* x, float* y, int64_t cols, int64_t begin, int64_t end)
   }
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
 #endif  // FCB_KERNELS_ELTWISE_INL_H_

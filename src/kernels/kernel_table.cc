@@ -12,12 +12,13 @@
 namespace fcb::kernels {
 namespace {
 
-constexpr int kNumTargets = static_cast<int>(TargetId::kX86_64_V4) + 1;
+constexpr int kNumTargets = kNumTargetIds;
 
 // A table whose functions are missing, or that was filled by another Highway
 // target than the one its TargetId maps to, would run the wrong code silently;
 // that is a build defect, so it stops the process with a message. A target
-// this build has no code for (an x86 level on another CPU family) gets a table
+// this build has no code for (an x86 level on another CPU family, an SVE
+// target on a host whose vector length has no compiled variant) gets a table
 // named "unavailable" with null functions; HostCanRun rules it out anyway.
 KernelTable BuildChecked(TargetId target) {
   KernelTable t{};
@@ -44,8 +45,10 @@ KernelTable BuildChecked(TargetId target) {
 
 const KernelTable& GetKernelTable(TargetId target) {
   static const KernelTable kTables[kNumTargets] = {
-      BuildChecked(TargetId::kGeneric), BuildChecked(TargetId::kX86_64_V2),
-      BuildChecked(TargetId::kX86_64_V3), BuildChecked(TargetId::kX86_64_V4)};
+      BuildChecked(TargetId::kGeneric), BuildChecked(TargetId::kX86_64_V2),   BuildChecked(TargetId::kX86_64_V3),
+      BuildChecked(TargetId::kX86_64_V4), BuildChecked(TargetId::kArmv8A),    BuildChecked(TargetId::kArmv82A),
+      BuildChecked(TargetId::kArmv82ASve), BuildChecked(TargetId::kArmv9A)};
+  static_assert(kNumTargets == 8, "one table per TargetId");
   const int i = static_cast<int>(target);
   return kTables[i < kNumTargets ? i : 0];
 }

@@ -5,20 +5,33 @@
 //
 // Which targets: generic -> HWY_SCALAR (GCC 12.2 sets HWY_BROKEN_EMU128, so
 // the portable fallback is HWY_SCALAR), x86-64-v2 -> HWY_SSE4, x86-64-v3 ->
-// HWY_AVX2, x86-64-v4 -> HWY_AVX3. SSSE3 and AVX3_DL are not used, so they
-// are not compiled. HWY_COMPILE_ALL_ATTAINABLE keeps HWY_SCALAR (and every
-// lower target) even when the build's baseline (-march) is above it.
+// HWY_AVX2, x86-64-v4 -> HWY_AVX3, armv8-a -> HWY_NEON. SSSE3 and AVX3_DL are
+// not used, so they are not compiled. HWY_COMPILE_ALL_ATTAINABLE keeps
+// HWY_SCALAR (and every lower target) even when the build's baseline (-march)
+// is above it.
+//
+// The other AArch64 targets are compiled from this same file in translation
+// units of their own (src/kernels/variants/, each with FCB_KERNEL_VARIANT and
+// the -march it needs): armv8.2-a is HWY_NEON again with FP16 and dot
+// product enabled, and the SVE targets are HWY_SVE / HWY_SVE2 compiled for a
+// fixed vector length each (see common-inl.h), so Highway's SVE targets are
+// disabled in this one.
 //
 // Dispatch is not Highway's: HWY_DYNAMIC_DISPATCH would consult process-wide
 // state. FillKernelTable calls each target's FillTable by its namespace, once
 // per TargetId, so Highway is used header-only (no libhwy.so).
 
 // Must precede every Highway header (detect_targets.h reads them once).
+#ifndef FCB_KERNEL_VARIANT_FILL
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 #ifndef HWY_COMPILE_ALL_ATTAINABLE
 #define HWY_COMPILE_ALL_ATTAINABLE
+#endif
+#else
+// A variant translation unit: only the target its -march makes the baseline.
+#define HWY_COMPILE_ONLY_STATIC 1
 #endif
 
 #undef HWY_TARGET_INCLUDE
@@ -35,7 +48,7 @@
 #include "kernels/winograd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 
 // This target's entry points; the only function exported per target.
 void FillTable(KernelTable* t) {
@@ -53,10 +66,20 @@ void FillTable(KernelTable* t) {
   t->softmax = &Softmax;
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
-#if HWY_ONCE
+#if defined(FCB_KERNEL_VARIANT_FILL) && HWY_ONCE
+#include "kernels/kernel_table_internal.h"
+
+namespace fcb::kernels::internal {
+int64_t FCB_KERNEL_VARIANT_FILL(KernelTable* table) {
+  FCB_KNS::FillTable(table);
+  return HWY_STATIC_TARGET;
+}
+}  // namespace fcb::kernels::internal
+
+#elif HWY_ONCE
 #include "kernels/kernel_table_internal.h"
 
 namespace fcb::kernels {
@@ -72,6 +95,9 @@ static_assert((HWY_TARGETS & HWY_SCALAR) != 0, "the generic target needs HWY_SCA
 #if HWY_ARCH_X86
 static_assert((HWY_TARGETS & (HWY_SSE4 | HWY_AVX2 | HWY_AVX3)) == (HWY_SSE4 | HWY_AVX2 | HWY_AVX3),
               "x86-64-v2/v3/v4 need SSE4/AVX2/AVX3 code");
+#endif
+#if HWY_ARCH_ARM_A64
+static_assert((HWY_TARGETS & HWY_NEON) != 0, "armv8-a needs NEON code");
 #endif
 
 using FillFn = void (*)(KernelTable*);
@@ -93,6 +119,10 @@ TargetCode CodeFor(TargetId target) {
     case TargetId::kX86_64_V4:
       return {HWY_AVX3, &N_AVX3::FillTable};
 #endif
+#if HWY_ARCH_ARM_A64
+    case TargetId::kArmv8A:
+      return {HWY_NEON, &N_NEON::FillTable};
+#endif
     default:
       return {0, nullptr};
   }
@@ -101,6 +131,25 @@ TargetCode CodeFor(TargetId target) {
 }  // namespace
 
 int64_t FillKernelTable(TargetId target, KernelTable* table) {
+#if HWY_ARCH_ARM_A64 && defined(FCB_HAVE_ARM_VARIANTS)
+  switch (target) {
+    case TargetId::kArmv82A: return FillArmv82A(table);
+    case TargetId::kArmv82ASve:
+      switch (DetectHost().sve_bits) {
+        case 256: return FillSveVl256(table);
+        case 512: return FillSveVl512(table);
+        default: return 0;
+      }
+    case TargetId::kArmv9A:
+      switch (DetectHost().sve_bits) {
+        case 128: return FillSve2Vl128(table);
+        case 256: return FillSve2Vl256(table);
+        case 512: return FillSve2Vl512(table);
+        default: return 0;
+      }
+    default: break;
+  }
+#endif
   const TargetCode code = CodeFor(target);
   if (code.fill == nullptr) return 0;
   code.fill(table);

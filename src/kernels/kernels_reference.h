@@ -3,6 +3,7 @@
 // packing mistake and a kernel mistake cannot cancel out. Test-only.
 #pragma once
 
+#include <cctype>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -51,8 +52,9 @@ inline std::vector<TargetId> RunnableHere() {
 // GoogleTest parameter name for a target ("x86_64_v4").
 inline std::string TargetTestName(TargetId id) {
   std::string s = TargetName(id);
+  // GoogleTest parameter names are [A-Za-z0-9_]: "armv8.2-a+sve" -> "armv8_2_a_sve".
   for (char& ch : s)
-    if (ch == '-') ch = '_';
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
 }
 

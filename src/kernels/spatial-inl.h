@@ -13,10 +13,11 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "kernels/kernel_ns.h"
 #include "kernels/common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 
 // Channel vectors per pass: enough independent accumulators to hide the
 // latency of the adds, few enough to stay in registers on every target.
@@ -59,7 +60,7 @@ HWY_INLINE void TapsInside(int64_t o0, int64_t k, int64_t d, int64_t extent, int
 // Stores P pixels' accumulators of channels [c0, c0 + n): residual, then the
 // activation (chosen once for the group).
 template <int P>
-HWY_INLINE void StoreDwPixels(DF d, const VF (&acc)[P], const ConvGeom& g, const float* residual,
+HWY_INLINE void StoreDwPixels(DF d, const VReg (&acc)[P], const ConvGeom& g, const float* residual,
                               float* out, const Epilogue& ep, int64_t p, int64_t c0, int64_t n,
                               int64_t res_stride) {
   WithAct(ep, [&]<Act A>() {
@@ -91,7 +92,7 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
   const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
   for (int64_t c0 = 0; c0 < c; c0 += kN) {
     const int64_t n = c - c0;
-    VF acc[P];
+    VReg acc[P];
     const VF bv = hn::LoadU(d, bias + c0);
     HWY_UNROLL(8)
     for (int j = 0; j < P; ++j) acc[j] = bv;
@@ -141,7 +142,7 @@ HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const 
   float* out_px = out + p * g.out_pixel_stride;
   // Channel blocks of V vectors (bias and weights are padded to whole panels).
   const auto block = [&]<int V>(int64_t c0) {
-    VF acc[V];
+    VReg acc[V];
     HWY_UNROLL(4)
     for (int v = 0; v < V; ++v) acc[v] = hn::LoadU(d, bias + c0 + v * kN);
     const float* row = first + c0;
@@ -235,7 +236,7 @@ void MaxPool(const PoolGeom& g, const float* in, float* out, int64_t begin, int6
     const float* img = in + pos.b * g.ih * g.iw * g.c;
     float* o = out + p * g.c;
     ForChannelBlocks(g.c, [&]<int B>(int64_t c0, int64_t n) {
-      VF acc[B];
+      VReg acc[B];
       for (int v = 0; v < B; ++v) acc[v] = hn::Set(d, -std::numeric_limits<float>::infinity());
       for (int64_t ky = 0; ky < g.kh; ++ky) {
         const int64_t iy = pos.iy0 + ky * g.dh;
@@ -280,7 +281,7 @@ void AvgPool(const PoolGeom& g, const float* in, float* out, int64_t begin, int6
     const float* img = in + pos.b * g.ih * g.iw * g.c;
     float* o = out + p * g.c;
     ForChannelBlocks(g.c, [&]<int B>(int64_t c0, int64_t n) {
-      VF acc[B];
+      VReg acc[B];
       for (int v = 0; v < B; ++v) acc[v] = hn::Zero(d);
       for (int64_t ky = 0; ky < g.kh; ++ky) {
         const int64_t iy = pos.iy0 + ky * g.dh;
@@ -305,7 +306,7 @@ void GlobalAvgPool(int64_t n, int64_t hw, int64_t c, const float* in, float* out
     const float* img = in + b * hw * c;
     float* o = out + b * c;
     ForChannelBlocks(c, [&]<int B>(int64_t c0, int64_t nn) {
-      VF acc[B];
+      VReg acc[B];
       for (int v = 0; v < B; ++v) acc[v] = hn::Zero(d);
       for (int64_t i = 0; i < hw; ++i)
         for (int v = 0; v < B; ++v)
@@ -315,7 +316,7 @@ void GlobalAvgPool(int64_t n, int64_t hw, int64_t c, const float* in, float* out
   }
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
 #endif  // FCB_KERNELS_SPATIAL_INL_H_

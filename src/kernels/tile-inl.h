@@ -15,10 +15,11 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/kernel_ns.h"
 #include "kernels/common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 
 // Vectors in one packed panel of 16 columns.
 inline constexpr int kVecPerPanel = static_cast<int>(kPanel) / kN;
@@ -49,7 +50,7 @@ inline constexpr int64_t kWeightPrefetchSteps = 32;
 // acc[r][v] += sum_{k < kc} a[r][k] * w[k * w_kstride + VecOffset(v)].
 template <int MR, int NV>
 HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float* w,
-                            int64_t w_kstride, int64_t panel_stride, VF (&acc)[MR][NV]) {
+                            int64_t w_kstride, int64_t panel_stride, VReg (&acc)[MR][NV]) {
   int64_t off[NV];
   HWY_UNROLL(16)
   for (int v = 0; v < NV; ++v) off[v] = (v * kN / kPanel) * panel_stride + (v * kN) % kPanel;
@@ -57,7 +58,7 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
   HWY_UNROLL(16)
   for (int r = 0; r < MR; ++r) ap[r] = a[r];
   for (int64_t k = 0; k < kc; ++k) {
-    VF wv[NV];
+    VReg wv[NV];
     HWY_UNROLL(16)
     for (int v = 0; v < NV; ++v) {
       if ((v * kN) % kPanel == 0) hwy::Prefetch(w + off[v] + kWeightPrefetchSteps * w_kstride);
@@ -76,7 +77,7 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
 // Epilogue of one tile: out[r][col0 + j] = act(acc + residual) for the `rows`
 // valid rows and the `ncols` valid columns (may be fewer than NV*kN).
 template <int MR, int NV>
-HWY_INLINE void StoreTile(DF d, VF (&acc)[MR][NV], int rows, int64_t ncols,
+HWY_INLINE void StoreTile(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
                           const float* const* res, float* const* out, const Epilogue& ep) {
   WithAct(ep, [&]<Act A>() {
     if (rows == MR && ncols == NV * kN) {  // a full tile: no bounds per vector
@@ -104,7 +105,7 @@ HWY_INLINE void StoreTile(DF d, VF (&acc)[MR][NV], int rows, int64_t ncols,
   });
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
 #endif  // FCB_KERNELS_TILE_INL_H_

@@ -21,18 +21,19 @@
 #include <algorithm>
 
 #include "hwy/highway.h"
+#include "kernels/kernel_ns.h"
 #include "kernels/common-inl.h"
 #include "kernels/tile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace fcb::kernels::HWY_NAMESPACE {
+namespace fcb::kernels::FCB_KNS {
 
 inline constexpr int kWinoA = 6;                  // input tile side (4 + 3 - 1)
 inline constexpr int kWinoPos = kWinoA * kWinoA;  // 36 transformed positions
 inline constexpr int kWinoCols = kNV * kN;        // output channels per column block
 
 // y = B^T x for one 6-vector (x and y may not alias).
-HWY_INLINE void WinoInput6(DF d, const VF* x, VF* y) {
+HWY_INLINE void WinoInput6(DF d, const VReg* x, VReg* y) {
   const VF four = hn::Set(d, 4.f), five = hn::Set(d, 5.f), two = hn::Set(d, 2.f);
   y[0] = hn::MulAdd(four, x[0], hn::NegMulAdd(five, x[2], x[4]));
   y[1] = hn::NegMulAdd(four, hn::Add(x[1], x[2]), hn::Add(x[3], x[4]));
@@ -43,7 +44,7 @@ HWY_INLINE void WinoInput6(DF d, const VF* x, VF* y) {
 }
 
 // y = A^T m for one 6-vector, y has 4 entries.
-HWY_INLINE void WinoOutput6(DF d, const VF* m, VF* y) {
+HWY_INLINE void WinoOutput6(DF d, const VReg* m, VReg* y) {
   const VF a = hn::Add(m[1], m[2]), b = hn::Sub(m[1], m[2]);
   const VF c = hn::Add(m[3], m[4]), e = hn::Sub(m[3], m[4]);
   y[0] = hn::Add(hn::Add(m[0], a), c);
@@ -88,16 +89,16 @@ HWY_INLINE void WinoInputTile(DF d, const ConvGeom& g, const WinoTile& tile, flo
   }
   for (int64_t c0 = 0; c0 < g.ic; c0 += kN) {
     const int64_t nc = g.ic - c0;
-    VF rows[kWinoA][kWinoA];  // d B^T... row-transformed input, rows[i][nu]
+    VReg rows[kWinoA][kWinoA];  // d B^T... row-transformed input, rows[i][nu]
     for (int i = 0; i < kWinoA; ++i) {
-      VF x[kWinoA];
+      VReg x[kWinoA];
       HWY_UNROLL(6)
       for (int j = 0; j < kWinoA; ++j) x[j] = px[i][j] ? LoadN(d, px[i][j] + c0, nc) : hn::Zero(d);
       WinoInput6(d, x, rows[i]);
     }
     HWY_UNROLL(6)
     for (int nu = 0; nu < kWinoA; ++nu) {
-      VF col[kWinoA], y[kWinoA];
+      VReg col[kWinoA], y[kWinoA];
       HWY_UNROLL(6)
       for (int i = 0; i < kWinoA; ++i) col[i] = rows[i][nu];
       WinoInput6(d, col, y);
@@ -116,9 +117,9 @@ HWY_INLINE void WinoOutputTile(DF d, const ConvGeom& g, const WinoTile& tile, co
                                const Epilogue& ep) {
   for (int64_t c0 = 0; c0 < ncols; c0 += kN) {
     const int64_t nc = ncols - c0;
-    VF s[kWinoA][4];  // A^T applied along nu: s[xi][x]
+    VReg s[kWinoA][4];  // A^T applied along nu: s[xi][x]
     for (int xi = 0; xi < kWinoA; ++xi) {
-      VF x[kWinoA];
+      VReg x[kWinoA];
       HWY_UNROLL(6)
       for (int nu = 0; nu < kWinoA; ++nu)
         x[nu] = hn::Load(d, m + ((xi * kWinoA + nu) * MR + r) * kWinoCols + c0);
@@ -128,7 +129,7 @@ HWY_INLINE void WinoOutputTile(DF d, const ConvGeom& g, const WinoTile& tile, co
     for (int x = 0; x < 4; ++x) {
       const int64_t ox = tile.x0 + x;
       if (ox >= g.ow) break;
-      VF col[kWinoA], y[4];
+      VReg col[kWinoA], y[4];
       HWY_UNROLL(6)
       for (int xi = 0; xi < kWinoA; ++xi) col[xi] = s[xi][x];
       WinoOutput6(d, col, y);
@@ -158,7 +159,7 @@ HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int r
     const float* ap[MR];
     HWY_UNROLL(16)
     for (int r = 0; r < MR; ++r) ap[r] = v + (pos * MR + r) * vstride;
-    VF acc[MR][NV];
+    VReg acc[MR][NV];
     HWY_UNROLL(16)
     for (int r = 0; r < MR; ++r)
       HWY_UNROLL(16)
@@ -223,7 +224,7 @@ void Winograd(const ConvGeom& g, const float* in, const float* packed_w, const f
   }
 }
 
-}  // namespace fcb::kernels::HWY_NAMESPACE
+}  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
 #endif  // FCB_KERNELS_WINOGRAD_INL_H_

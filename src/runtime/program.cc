@@ -43,7 +43,8 @@ Result<TargetId> SelectTarget(const std::vector<std::string>& in_file, const std
     return Unavailable("target '" + wanted + "' is not in '" + path + "': the file holds [" + JoinNames(in_file) +
                        "], this host supports [" + HostTargetsList() + "]");
   if (!HostCanRun(*id))
-    return Unavailable("target '" + wanted + "' cannot run on this host: the file holds [" + JoinNames(in_file) +
+    return Unavailable("target '" + wanted + "' cannot run on this host (" + WhyHostCannotRun(DetectHost(), *id) +
+                       "): the file holds [" + JoinNames(in_file) +
                        "], this host supports [" + HostTargetsList() + "]");
   return *id;
 }
