@@ -1,43 +1,26 @@
 // The ONNX backend node-test runner: one test = a folder with model.onnx and
 // test_data_set_*/{input,output}_*.pb. Each supported test is compiled once
 // for every target into one .fcb, then run and compared on each target the
-// host can run.
+// host can run; or, with an export folder, compiled and written out with its
+// data as .npy for fcb-conformance-replay to run elsewhere (manifest.h).
 #pragma once
 
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "conformance/compare.h"
+#include "conformance/manifest.h"
+#include "conformance/report.h"
+
 namespace fcb::conformance {
-
-enum class Outcome {
-  kPass,         // every data set matches on every runnable target
-  kFail,         // a mismatch, a compile error or a run error
-  kUnsupported,  // the model uses an operator that `fcb ops` does not list
-};
-
-struct TestResult {
-  std::string name;            // folder name, e.g. "test_conv_with_strides_padding"
-  std::string op;              // the operator the test is counted under
-  std::set<std::string> ops;   // every op_type of the model's nodes
-  Outcome outcome = Outcome::kFail;
-  std::string reason;          // why it failed / what is unsupported
-  // For kFail, the kind of failure: "refused" (compiling failed with
-  // Unsupported: a type, mode or attribute value fcb does not handle),
-  // "compile error", "error" (test data, load or run) or "wrong result".
-  std::string failure_kind;
-  std::map<std::string, bool> target_pass;  // target -> passed (targets that ran)
-  // 0: every input fed at run time; 1: inputs after the first baked in as
-  // initializers; 2: all inputs baked (see run_test.cc).
-  int const_inputs = 0;
-  double seconds = 0;
-};
 
 struct Options {
   std::vector<std::string> targets;  // compiled into one .fcb; those the host can run are run
-  double rtol = 1e-3, atol = 1e-7;
+  Tolerance tolerance;
   std::string tmp_dir;               // per-test scratch files go here
+  // Set by ExportTest: the folder the test's own folder is made in.
+  std::string export_dir;
 };
 
 // Names of the ONNX operators fcb accepts (`fcb ops`).
@@ -50,5 +33,11 @@ std::string PrimaryOp(const std::string& test_name, const std::vector<std::strin
 
 // Runs one test folder.
 TestResult RunTest(const std::string& dir, const Options& opt);
+
+// Classifies and compiles one test folder as RunTest does, but instead of
+// running it writes export_dir/<test name>/ (its .fcb files and the data sets
+// as .npy) and returns its manifest entry: exported, or the outcome already
+// known (unsupported, or a failure before anything could run).
+ManifestTest ExportTest(const std::string& dir, const std::string& export_dir, const Options& opt);
 
 }  // namespace fcb::conformance

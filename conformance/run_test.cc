@@ -1,5 +1,6 @@
 // One node test: classify, compile for every target, run on each runnable
-// target, compare with the expected outputs.
+// target, compare with the expected outputs; or, exporting, write the
+// compiled .fcb files and the data sets out instead of running them.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -7,16 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <sstream>
 
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include "conformance/conformance.h"
-#include "core/half.h"
 #include "core/target.h"
 #include "fcb/fcb.h"
+#include "fcb/npy.h"
 #include "import/tensor_proto.h"
 #include "ops/op.h"
 
@@ -36,21 +36,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string Clip(const std::string& s, size_t n = 400) {
-  return s.size() <= n ? s : s.substr(0, n) + "...";
-}
-
-// Drops the file paths the compiler puts around its messages: the test name
-// already says which model it was.
-std::string Tidy(std::string s) {
-  static const std::regex kPaths(R"((method '[^']*' \([^)]*\): )|(model '[^']*': ))");
-  return std::regex_replace(s, kPaths, "");
-}
-
-struct DataSet {
-  std::vector<std::shared_ptr<ir::TensorData>> inputs, outputs;
-};
-
 // Reads input_<k>.pb / output_<k>.pb of one data set folder. `declared` holds
 // the model's element type of each input, then of each output.
 Status LoadDataSet(const fs::path& dir, size_t n_in, size_t n_out, const std::vector<int32_t>& declared,
@@ -68,120 +53,18 @@ Status LoadDataSet(const fs::path& dir, size_t n_in, size_t n_out, const std::ve
       // ONNX 1.12's generator writes bfloat16 tensors as their uint16 bit
       // patterns (NumPy has no bfloat16); the model says what they are.
       const size_t idx = pass == 0 ? k : n_in + k;
-      if (idx < declared.size() && declared[idx] == onnx::TensorProto::BFLOAT16 &&
-          data.value()->dtype == ir::DType::kU16)
-        data.value()->dtype = ir::DType::kBF16;
-      (pass == 0 ? ds->inputs : ds->outputs).push_back(std::move(data).value());
+      ir::TensorData& td = *data.value();
+      if (idx < declared.size() && declared[idx] == onnx::TensorProto::BFLOAT16 && td.dtype == ir::DType::kU16)
+        td.dtype = ir::DType::kBF16;
+      NpyArray arr;
+      arr.dtype = static_cast<int32_t>(td.dtype);
+      arr.shape = td.shape;
+      arr.data = std::move(td.bytes);
+      (pass == 0 ? ds->inputs : ds->outputs).push_back(std::move(arr));
     }
   }
   return Status::Ok();
 }
-
-template <typename T>
-bool CompareFloat(const T* got, const T* want, int64_t n, double rtol, double atol,
-                  std::string* why) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = got[i], w = want[i];
-    if (std::isnan(w) && std::isnan(g)) continue;
-    if (std::isinf(w) && g == w) continue;
-    if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w))) {
-      std::ostringstream s;
-      s << "element " << i << ": got " << g << ", expected " << w;
-      *why = s.str();
-      return false;
-    }
-  }
-  return true;
-}
-
-// Exact comparison for integers and bools (bools: any nonzero byte is true).
-bool CompareExact(const ir::TensorData& want, const uint8_t* got, std::string* why) {
-  const int64_t n = want.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    bool eq;
-    if (want.dtype == ir::DType::kBool) {
-      eq = (got[i] != 0) == (want.bytes[i] != 0);
-    } else {
-      const size_t es = ir::DTypeSize(want.dtype);
-      eq = std::memcmp(got + i * es, want.bytes.data() + i * es, es) == 0;
-    }
-    if (!eq) {
-      ir::TensorData g;
-      g.dtype = want.dtype;
-      g.shape = {n};
-      g.bytes.assign(got, got + n * ir::DTypeSize(want.dtype));
-      std::ostringstream s;
-      s << "element " << i << ": got " << g.GetInt(i) << ", expected " << want.GetInt(i);
-      *why = s.str();
-      return false;
-    }
-  }
-  return true;
-}
-
-bool CompareOutput(const TensorSpec& spec, const void* got, const ir::TensorData& want,
-                   const Options& opt, std::string* why) {
-  if (static_cast<int32_t>(spec.dtype) != static_cast<int32_t>(want.dtype)) {
-    *why = std::string("dtype ") + DTypeName(spec.dtype) + ", expected " + ir::DTypeName(want.dtype);
-    return false;
-  }
-  if (spec.shape != want.shape) {
-    *why = "shape " + ir::ShapeToString(spec.shape) + ", expected " + ir::ShapeToString(want.shape);
-    return false;
-  }
-  const int64_t n = want.numel();
-  if (want.dtype == ir::DType::kF16 || want.dtype == ir::DType::kBF16) {
-    // Compared as float32 values. The 1.12 data make float32 -> bfloat16 by
-    // truncation, fcb rounds to nearest even (as IEEE and later ONNX data do),
-    // so bfloat16 results may differ by one unit in the last place (2^-7 relative).
-    const bool bf = want.dtype == ir::DType::kBF16;
-    std::vector<float> g(n), w(n);
-    const auto* gp = static_cast<const uint16_t*>(got);
-    const auto* wp = want.data<uint16_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      g[i] = bf ? BFloat16ToFloat(gp[i]) : HalfToFloat(gp[i]);
-      w[i] = bf ? BFloat16ToFloat(wp[i]) : HalfToFloat(wp[i]);
-    }
-    return CompareFloat(g.data(), w.data(), n, bf ? std::max(opt.rtol, 1.0 / 128) : opt.rtol, opt.atol,
-                        why);
-  }
-  if (want.dtype == ir::DType::kF32)
-    return CompareFloat(static_cast<const float*>(got), want.data<float>(), n, opt.rtol, opt.atol, why);
-  if (want.dtype == ir::DType::kF64)
-    return CompareFloat(static_cast<const double*>(got), want.data<double>(), n, opt.rtol, opt.atol,
-                        why);
-  return CompareExact(want, static_cast<const uint8_t*>(got), why);
-}
-
-// Runs one data set on a loaded program; "" on success, else what failed.
-std::string RunDataSet(const std::shared_ptr<const Program>& prog, const std::vector<std::string>& in_names,
-                       const DataSet& ds, const Options& opt, bool* mismatch) {
-  auto method = prog->default_method();
-  if (!method.ok()) return method.status().ToString();
-  auto ex = Execution::Create(prog, method.value(), 1);
-  if (!ex.ok()) return "creating the execution: " + ex.status().ToString();
-  Execution& e = *ex.value();
-  for (size_t k = 0; k < in_names.size(); ++k) {
-    const auto& t = *ds.inputs[k];
-    Status s = e.SetInput(in_names[k], t.bytes.data(), t.bytes.size());
-    if (!s.ok()) return "input '" + in_names[k] + "': " + s.ToString();
-  }
-  Status s = e.Run();
-  if (!s.ok()) return "run: " + s.ToString();
-  const auto& outs = e.info().outputs;
-  if (outs.size() != ds.outputs.size())
-    return "program has " + std::to_string(outs.size()) + " outputs, expected " +
-           std::to_string(ds.outputs.size());
-  for (size_t k = 0; k < outs.size(); ++k) {
-    std::string why;
-    if (!CompareOutput(outs[k], e.output_data(k), *ds.outputs[k], opt, &why)) {
-      *mismatch = true;
-      return "output '" + outs[k].name + "' " + why;
-    }
-  }
-  return "";
-}
-
 
 // Writes `model` with runtime inputs [first, n) turned into initializers
 // holding data set `sd`'s values.
@@ -219,19 +102,40 @@ struct RunOutcome {
   bool wrong_result = false;  // the first failure is a mismatch, not an error
   std::string failure;
   std::map<std::string, bool> target_pass;
+  // Exporting: the .fcb files written (relative to the test's export folder)
+  // and, per data set, the one it runs on.
+  std::vector<std::string> fcb_files, set_fcb;
 };
 
+// The first input of a data set that is baked into the model in `mode`: the
+// inputs before it are fed at run time.
+size_t FirstBaked(int mode, size_t n_inputs) { return mode == 0 ? n_inputs : mode == 1 ? 1 : 0; }
+
 // Compiles (mode 0: once per distinct input shapes; else once per data set,
-// with inputs baked from `mode` - 1 on) and runs every data set.
+// with inputs baked from `mode` - 1 on) and runs every data set. Exporting
+// (opt.export_dir), it writes the .fcb files into opt.export_dir/<name>/
+// instead and runs nothing.
 RunOutcome RunSets(const std::string& name, const fs::path& plain_model, const onnx::ModelProto& model,
                    const std::vector<std::string>& in_names, const std::vector<bool>& needs_shape,
                    const std::vector<fs::path>& set_dirs,
                    const std::vector<DataSet>& sets, int mode, const Options& opt) {
   RunOutcome o;
   o.mode = mode;
-  const size_t first_baked = mode == 0 ? in_names.size() : mode == 1 ? 1 : 0;
-  const fs::path fcb_path = fs::path(opt.tmp_dir) / (name + ".fcb");
+  const size_t first_baked = FirstBaked(mode, in_names.size());
+  const bool exporting = !opt.export_dir.empty();
+  const fs::path export_dir = fs::path(opt.export_dir) / name;
+  if (exporting) {  // what an earlier mode left there is stale
+    std::error_code ec;
+    fs::remove_all(export_dir, ec);
+    if (!fs::create_directories(export_dir, ec) && ec) {
+      o.failure = "cannot make " + export_dir.string() + ": " + ec.message();
+      for (const auto& t : opt.targets) o.target_pass[t] = false;
+      return o;
+    }
+  }
+  fs::path fcb_path = fs::path(opt.tmp_dir) / (name + ".fcb");
   const fs::path baked = fs::path(opt.tmp_dir) / (name + ".onnx");
+  bool compiled = false;
   std::map<std::string, std::vector<int64_t>> compiled_shapes;
   std::vector<std::shared_ptr<const Program>> programs;
   std::vector<std::string> program_targets;
@@ -244,8 +148,8 @@ RunOutcome RunSets(const std::string& name, const fs::path& plain_model, const o
     const DataSet& ds = sets[si];
     std::map<std::string, std::vector<int64_t>> shapes;
     for (size_t k = 0; k < first_baked; ++k)
-      if (needs_shape[k]) shapes[in_names[k]] = ds.inputs[k]->shape;
-    if (mode != 0 || programs.empty() || shapes != compiled_shapes) {
+      if (needs_shape[k]) shapes[in_names[k]] = ds.inputs[k].shape;
+    if (mode != 0 || !compiled || shapes != compiled_shapes) {
       programs.clear();
       program_targets.clear();
       std::string model_path = plain_model.string();
@@ -256,6 +160,11 @@ RunOutcome RunSets(const std::string& name, const fs::path& plain_model, const o
           return o;
         }
         model_path = baked.string();
+      }
+      if (exporting) {
+        const std::string file = o.fcb_files.empty() ? "model.fcb" : "model." + std::to_string(si) + ".fcb";
+        o.fcb_files.push_back(file);
+        fcb_path = export_dir / file;
       }
       CompileSpec spec;
       spec.targets = opt.targets;
@@ -270,32 +179,39 @@ RunOutcome RunSets(const std::string& name, const fs::path& plain_model, const o
         fail_all("compile: " + c.status().ToString());
         return o;
       }
+      compiled = true;
       compiled_shapes = shapes;
-      for (const auto& t : opt.targets) {
-        auto id = TargetFromName(t);
-        if (!id || !HostCanRun(*id)) {
-          o.target_pass.erase(t);
-          continue;
+      if (!exporting) {  // load it on every target the host runs
+        for (const auto& t : opt.targets) {
+          auto id = TargetFromName(t);
+          if (!id || !HostCanRun(*id)) {
+            o.target_pass.erase(t);
+            continue;
+          }
+          LoadOptions lo;
+          lo.target = t;
+          auto p = Program::Load(fcb_path.string(), lo);
+          if (!p.ok()) {
+            o.target_pass[t] = false;
+            if (o.failure.empty()) o.failure = t + ": load: " + p.status().ToString();
+            continue;
+          }
+          programs.push_back(std::move(p).value());
+          program_targets.push_back(t);
         }
-        LoadOptions lo;
-        lo.target = t;
-        auto p = Program::Load(fcb_path.string(), lo);
-        if (!p.ok()) {
-          o.target_pass[t] = false;
-          if (o.failure.empty()) o.failure = t + ": load: " + p.status().ToString();
-          continue;
-        }
-        programs.push_back(std::move(p).value());
-        program_targets.push_back(t);
+        fs::remove(fcb_path, ec);  // a loaded program keeps its own mapping
       }
-      fs::remove(fcb_path, ec);  // a loaded program keeps its own mapping
+    }
+    if (exporting) {
+      o.set_fcb.push_back(o.fcb_files.back());
+      continue;
     }
     std::vector<std::string> names(in_names.begin(), in_names.begin() + first_baked);
     DataSet runtime = ds;
     runtime.inputs.resize(first_baked);
     for (size_t i = 0; i < programs.size(); ++i) {
       bool mismatch = false;
-      std::string why = RunDataSet(programs[i], names, runtime, opt, &mismatch);
+      std::string why = RunDataSet(programs[i], names, runtime, opt.tolerance, &mismatch);
       if (!why.empty()) {
         o.target_pass[program_targets[i]] = false;
         if (o.failure.empty()) {
@@ -305,8 +221,43 @@ RunOutcome RunSets(const std::string& name, const fs::path& plain_model, const o
       }
     }
   }
-  if (o.target_pass.empty()) o.failure = "no target of the file can run on this host";
+  if (o.target_pass.empty() && !exporting) o.failure = "no target of the file can run on this host";
   return o;
+}
+
+// Writes the runtime inputs [0, n_fed) and the expected outputs of every data
+// set of an exported test into export_dir/<data set>/ as .npy, and describes them.
+Status ExportDataSets(const fs::path& export_dir, const std::vector<fs::path>& set_dirs,
+                      const std::vector<DataSet>& sets, const std::vector<std::string>& in_names,
+                      const std::vector<std::string>& out_names, size_t n_fed,
+                      const std::vector<std::string>& set_fcb, std::vector<ExportedDataSet>* out) {
+  for (size_t si = 0; si < sets.size(); ++si) {
+    ExportedDataSet e;
+    e.name = set_dirs[si].filename().string();
+    e.fcb = set_fcb[si];
+    std::error_code ec;
+    if (!fs::create_directories(export_dir / e.name, ec) && ec)
+      return IoError("cannot make " + (export_dir / e.name).string() + ": " + ec.message());
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool in = pass == 0;
+      const size_t n = in ? n_fed : sets[si].outputs.size();
+      for (size_t k = 0; k < n; ++k) {
+        const NpyArray& t = in ? sets[si].inputs[k] : sets[si].outputs[k];
+        ExportedTensor x;
+        x.name = in ? in_names[k] : k < out_names.size() ? out_names[k] : "output_" + std::to_string(k);
+        x.file = e.name + (in ? "/input_" : "/output_") + std::to_string(k) + ".npy";
+        x.dtype = static_cast<DType>(t.dtype);
+        x.shape = t.shape;
+        auto npy = ToNpy(t);
+        if (!npy.ok()) return npy.TakeStatus().Annotate((in ? "input '" : "output '") + x.name + "' of " + e.name);
+        Status s = WriteNpy((export_dir / x.file).string(), npy.value());
+        if (!s.ok()) return s;
+        (in ? e.inputs : e.outputs).push_back(std::move(x));
+      }
+    }
+    out->push_back(std::move(e));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -345,14 +296,17 @@ std::string PrimaryOp(const std::string& test_name, const std::vector<std::strin
   return node_ops.empty() ? "(none)" : node_ops[0];
 }
 
-TestResult RunTest(const std::string& dir_str, const Options& opt) {
+namespace {
+
+// RunTest, or ExportTest when `exported` is set (then opt.export_dir is).
+TestResult Test(const std::string& dir_str, const Options& opt, ManifestTest* exported) {
   const auto t0 = std::chrono::steady_clock::now();
   const fs::path dir(dir_str);
   TestResult r;
   r.name = dir.filename().string();
   auto finish = [&](Outcome o, std::string reason) {
     r.outcome = o;
-    r.reason = Clip(Tidy(reason));
+    r.reason = ReasonText(reason);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
@@ -436,7 +390,7 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
       std::vector<int64_t> dims;
       for (const auto& d : vi->type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
       bool differs = false;
-      for (const auto& ds : sets) differs = differs || ds.inputs[k]->shape != dims;
+      for (const auto& ds : sets) differs = differs || ds.inputs[k].shape != dims;
       if (!differs) continue;
       vi->mutable_type()->mutable_tensor_type()->clear_shape();
       needs_shape[k] = true;
@@ -470,9 +424,24 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
   if (last.compile_failed && last.mode != first.mode) {
     const std::string baked = last.failure;
     last = first;
-    if (Tidy(baked) != Tidy(last.failure)) last.failure += " | with inputs baked in as constants: " + baked;
+    if (TidyPaths(baked) != TidyPaths(last.failure)) last.failure += " | with inputs baked in as constants: " + baked;
   }
   r.const_inputs = last.mode;
+  if (exported && last.failure.empty()) {
+    std::vector<std::string> out_names;
+    for (const auto& vi : model.graph().output()) out_names.push_back(vi.name());
+    Status s = ExportDataSets(fs::path(opt.export_dir) / r.name, set_dirs, sets, in_names, out_names,
+                              FirstBaked(last.mode, in_names.size()), last.set_fcb, &exported->data_sets);
+    if (!s.ok()) {
+      exported->data_sets.clear();
+      r.failure_kind = "not exported";
+      return finish(Outcome::kFail, "export: " + s.ToString());
+    }
+    exported->exported = true;
+    exported->tolerance = opt.tolerance;
+    exported->fcb_files = last.fcb_files;
+    return finish(Outcome::kPass, "");
+  }
   r.target_pass = last.target_pass;
   bool all = !r.target_pass.empty() && last.failure.empty();
   for (const auto& [t, ok] : r.target_pass) all = all && ok;
@@ -480,6 +449,23 @@ TestResult RunTest(const std::string& dir_str, const Options& opt) {
     r.failure_kind = last.refused ? "refused" : last.compile_failed ? "compile error"
                      : last.wrong_result ? "wrong result" : "error";
   return finish(all ? Outcome::kPass : Outcome::kFail, last.failure);
+}
+
+}  // namespace
+
+TestResult RunTest(const std::string& dir, const Options& opt) { return Test(dir, opt, nullptr); }
+
+ManifestTest ExportTest(const std::string& dir, const std::string& export_dir, const Options& opt) {
+  Options o = opt;
+  o.export_dir = export_dir;
+  ManifestTest m;
+  m.recorded = Test(dir, o, &m);
+  if (!m.exported) {  // nothing of it is left to run: no folder
+    std::error_code ec;
+    fs::remove_all(fs::path(export_dir) / m.recorded.name, ec);
+  }
+  if (m.exported) m.recorded.target_pass.clear();  // the replay decides
+  return m;
 }
 
 }  // namespace fcb::conformance
