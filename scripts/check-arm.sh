@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Runs the AArch64 targets under user-mode emulation and checks them:
+#   scripts/check-arm.sh [X86_BUILD] [ARM_BUILD] [--conformance full|subset|none]
+# X86_BUILD (default build/) holds the compiler and the prepared test data
+# (scripts/test.sh makes both); ARM_BUILD (default build-arm/) the runtime
+# cross-built by scripts/build-cross.sh. Emulation speed is no measure of
+# device speed: the times printed only say what the checks cost.
+#
+# 1. Kernel unit tests (every kernel against its scalar reference) for every
+#    AArch64 target: qemu's `max` CPU at 512-, 256- and 128-bit SVE lengths
+#    (each SVE target runs the code compiled for the length it finds).
+# 2. One file per model, compiled once on x86-64 with --target all (four x86
+#    and four ARM contexts): its size against the one-target file, zero unique
+#    weight bytes per target (inspect --json).
+# 3. That same file run natively, and under qemu with -cpu cortex-a53,
+#    cortex-a76, a64fx and max: auto-selection must pick armv8-a, armv8.2-a,
+#    armv8.2-a+sve and armv9-a; then each ARM target forced on `max`. Every
+#    output is compared with ONNX Runtime's (rel L2 <= 1e-4, max abs <= 1e-3);
+#    the tiny decoder's greedy tokens must equal ONNX Runtime's exactly and
+#    the logits of its prefill and decode methods match as above.
+# 4. The ONNX conformance suite exported on x86-64 (fcb-conformance --export)
+#    and replayed on every ARM target under qemu: each must pass exactly the
+#    tests x86-64-v4 passes (full), or the same on a subset of operators.
+# Prints a table (target x model: selected, rel L2, max abs, seconds) and
+# fails on the first broken expectation after printing what it saw.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+x86="${1:-$repo/build}"
+arm="${2:-$repo/build-arm}"
+conformance=full
+if [ "${3:-}" = "--conformance" ]; then conformance="${4:-full}"; fi
+py=/usr/bin/python3
+data="$x86/testdata"
+work="$arm/arm-check"
+qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
+arm_targets=(armv8-a armv8.2-a armv8.2-a+sve armv9-a)
+fail=0
+start=$(date +%s)
+
+for f in "$x86/fcb" "$arm/fcb" "$data/resnet18.onnx" "$arm/examples/tiny_decoder_generate"; do
+  if [ ! -e "$f" ]; then
+    echo "error: $f is missing (scripts/test.sh builds x86 and its test data; scripts/build-cross.sh aarch64 $arm)" >&2
+    exit 1
+  fi
+done
+rm -rf "$work"
+mkdir -p "$work"
+
+echo "== 1. kernel unit tests on every AArch64 target (qemu -cpu max, SVE at 512/256/128 bits)"
+for cpu in max "max,sve-default-vector-length=32" "max,sve-default-vector-length=16"; do
+  filter="*"
+  # At 128 bits armv8.2-a+sve (SVE at 256 or 512 bits) cannot run: the test
+  # that insists every target ran is for the other two lengths.
+  case "$cpu" in *=16) filter="-KernelTableTest.TestsCoverEveryTargetOnThisHost" ;; esac
+  for t in kernels_test kernels_eltwise_test kernels_winograd_test; do
+    if ! out=$("${qemu[@]}" -cpu "$cpu" "$arm/tests/$t" --gtest_filter="$filter" 2>&1); then
+      echo "$out" | grep -E "FAILED|Failure" -A3 | head -30
+      echo "FAIL: $t on -cpu $cpu"
+      fail=1
+    else
+      echo "  -cpu $cpu: $t $(echo "$out" | grep -E '^\[  PASSED' | sed 's/\[  PASSED  \] //')"
+    fi
+  done
+done
+
+echo "== 2. one file per model, compiled on x86-64 for every target"
+models=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0)
+for m in "${models[@]}"; do
+  "$x86/fcb" compile "$data/$m.onnx" -o "$work/$m.fcb" --target all >/dev/null
+done
+"$x86/fcb" compile --method prefill="$data/tiny_decoder.prefill.onnx" \
+  --method decode="$data/tiny_decoder.decode.onnx" -o "$work/tiny_decoder.fcb" --target all >/dev/null
+"$x86/fcb" compile "$data/resnet18.onnx" -o "$work/resnet18.one.fcb" --target armv8-a >/dev/null
+for m in "${models[@]}" tiny_decoder; do "$x86/fcb" inspect --json "$work/$m.fcb" >"$work/$m.inspect.json"; done
+"$py" - "$work" "${models[@]}" tiny_decoder <<'EOF' || fail=1
+import json, os, sys
+work, models = sys.argv[1], sys.argv[2:]
+all_size = os.path.getsize(f"{work}/resnet18.fcb")
+one_size = os.path.getsize(f"{work}/resnet18.one.fcb")
+ratio = all_size / one_size
+print(f"  resnet18: --target all {all_size} bytes, one target {one_size} bytes, ratio {ratio:.5f} (limit 1.005)")
+ok = ratio <= 1.005
+for m in models:
+    j = json.load(open(f"{work}/{m}.inspect.json"))
+    targets = j["targets"]
+    uniq = {}
+    for c in j["contexts"]:
+        uniq[c["target"]] = uniq.get(c["target"], 0) + c["weight_bytes_unique"]
+    bad = {t: b for t, b in uniq.items() if b != 0}
+    print(f"  {m}: {len(targets)} targets [{', '.join(targets)}], unique weight bytes per target: "
+          + ("all 0" if not bad else str(bad)))
+    ok = ok and not bad and len(targets) == 8
+sys.exit(0 if ok else 1)
+EOF
+
+echo "== 3. the same files on x86-64 and under qemu: auto-selection, then every ARM target forced"
+compare() {  # compare OUT_DIR REF_DIR -> prints "relL2 maxabs", fails over the limits
+  "$py" - "$1" "$2" <<'EOF'
+import glob, os, sys
+import numpy as np
+out, ref = sys.argv[1], sys.argv[2]
+worst_rel, worst_abs = 0.0, 0.0
+for r in sorted(glob.glob(os.path.join(ref, "*.npy"))):
+    want = np.load(r).astype(np.float64)
+    got = np.load(os.path.join(out, os.path.basename(r))).astype(np.float64)
+    if got.shape != want.shape:
+        print(f"shape {got.shape} != {want.shape}"); sys.exit(1)
+    rel = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+    worst_rel, worst_abs = max(worst_rel, rel), max(worst_abs, float(np.max(np.abs(got - want))))
+print(f"{worst_rel:.2e} {worst_abs:.2e}")
+sys.exit(0 if worst_rel <= 1e-4 and worst_abs <= 1e-3 else 1)
+EOF
+}
+table="$work/table.txt"
+: >"$table"
+run_case() {  # run_case LABEL EXPECTED_TARGET RUNNER... -- FCB_ARGS...
+  local label="$1" want="$2"; shift 2
+  local runner=()
+  while [ "$1" != "--" ]; do runner+=("$1"); shift; done
+  shift
+  local m="$1"; shift
+  local out="$work/out.$label.$m"
+  mkdir -p "$out"
+  local t0 t1 log sel cmp status=ok
+  t0=$(date +%s.%N)
+  if [ "$m" = tiny_decoder ]; then
+    local prompt
+    prompt=$("$py" -c "import numpy as np; print(' '.join(str(int(t)) for t in np.load('$data/tiny_decoder.prompt.npy').ravel()))")
+    local n
+    n=$("$py" -c "import numpy as np; print(np.load('$data/tiny_decoder.ref/tokens.npy').size)")
+    log=$("${runner[@]}" "$arm_or_x86_generate" "$work/$m.fcb" "$@" --tokens "$n" --logits "$out/logits.npy" $prompt 2>&1) || status=error
+    "$py" -c "import numpy as np; np.save('$out/tokens.npy', np.array([int(t) for t in '''$log'''.split('tokens:')[1].split()], dtype=np.int64))" 2>/dev/null || status=error
+  else
+    log=$("${runner[@]}" "$arm_or_x86_fcb" run "$work/$m.fcb" "$@" --input "input=$data/$m.input.npy" --output-dir "$out" 2>&1) || status=error
+  fi
+  t1=$(date +%s.%N)
+  sel=$(echo "$log" | sed -n 's/^target: \([^ ]*\).*/\1/p' | head -1)
+  [ "$sel" = "$want" ] || status="selected '${sel}', expected '$want'"
+  cmp="- -"
+  if [ "$status" = ok ]; then
+    if [ "$m" = tiny_decoder ]; then
+      "$py" -c "import numpy as np, sys; sys.exit(0 if np.array_equal(np.load('$out/tokens.npy'), np.load('$data/tiny_decoder.ref/tokens.npy').astype(np.int64).ravel()) else 1)" \
+        || status="greedy tokens differ from ONNX Runtime's"
+      cmp=$(mkdir -p "$out/ref" && cp "$data/tiny_decoder.ref/logits.npy" "$out/ref/" && compare "$out" "$out/ref") || status="logits differ: $cmp"
+    else
+      cmp=$(compare "$out" "$data/$m.ref") || status="outputs differ: $cmp"
+    fi
+  fi
+  printf "%-14s %-15s %-16s %-14s %9s %9s %7.1f  %s\n" "$label" "$want" "$m" "$sel" $cmp \
+    "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$status" | tee -a "$table"
+  if [ "$status" != ok ]; then
+    echo "$log" | tail -5
+    fail=1
+  fi
+}
+printf "%-14s %-15s %-16s %-14s %9s %9s %7s  %s\n" "host/cpu" "expected" "model" "selected" "rel_L2" "max_abs" "seconds" "status"
+best_x86=$("$x86/fcb" targets | awk '$2 == "auto" {print $1}')
+for m in "${models[@]}" tiny_decoder; do
+  arm_or_x86_fcb="$x86/fcb" arm_or_x86_generate="$x86/examples/tiny_decoder_generate" \
+    run_case x86-64-native "$best_x86" env -- "$m"
+done
+declare -A expect=([cortex-a53]=armv8-a [cortex-a76]=armv8.2-a [a64fx]=armv8.2-a+sve [max]=armv9-a)
+for cpu in cortex-a53 cortex-a76 a64fx max; do
+  for m in "${models[@]}" tiny_decoder; do
+    arm_or_x86_fcb="$arm/fcb" arm_or_x86_generate="$arm/examples/tiny_decoder_generate" \
+      run_case "$cpu" "${expect[$cpu]}" "${qemu[@]}" -cpu "$cpu" -- "$m"
+  done
+done
+for t in armv8-a armv8.2-a armv8.2-a+sve; do  # armv9-a is max's own choice above
+  for m in "${models[@]}" tiny_decoder; do
+    arm_or_x86_fcb="$arm/fcb" arm_or_x86_generate="$arm/examples/tiny_decoder_generate" \
+      run_case "max(forced)" "$t" "${qemu[@]}" -cpu max -- "$m" --target "$t"
+  done
+done
+
+if [ "$conformance" != none ]; then
+  echo "== 4. ONNX conformance suite exported on x86-64, replayed on every ARM target under qemu -cpu max"
+  "$repo/conformance/generate.sh" "$repo/build/conformance-data" >/dev/null
+  filter=()
+  if [ "$conformance" = subset ]; then
+    for f in test_conv test_gemm test_matmul test_relu test_sigmoid test_softmax test_maxpool test_averagepool \
+      test_add test_mul test_tanh test_batchnorm test_convtranspose test_gelu test_layer_norm test_resize; do
+      filter+=(--filter "$f")
+    done
+  fi
+  "$x86/conformance/fcb-conformance" "$repo/build/conformance-data/node" "${filter[@]}" \
+    --targets x86-64-v4 --json "$work/conformance-x86.json" >/dev/null || true
+  "$x86/conformance/fcb-conformance" "$repo/build/conformance-data/node" "${filter[@]}" \
+    --export "$work/conformance-export" >/dev/null
+  targets_csv=$(IFS=,; echo "${arm_targets[*]}")
+  "${qemu[@]}" -cpu max "$arm/conformance/fcb-conformance-replay" "$work/conformance-export" \
+    --targets "$targets_csv" --json "$work/conformance-arm.json" --jobs 2 | tail -8 || true
+  "$py" - "$work/conformance-x86.json" "$work/conformance-arm.json" "${arm_targets[@]}" <<'EOF' || fail=1
+import json, sys
+x86, arm = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+want = x86["targets"]["x86-64-v4"]
+ok = True
+for t in sys.argv[3:]:
+    got = arm["targets"].get(t)
+    same = got == want
+    ok = ok and same
+    print(f"  {t}: {got['passed'] if got else 0} of {got['ran'] if got else 0} passed; x86-64-v4: "
+          f"{want['passed']} of {want['ran']} {'(same)' if same else '(DIFFERENT)'}")
+sys.exit(0 if ok else 1)
+EOF
+fi
+
+echo "== ARM checks finished in $(( $(date +%s) - start )) s: $([ $fail = 0 ] && echo passed || echo FAILED)"
+exit $fail
