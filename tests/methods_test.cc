@@ -47,6 +47,9 @@ class MethodsTest : public ::testing::Test {
     compile({{"main", r18}}, one, "one_target.fcb");
     compile({{"main", r18}}, four, "four_targets.fcb");
     compile({{"main", r18}}, four_unshared, "four_unshared.fcb");
+    CompileSpec all;
+    all.targets = {"all"};  // the x86-64 levels and the AArch64 ones
+    compile({{"main", r18}}, all, "all_targets.fcb");
 
     CompileSpec shapes = four;
     shapes.input_shapes["r224:input"] = {1, 3, 224, 224};
@@ -87,6 +90,21 @@ TEST_F(MethodsTest, FourTargetsCostAtMostHalfAPercentMoreThanOne) {
   // Without sharing every target stores its own copy of ~45 MB of weights.
   EXPECT_GT(unshared / one, 3.9) << "unshared: " << unshared << " bytes, one: " << one;
   EXPECT_LT(unshared / one, 4.05) << "unshared: " << unshared << " bytes, one: " << one;
+}
+
+// One file for both CPU families: the AArch64 contexts reference the same
+// target-neutral packed weights as the x86-64 ones.
+TEST_F(MethodsTest, AllTargetsOfBothArchitecturesCostAtMostHalfAPercentMoreThanOne) {
+  const double one = static_cast<double>(Size("one_target.fcb"));
+  const double all = static_cast<double>(Size("all_targets.fcb"));
+  RecordProperty("all_targets_bytes", std::to_string(Size("all_targets.fcb")));
+  EXPECT_LE(all / one, 1.005) << "all targets: " << all << " bytes, one: " << one;
+  const json j = Inspect("all_targets.fcb");
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["targets"].size(), 8u);
+  EXPECT_EQ(j["targets"][7], "armv9-a");
+  for (const auto& c : j["contexts"])
+    EXPECT_EQ(c["weight_bytes_unique"].get<uint64_t>(), 0u) << c["target"] << " holds weights of its own";
 }
 
 TEST_F(MethodsTest, EveryX86TargetSharesEveryWeightBlob) {

@@ -20,8 +20,10 @@ struct TargetDesc {
   std::string name;         // stable name used in specs, files and LoadOptions::target
   std::string description;  // the instruction set, in words
   int score = 0;            // higher = preferred by "auto" when the host can run it
+  std::string arch;         // the CPU family its code is for: "any", "x86-64" or "aarch64"
   bool host_can_run = false;
   bool auto_choice = false;  // the target "auto" picks from a file that holds every target
+  std::string why_not;       // when !host_can_run: why, in words (what the CPU lacks, or another family)
 };
 
 // Every target fcb knows, in a fixed order (generic first). Exactly one has

@@ -45,7 +45,9 @@ std::vector<TargetDesc> ListTargets() {
     d.name = t.name;
     d.description = t.description;
     d.score = t.score;
+    d.arch = ArchName(t.arch);
     d.host_can_run = HostCanRun(t.id);
+    if (!d.host_can_run) d.why_not = WhyHostCannotRun(DetectHost(), t.id);
     d.auto_choice = !runnable.empty() && runnable.front() == t.id;
     out.push_back(std::move(d));
   }

@@ -123,13 +123,19 @@ int CmdTargets(bool as_json) {
   if (as_json) {
     ordered_json j = ordered_json::array();
     for (const auto& t : targets)
-      j.push_back({{"name", t.name}, {"description", t.description}, {"host_can_run", t.host_can_run}});
+      j.push_back({{"name", t.name}, {"arch", t.arch}, {"description", t.description},
+                   {"host_can_run", t.host_can_run}, {"why_not", t.why_not}});
     std::cout << ordered_json{{"targets", j}, {"auto", best}}.dump(2) << "\n";
     return 0;
   }
-  for (const auto& t : targets)
-    std::printf("%-10s %-4s %s\n", t.name.c_str(), t.host_can_run ? (t.auto_choice ? "auto" : "yes") : "no",
-                t.description.c_str());
+  // "here": whether this host can run it; "auto" marks the one auto picks.
+  std::printf("%-14s %-8s %-5s %s\n", "target", "arch", "here", "description");
+  for (const auto& t : targets) {
+    std::printf("%-14s %-8s %-5s %s\n", t.name.c_str(), t.arch.c_str(),
+                t.host_can_run ? (t.auto_choice ? "auto" : "yes") : "no", t.description.c_str());
+    // Why a target of this host's own family cannot run (what the CPU lacks).
+    if (!t.host_can_run && t.why_not.rfind("it holds", 0) != 0) std::printf("%30s(%s)\n", "", t.why_not.c_str());
+  }
   return 0;
 }
 
