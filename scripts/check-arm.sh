@@ -173,6 +173,20 @@ for t in armv8-a armv8.2-a armv8.2-a+sve; do  # armv9-a is max's own choice abov
   done
 done
 
+echo "== forcing a target the emulated CPU cannot run is a clear error"
+for pair in "cortex-a53 armv9-a SVE2" "cortex-a76 armv8.2-a+sve SVE" "a64fx armv8.2-a dot product"; do
+  set -- $pair
+  cpu="$1" t="$2" lacks="${*:3}"
+  if err=$("${qemu[@]}" -cpu "$cpu" "$arm/fcb" run "$work/squeezenet1_1.fcb" --target "$t" \
+      --input "input=$data/squeezenet1_1.input.npy" --output-dir "$work/out.refused" 2>&1); then
+    echo "FAIL: -cpu $cpu ran forced target $t"; fail=1
+  elif ! echo "$err" | grep -q "target '$t' cannot run on this host (this host lacks.*$lacks.*this host supports \["; then
+    echo "FAIL: -cpu $cpu --target $t: unexpected error: $err"; fail=1
+  else
+    echo "  -cpu $cpu --target $t: $err"
+  fi
+done
+
 if [ "$conformance" != none ]; then
   echo "== 4. ONNX conformance suite exported on x86-64, replayed on every ARM target under qemu -cpu max"
   "$repo/conformance/generate.sh" "$repo/build/conformance-data" >/dev/null

@@ -125,6 +125,15 @@ TEST(Cli, CompileInspectRunBench) {
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o.value().shape, (std::vector<int64_t>{1, 10}));
 
+  // The file holds the AArch64 contexts too; forcing one on this x86-64 host
+  // says why it cannot run, what the file holds and what the host supports.
+  r = RunCommand(Fcb("run " + out + " --output-dir " + tmp.File("o") + " --target armv8.2-a+sve"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("target 'armv8.2-a+sve' cannot run on this host (it holds aarch64 code"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("armv9-a"), std::string::npos) << "lists what the file holds: " << r.err;
+  EXPECT_NE(r.err.find("this host supports [x86-64-v"), std::string::npos) << r.err;
+
   r = RunCommand(Fcb("bench " + out + " --iterations 3 --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = json::parse(r.out);
