@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quick-start demo: installs what it needs, builds fcb, compiles the bundled
-# model for every x86 target into ONE .fcb, inspects it, runs it with the
-# automatically chosen target and with each target forced, and shows that all
-# outputs agree (and match ONNX Runtime).
+# model for every target (x86-64 and AArch64) into ONE .fcb, inspects it, runs
+# it with the automatically chosen target and with each x86-64 target forced,
+# and shows that all outputs agree (and match ONNX Runtime). The AArch64
+# contexts of the same file run under qemu-user: scripts/check-arm.sh.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup.sh"
