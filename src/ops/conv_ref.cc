@@ -138,6 +138,31 @@ Result<ConvTranspose2d> ResolveConvTranspose2d(const Attrs& attrs, const ir::Sha
   return g;
 }
 
+Result<ConvNdGeometry> ResolveConvNd(std::string_view op, const Attrs& attrs, const ir::Shape& x,
+                                     const ir::Shape& w) {
+  if (x.size() < 3 || w.size() != x.size())
+    return OpError(op, "X " + ir::ShapeToString(x) + " and W " + ir::ShapeToString(w) +
+                           " must have the same rank, at least 3");
+  const std::vector<TensorInfo> in = {{DType::kF32, x}, {DType::kF32, w}};
+  const std::vector<const ir::TensorData*> consts(2, nullptr);
+  InferContext c{op, attrs, in, consts, 1};
+  Window win;
+  FCB_RETURN_IF_ERROR(Resolve(c, &win));
+  ConvNdGeometry g;
+  g.rank = win.rank;
+  for (int i = 0; i < win.rank; ++i) {
+    if (w[i + 2] != win.k[i]) return OpError(op, "kernel_shape does not match W " + ir::ShapeToString(w));
+    g.in.push_back(win.in[i]);
+    g.k.push_back(win.k[i]);
+    g.s.push_back(win.s[i]);
+    g.d.push_back(win.d[i]);
+    g.pad_begin.push_back(win.pb[i]);
+    g.pad_end.push_back(win.pe[i]);
+    g.out.push_back(win.out[i]);
+  }
+  return g;
+}
+
 namespace {
 
 std::array<int64_t, kMaxSpatial> Strides(const std::array<int64_t, kMaxSpatial>& dims, int r) {

@@ -5,6 +5,9 @@
 // ConvTranspose and LpPool, which only exist in this form.
 #pragma once
 
+#include <string_view>
+#include <vector>
+
 #include "ops/op.h"
 
 namespace fcb::ops {
@@ -23,5 +26,17 @@ struct ConvTranspose2d {
   int64_t oh, ow;
 };
 Result<ConvTranspose2d> ResolveConvTranspose2d(const Attrs& attrs, const ir::Shape& x, const ir::Shape& w);
+
+// The geometry of a convolution of X [n, c, d_1..d_r] with W [m, c/group, k_1..k_r] for any
+// spatial rank r in [1, 8], resolved from Conv's attributes (kernel_shape, strides, dilations,
+// pads, auto_pad) exactly as the reference Conv resolves them; kernel_shape must match W.
+// Per spatial dim: input size, kernel size, stride, dilation, begin/end padding, output size.
+// Used by the integer convolutions (quant.cc); `op` names the operator in messages.
+struct ConvNdGeometry {
+  int rank = 0;
+  std::vector<int64_t> in, k, s, d, pad_begin, pad_end, out;
+};
+Result<ConvNdGeometry> ResolveConvNd(std::string_view op, const Attrs& attrs, const ir::Shape& x,
+                                     const ir::Shape& w);
 
 }  // namespace fcb::ops

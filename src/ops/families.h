@@ -32,5 +32,6 @@ void RegisterConvRefOps(std::vector<OpDef>* ops);          // conv_ref.cc: ConvT
 void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize, Upsample
 void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
 void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
+void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 
 }  // namespace fcb::ops

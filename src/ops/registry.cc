@@ -100,6 +100,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterResizeOps(&v);
     RegisterEinsumOps(&v);
     RegisterTopKHardmaxOps(&v);
+    RegisterQuantOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
