@@ -8,7 +8,8 @@
 #   qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu cortex-a76 DIR/fcb run model.fcb
 # and `ctest --test-dir DIR` runs the unit tests under qemu (-cpu max; set
 # -DFCB_QEMU_CPU=MODEL for another). scripts/setup.sh installs the cross
-# compiler and qemu-user.
+# compiler and qemu-user. FCB_BUILD_TARGETS="t1 t2" builds only those CMake
+# targets (CI: what scripts/check-arm.sh runs).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 arch="${1:-}"
@@ -28,5 +29,7 @@ done
 jobs="${FCB_JOBS:-$(nproc)}"
 cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/aarch64-linux-gnu.cmake" -DFCB_RUNTIME_ONLY=ON "$@" >/dev/null
-cmake --build "$dir" -j"$jobs"
+targets=()
+for t in ${FCB_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$dir" -j"$jobs" "${targets[@]}"
 echo "built $dir/fcb for aarch64 ($(file -b "$dir/fcb" 2>/dev/null | cut -d, -f1-2))"

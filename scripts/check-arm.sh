@@ -37,7 +37,8 @@ arm_targets=(armv8-a armv8.2-a armv8.2-a+sve armv9-a)
 fail=0
 start=$(date +%s)
 
-for f in "$x86/fcb" "$arm/fcb" "$data/resnet18.onnx" "$arm/examples/tiny_decoder_generate"; do
+for f in "$x86/fcb" "$arm/fcb" "$data/resnet18.onnx" "$arm/examples/tiny_decoder_generate" \
+  "$arm/conformance/fcb-conformance-replay" "$arm/tests/kernels_test"; do
   if [ ! -e "$f" ]; then
     echo "error: $f is missing (scripts/test.sh builds x86 and its test data; scripts/build-cross.sh aarch64 $arm)" >&2
     exit 1
@@ -154,7 +155,7 @@ run_case() {  # run_case LABEL EXPECTED_TARGET RUNNER... -- FCB_ARGS...
   fi
 }
 printf "%-14s %-15s %-16s %-14s %9s %9s %7s  %s\n" "host/cpu" "expected" "model" "selected" "rel_L2" "max_abs" "seconds" "status"
-best_x86=$("$x86/fcb" targets | awk '$2 == "auto" {print $1}')
+best_x86=$("$x86/fcb" targets --json | "$py" -c "import json, sys; print(json.load(sys.stdin)['auto'])")
 for m in "${models[@]}" tiny_decoder; do
   arm_or_x86_fcb="$x86/fcb" arm_or_x86_generate="$x86/examples/tiny_decoder_generate" \
     run_case x86-64-native "$best_x86" env -- "$m"
