@@ -3,6 +3,7 @@
 #   DIR/<model>.onnx           exported torchvision models (scripts/export_models.py)
 #   DIR/<model>.input.npy      a fixed float32 input (seeded normal values)
 #   DIR/<model>.ref/<out>.npy  ONNX Runtime's outputs for that input
+# and the same for the quantized models of scripts/export_quant_models.py.
 # plus the same input/ref pair for models/demo_cnn.onnx (as DIR/demo_cnn.*).
 # Idempotent: models are re-exported only when export_models.py changed, and
 # references are recomputed only when missing or older than their model/input.
@@ -36,6 +37,18 @@ for name in $("$py" "$repo/scripts/export_models.py" --list "$@"); do
   entries+=("$name=$dir/$name.onnx:1,3,224,224")
 done
 entries+=("demo_cnn=$repo/models/demo_cnn.onnx:1,3,64,64")
+
+# Quantized models (tests/quant_models_test.cc): QDQ, QOperator and dynamically
+# quantized ones from export_quant_models.py, re-exported when it changed.
+qstamp="$dir/.export_quant.stamp"
+qwant="$(sha256sum "$repo/scripts/export_quant_models.py" | cut -d' ' -f1)"
+if [ ! -f "$qstamp" ] || [ "$(cat "$qstamp")" != "$qwant" ]; then
+  "$py" "$repo/scripts/export_quant_models.py" --out "$dir"
+  printf '%s' "$qwant" >"$qstamp"
+fi
+for e in $("$py" "$repo/scripts/export_quant_models.py" --list); do
+  entries+=("${e%%:*}=$dir/${e%%:*}.onnx:${e#*:}")
+done
 
 for e in "${entries[@]}"; do
   name="${e%%=*}"

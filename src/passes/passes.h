@@ -1,6 +1,7 @@
 // Target-independent graph passes, run on an imported (fully shaped) graph
 // before lowering. Each pass keeps the graph valid (ir::Graph::Validate), keeps
-// graph input/output value names, and does not change results.
+// graph input/output value names, and does not change results (except
+// ExactQdqGlobalAveragePool, which makes them exact).
 #pragma once
 
 #include "fcb/status.h"
@@ -36,7 +37,22 @@ Status FuseActivations(ir::Graph& g);
 // graph input/output refers to (compacting the value table and remapping ids).
 Status EliminateDeadNodes(ir::Graph& g);
 
-// Level 0: FoldConstants, RemoveIdentities, EliminateDeadNodes.
+// DequantizeLinear -> GlobalAveragePool -> QuantizeLinear, all per tensor with
+// constant float32 scales and zero points (what QDQ models such as PyTorch's
+// and ONNX Runtime's quantizers write around a global pool), evaluated in
+// integers the way ONNX Runtime's fused QLinearGlobalAveragePool does:
+// acc = sum(x) - x_zero_point * n (int32, exact), then
+// QuantizeLinear(float(acc) * m, 1, y_zero_point) with the float32 multiplier
+// m = x_scale / (y_scale * n). The only pass that changes results, on
+// purpose: the mean of n integers is often exactly halfway between two
+// quantized values (2 of 64 channels in a typical 8x8 pool), where the float
+// evaluation's summation error picks a side at random and the exact sum
+// rounds half to even as the ONNX formula says. Rewritten into Cast,
+// ReduceSum, Add, Cast, Mul and QuantizeLinear nodes; the
+// DequantizeLinear is left for EliminateDeadNodes.
+Status ExactQdqGlobalAveragePool(ir::Graph& g);
+
+// Level 0: FoldConstants, RemoveIdentities, ExactQdqGlobalAveragePool, EliminateDeadNodes.
 // Level >= 1: also FoldBatchNorm and FuseActivations.
 Status RunDefaultPasses(ir::Graph& g, int optimization_level);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/kernels.h"
@@ -394,6 +395,72 @@ TEST(RunDefaultPasses, LevelZeroDoesNotFoldBatchNorm) {
   // The replaced weights are gone from the value table.
   EXPECT_EQ(FindValue(t1.g, "w"), -1);
   EXPECT_EQ(t1.g.values[t1.g.outputs[0]].name, "y");
+}
+
+// x (uint8) -> DequantizeLinear -> GlobalAveragePool -> QuantizeLinear -> y.
+// Channel 0 averages to exactly halfway between two quantized values (the
+// case torch-quantized resnets hit in 2 of 64 channels), channel 1 does not.
+struct QdqPool {
+  ir::Graph g;
+  int x, y;
+  explicit QdqPool(bool per_channel_scale = false) {
+    x = AddTensor(g, "x", {1, 2, 2, 2}, ir::DType::kU8);
+    g.inputs = {x};
+    int s = per_channel_scale ? g.AddConstant("s", ir::TensorData::FromFloats({2}, {0.1f, 0.1f}))
+                              : g.AddConstant("s", ir::TensorData::FromFloats({}, {0.1f}));
+    auto zx_t = ir::TensorData::Make(ir::DType::kU8, {});
+    zx_t->mutable_data<uint8_t>()[0] = 3;
+    auto zy_t = ir::TensorData::Make(ir::DType::kU8, {});
+    zy_t->mutable_data<uint8_t>()[0] = 5;
+    int zx = g.AddConstant("zx", zx_t), zy = g.AddConstant("zy", zy_t);
+    int d = AddTensor(g, "d", {1, 2, 2, 2}), p = AddTensor(g, "p", {1, 2, 1, 1});
+    y = AddTensor(g, "y", {1, 2, 1, 1}, ir::DType::kU8);
+    AddNode(g, "DequantizeLinear", {x, s, zx}, {d}, "dq");
+    AddNode(g, "GlobalAveragePool", {d}, {p}, "pool");
+    AddNode(g, "QuantizeLinear", {p, s, zy}, {y}, "q");
+    g.outputs = {y};
+  }
+  std::vector<uint8_t> Run() const {
+    auto in = ir::TensorData::Make(ir::DType::kU8, {1, 2, 2, 2});
+    const uint8_t v[8] = {4, 5, 6, 7, 6, 7, 7, 7};  // minus zx: sums 10 and 15 over 4
+    std::memcpy(in->mutable_data<uint8_t>(), v, 8);
+    auto vals = Interpret(g, {{x, in}});
+    EXPECT_TRUE(vals.ok()) << vals.status().message();
+    if (!vals.ok()) return {};
+    const ir::TensorPtr& out = vals.value()[g.outputs[0]];
+    return std::vector<uint8_t>(out->data<uint8_t>(), out->data<uint8_t>() + out->numel());
+  }
+};
+
+TEST(ExactQdqGlobalAveragePool, RoundsExactTiesHalfToEven) {
+  QdqPool t;
+  ASSERT_TRUE(ExactQdqGlobalAveragePool(t.g).ok());
+  ASSERT_TRUE(EliminateDeadNodes(t.g).ok());
+  ASSERT_TRUE(t.g.Validate().ok());
+  for (const auto& n : t.g.nodes) {
+    EXPECT_NE(n.op_type, "GlobalAveragePool");
+    EXPECT_NE(n.op_type, "DequantizeLinear");
+  }
+  EXPECT_EQ(t.g.values[t.g.outputs[0]].name, "y");
+  // 10 / 4 = 2.5 -> 2 (even), + 5; 15 / 4 = 3.75 -> 4, + 5.
+  EXPECT_EQ(t.Run(), (std::vector<uint8_t>{7, 9}));
+}
+
+TEST(ExactQdqGlobalAveragePool, LeavesPerChannelScalesAndSharedValuesAlone) {
+  QdqPool per_channel(true);
+  const size_t nodes = per_channel.g.nodes.size();
+  ASSERT_TRUE(ExactQdqGlobalAveragePool(per_channel.g).ok());
+  EXPECT_EQ(per_channel.g.nodes.size(), nodes);
+  QdqPool shared;
+  shared.g.outputs.push_back(FindValue(shared.g, "p"));  // the float mean is also an output
+  ASSERT_TRUE(ExactQdqGlobalAveragePool(shared.g).ok());
+  EXPECT_EQ(shared.g.nodes.size(), nodes);
+}
+
+TEST(RunDefaultPasses, ExactQdqGlobalAveragePoolRunsAtLevelZero) {
+  QdqPool t;
+  ASSERT_TRUE(RunDefaultPasses(t.g, 0).ok());
+  EXPECT_EQ(t.Run(), (std::vector<uint8_t>{7, 9}));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@ namespace fcb::passes {
 Status RunDefaultPasses(ir::Graph& g, int optimization_level) {
   FCB_RETURN_IF_ERROR(FoldConstants(g).Annotate("constant folding"));
   FCB_RETURN_IF_ERROR(RemoveIdentities(g).Annotate("removing identities"));
+  // At every level: it is about exactness, not speed.
+  FCB_RETURN_IF_ERROR(ExactQdqGlobalAveragePool(g).Annotate("exact quantized global average pool"));
   if (optimization_level >= 1) {
     // BN first: it needs the producer before an activation is fused into it.
     FCB_RETURN_IF_ERROR(FoldBatchNorm(g).Annotate("folding BatchNormalization"));
