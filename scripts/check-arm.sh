@@ -9,7 +9,8 @@
 # 1. Kernel unit tests (every kernel against its scalar reference) for every
 #    AArch64 target: qemu's `max` CPU at 512-, 256- and 128-bit SVE lengths
 #    (each SVE target runs the code compiled for the length it finds).
-# 2. One file per model, compiled once on x86-64 with --target all (four x86
+# 2. One file per model (the float CNNs, the quantized models of
+#    export_quant_models.py, the tiny decoder), compiled once on x86-64 with --target all (four x86
 #    and four ARM contexts): its size against the one-target file, zero unique
 #    weight bytes per target (inspect --json).
 # 3. That same file run natively, and under qemu with -cpu cortex-a53,
@@ -65,7 +66,7 @@ for cpu in max "max,sve-default-vector-length=32" "max,sve-default-vector-length
 done
 
 echo "== 2. one file per model, compiled on x86-64 for every target"
-models=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0)
+models=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0 qdq_resnet qdq_mobilenet qop_resnet dyn_encoder dyn_segnet)
 for m in "${models[@]}"; do
   "$x86/fcb" compile "$data/$m.onnx" -o "$work/$m.fcb" --target all >/dev/null
 done
