@@ -2,6 +2,7 @@
 
 #include <hwy/targets.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,11 +45,11 @@ KernelTable BuildChecked(TargetId target) {
 }  // namespace
 
 const KernelTable& GetKernelTable(TargetId target) {
-  static const KernelTable kTables[kNumTargets] = {
-      BuildChecked(TargetId::kGeneric), BuildChecked(TargetId::kX86_64_V2),   BuildChecked(TargetId::kX86_64_V3),
-      BuildChecked(TargetId::kX86_64_V4), BuildChecked(TargetId::kArmv8A),    BuildChecked(TargetId::kArmv82A),
-      BuildChecked(TargetId::kArmv82ASve), BuildChecked(TargetId::kArmv9A)};
-  static_assert(kNumTargets == 8, "one table per TargetId");
+  static const std::array<KernelTable, kNumTargets> kTables = [] {
+    std::array<KernelTable, kNumTargets> t{};
+    for (int i = 0; i < kNumTargets; ++i) t[i] = BuildChecked(static_cast<TargetId>(i));
+    return t;
+  }();
   const int i = static_cast<int>(target);
   return kTables[i < kNumTargets ? i : 0];
 }

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ops/families.h"
+#include "ops/matmul_geom.h"
 #include "ops/op_util.h"
 
 namespace fcb::ops {
@@ -20,21 +21,20 @@ constexpr int64_t kRowBlock = 16;
 
 // --- MatMul ----------------------------------------------------------------------------
 
-struct MatMulGeom {
-  int64_t M = 0, N = 0, K = 0;
-  std::vector<int64_t> batch;           // output batch dims
-  std::vector<int64_t> a_bst, b_bst;    // element strides of A / B per batch dim (0 = broadcast)
-  int64_t batches = 1;
-};
-
 Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
   const TensorInfo &a = Input(c, 0), &b = Input(c, 1);
   if (!a.present() || !b.present()) return OpError(c.op, "needs two inputs");
   if (a.dtype != b.dtype) return OpError(c.op, "inputs have different dtypes");
   if (a.dtype != DType::kF32 && a.dtype != DType::kI32 && a.dtype != DType::kI64)
     return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(a.dtype));
-  if (a.shape.empty() || b.shape.empty()) return OpError(c.op, "inputs must have rank >= 1");
-  ir::Shape as = a.shape, bs = b.shape;
+  return MatMulGeometry(c.op, a.shape, b.shape, g, out);
+}
+
+}  // namespace
+
+Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out) {
+  if (a.empty() || b.empty()) return OpError(op, "inputs must have rank >= 1");
+  ir::Shape as = a, bs = b;
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
   if (a_vec) as.insert(as.begin(), 1);
   if (b_vec) bs.push_back(1);
@@ -42,12 +42,11 @@ Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
   g->K = as.back();
   g->N = bs.back();
   if (bs[bs.size() - 2] != g->K)
-    return OpError(c.op, "inner dims differ: " + ir::ShapeToString(a.shape) + " x " +
-                             ir::ShapeToString(b.shape));
+    return OpError(op, "inner dims differ: " + ir::ShapeToString(a) + " x " + ir::ShapeToString(b));
   const ir::Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
   ir::Shape batch;
-  FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, ab, bb, &batch));
-  if (batch.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(c.op, "too many batch dims");
+  FCB_RETURN_IF_ERROR(BroadcastShapes(op, ab, bb, &batch));
+  if (batch.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(op, "too many batch dims");
   g->batch = batch;
   // Batch strides, right-aligned; a broadcast dim steps 0.
   auto strides = [&](const ir::Shape& s, int64_t mat) {
@@ -68,6 +67,8 @@ Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
   if (!b_vec) out->push_back(g->N);
   return Status::Ok();
 }
+
+namespace {
 
 Status InferMatMul(const InferContext& c, std::vector<TensorInfo>* outs) {
   MatMulGeom g;

@@ -41,6 +41,7 @@
 #include "core/half.h"
 #include "ops/conv_ref.h"
 #include "ops/families.h"
+#include "ops/matmul_geom.h"
 #include "ops/op_util.h"
 
 namespace fcb::ops {
@@ -459,46 +460,11 @@ struct ParamAddr {
   int64_t step = 0;          // per row of A / column of B; 0 = one value
 };
 
-struct QMatMulGeom {
-  int64_t M = 0, N = 0, K = 0;
-  std::vector<int64_t> batch, a_bst, b_bst;
-  int64_t batches = 1;
-};
-
-Status QMatMulShapes(const InferContext& c, const TensorInfo& a, const TensorInfo& b, QMatMulGeom* g,
+// The rank check words A and B as the ONNX operators name them.
+Status QMatMulShapes(const InferContext& c, const TensorInfo& a, const TensorInfo& b, MatMulGeom* g,
                      ir::Shape* out) {
   if (a.shape.empty() || b.shape.empty()) return OpError(c.op, "A and B must have rank >= 1");
-  ir::Shape as = a.shape, bs = b.shape;
-  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
-  if (a_vec) as.insert(as.begin(), 1);
-  if (b_vec) bs.push_back(1);
-  g->M = as[as.size() - 2];
-  g->K = as.back();
-  g->N = bs.back();
-  if (bs[bs.size() - 2] != g->K)
-    return OpError(c.op, "inner dims differ: " + ir::ShapeToString(a.shape) + " x " + ir::ShapeToString(b.shape));
-  const ir::Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  ir::Shape batch;
-  FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, ab, bb, &batch));
-  if (batch.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(c.op, "too many batch dims");
-  g->batch = batch;
-  auto strides = [&](const ir::Shape& s, int64_t mat) {
-    std::vector<int64_t> st(batch.size(), 0);
-    int64_t step = mat;
-    for (size_t i = 0; i < s.size(); ++i) {
-      const size_t d = s.size() - 1 - i, od = batch.size() - 1 - i;
-      st[od] = s[d] == 1 ? 0 : step;
-      step *= s[d];
-    }
-    return st;
-  };
-  g->a_bst = strides(ab, g->M * g->K);
-  g->b_bst = strides(bb, g->K * g->N);
-  g->batches = SafeProduct(batch, 0, batch.size());
-  *out = batch;
-  if (!a_vec) out->push_back(g->M);
-  if (!b_vec) out->push_back(g->N);
-  return Status::Ok();
+  return MatMulGeometry(c.op, a.shape, b.shape, g, out);
 }
 
 // A per-row (of A: rows = true) or per-column (of B) parameter `p` of the
@@ -507,7 +473,7 @@ Status QMatMulShapes(const InferContext& c, const TensorInfo& a, const TensorInf
 // accepted for batched operands: the same for every batch); or the operand's
 // rank with shape [..., M, 1] / [..., 1, N] whose leading dims are the
 // operand's or 1.
-Status ResolveParam(const InferContext& c, const QMatMulGeom& g, const ir::Shape& operand, bool rows,
+Status ResolveParam(const InferContext& c, const MatMulGeom& g, const ir::Shape& operand, bool rows,
                     const TensorInfo& p, const char* name, ParamAddr* addr) {
   *addr = ParamAddr{};
   addr->bst.assign(g.batch.size(), 0);
@@ -547,7 +513,7 @@ struct BatchOffsets {
 };
 
 // Offsets of batch item `bi` in A, B and the row / column parameters.
-inline BatchOffsets OffsetsOf(const QMatMulGeom& g, const ParamAddr* pa, const ParamAddr* pb, int np,
+inline BatchOffsets OffsetsOf(const MatMulGeom& g, const ParamAddr* pa, const ParamAddr* pb, int np,
                               int64_t bi) {
   BatchOffsets o;
   for (size_t d = g.batch.size(); d-- > 0;) {
@@ -599,7 +565,7 @@ constexpr int64_t kRowBlock = 16;
 // --- MatMulInteger
 
 struct MatMulIntegerPlan {
-  QMatMulGeom g;
+  MatMulGeom g;
   DType a = DType::kU8, b = DType::kU8;
   ParamAddr za, zb;
 };
@@ -631,7 +597,7 @@ Result<std::unique_ptr<Kernel>> CreateMatMulInteger(const CreateContext& c) {
   ir::Shape s;
   FCB_RETURN_IF_ERROR(ResolveMatMulInteger(AsInfer(c), &p, &s));
   return MakeKernel([p](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    const QMatMulGeom& g = p.g;
+    const MatMulGeom& g = p.g;
     const int64_t blocks = (g.M + kRowBlock - 1) / kRowBlock;
     const int64_t per_item = std::max<int64_t>(1, std::min(g.M, kRowBlock) * g.N * std::max<int64_t>(g.K, 1));
     // int32 wraps: the output is filled through its unsigned alias.
@@ -664,7 +630,7 @@ Result<std::unique_ptr<Kernel>> CreateMatMulInteger(const CreateContext& c) {
 // Per-row scale and zero point of a, per-column of b (the spec's N-D forms),
 // per-tensor y_scale / y_zero_point; the output type is y_zero_point's.
 struct QLinearMatMulPlan {
-  QMatMulGeom g;
+  MatMulGeom g;
   DType a = DType::kU8, b = DType::kU8, y = DType::kU8;
   ParamAddr pa[2], pb[2];  // [0] zero point, [1] scale
 };
@@ -716,7 +682,7 @@ Result<std::unique_ptr<Kernel>> CreateQLinearMatMul(const CreateContext& c) {
   ir::Shape s;
   FCB_RETURN_IF_ERROR(ResolveQLinearMatMul(AsInfer(c), &p, &s));
   return MakeKernel([p](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    const QMatMulGeom& g = p.g;
+    const MatMulGeom& g = p.g;
     const float* as = static_cast<const float*>(in[1]);
     const float* bs = static_cast<const float*>(in[4]);
     const float ys = *static_cast<const float*>(in[6]);

@@ -1,0 +1,24 @@
+// NumPy matmul geometry, shared by MatMul (matmul.cc) and the integer matrix
+// products (quant.cc: MatMulInteger, QLinearMatMul).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace fcb::ops {
+
+struct MatMulGeom {
+  int64_t M = 0, N = 0, K = 0;
+  std::vector<int64_t> batch;         // output batch dims
+  std::vector<int64_t> a_bst, b_bst;  // element strides of A / B per batch dim (0 = broadcast)
+  int64_t batches = 1;
+};
+
+// Shapes of A and B (rank >= 1; a 1-D A is a row, a 1-D B a column) -> the
+// geometry and the output shape; errors name `op`.
+Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out);
+
+}  // namespace fcb::ops
