@@ -121,6 +121,12 @@ const HostFeatures& DetectHost() {
       f.avx512cd = b & (1u << 28);
       f.avx512bw = b & (1u << 30);
       f.avx512vl = b & (1u << 31);
+      f.avx512vnni = c & (1u << 11);
+      const unsigned max_sub = a;
+      if (max_sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        f.avxvnni = a & (1u << 4);
+      }
     }
     if (__get_cpuid(0x80000001, &a, &b, &c, &d)) f.lzcnt = c & (1u << 5);
 #endif

@@ -51,6 +51,9 @@ struct HostFeatures {
   bool avx = false, avx2 = false, fma = false, bmi1 = false, bmi2 = false, f16c = false,
        lzcnt = false, movbe = false;
   bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false;
+  // Integer dot products (8-bit multiply, 32-bit accumulate): not part of any
+  // x86-64 level; the int8 kernels use them where present (kernels/qgemm.h).
+  bool avx512vnni = false, avxvnni = false;
   bool os_avx = false;     // XCR0 bits 1,2 (SSE, AVX state)
   bool os_avx512 = false;  // XCR0 bits 5,6,7 (opmask, ZMM_Hi256, Hi16_ZMM)
   // AArch64, from the kernel's hardware capability bits (AT_HWCAP, AT_HWCAP2).

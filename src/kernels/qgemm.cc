@@ -1,0 +1,259 @@
+// The int8 drivers and packing (layouts and arithmetic in qgemm.h), and the
+// choice of dot-product code per target.
+#include "kernels/qgemm.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/qkernels_internal.h"
+
+namespace fcb::kernels {
+namespace {
+
+constexpr int64_t kPanelBytes = 64;  // one reduction group (4 steps) of a 16-column panel
+
+int64_t Panels(int64_t n) { return (n + kPanel - 1) / kPanel; }
+
+// Rows of A handled per pass over the weights: a block small enough that it
+// stays in cache while every column panel of B streams past it.
+constexpr int64_t kRowBlock = 8 * kQTileRows;
+
+void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64_t lda, int64_t rows, void* y0) {
+  const int64_t k4 = QRoundK(a.k);
+  const int64_t panels = Panels(a.n);
+  const int64_t pstride = k4 / 4 * kPanelBytes;
+  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  alignas(64) int32_t raw[kQTileRows * 32];
+  std::array<int32_t, kRowBlock> rowsum{};
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t rb = std::min(kRowBlock, rows - r0);
+    if (a.ep.b_zp != nullptr)
+      for (int64_t r = 0; r < rb; ++r) {
+        const uint8_t* row = A + (r0 + r) * lda;
+        int32_t s = 0;
+        for (int64_t k = 0; k < a.k; ++k) s += row[k];
+        rowsum[r] = s;
+      }
+    for (int64_t p = 0; p < panels; p += 2) {
+      const int np = static_cast<int>(std::min<int64_t>(2, panels - p));
+      const int64_t count = std::min<int64_t>(a.n - p * kPanel, np * kPanel);
+      for (int64_t m = 0; m < rb; m += kQTileRows) {
+        const int tr = static_cast<int>(std::min<int64_t>(kQTileRows, rb - m));
+        t.tile(A + (r0 + m) * lda, lda, tr, k4, a.b + p * pstride, pstride, np, raw);
+        for (int r = 0; r < tr; ++r) {
+          char* yrow = static_cast<char*>(y0) + (r0 + m + r) * a.ldy * esize;
+          t.epilogue(a.ep, raw + r * 32, count, p * kPanel, rowsum[m + r], yrow);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void QGemm(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64_t lda, int64_t begin, int64_t end,
+           void*) {
+  if (end <= begin) return;
+  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  GemmRows(t, a, A + begin * lda, lda, end - begin, static_cast<char*>(a.y) + begin * a.ldy * esize);
+}
+
+void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const uint8_t* x, int64_t begin,
+           int64_t end, void* scratch) {
+  if (end <= begin) return;
+  const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups, ocg_pad = Panels(ocg) * kPanel;
+  const int64_t K = g.kh * g.kw * icg, k4 = QRoundK(K);
+  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  const uint8_t zpad = static_cast<uint8_t>(a.x_zp + (a.x_signed ? 128 : 0));
+  const uint8_t flip = a.x_signed ? 0x80 : 0;
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                         g.oh == g.ih && g.ow == g.iw;
+  const bool direct = pointwise && !a.x_signed && icg % 4 == 0;
+  const int64_t wbytes = PackedQGemmBytes(K, ocg);
+  const int64_t block = direct ? end - begin : std::max<int64_t>(1, std::min<int64_t>(kQScratchBytes / k4, 1024));
+  auto* col = static_cast<uint8_t*>(scratch);
+  for (int64_t p0 = begin; p0 < end; p0 += block) {
+    const int64_t rows = std::min(block, end - p0);
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const uint8_t* A;
+      int64_t lda;
+      if (direct) {
+        A = x + p0 * g.in_pixel_stride + gi * icg;
+        lda = g.in_pixel_stride;
+      } else {
+        // im2col: row r holds taps (ky, kx, c) of output pixel p0 + r;
+        // padding taps hold the input zero point (they add nothing).
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t pix = p0 + r;
+          const int64_t ox = pix % g.ow, oy = (pix / g.ow) % g.oh, b = pix / (g.ow * g.oh);
+          uint8_t* dst = col + r * k4;
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+            for (int64_t kx = 0; kx < g.kw; ++kx, dst += icg) {
+              const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
+              if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw) {
+                std::memset(dst, zpad, static_cast<size_t>(icg));
+                continue;
+              }
+              const uint8_t* src = x + ((b * g.ih + iy) * g.iw + ix) * g.in_pixel_stride + gi * icg;
+              if (flip == 0) {
+                std::memcpy(dst, src, static_cast<size_t>(icg));
+              } else {
+                for (int64_t c = 0; c < icg; ++c) dst[c] = src[c] ^ flip;
+              }
+            }
+          }
+          std::memset(dst, 0, static_cast<size_t>(k4 - K));
+        }
+        A = col;
+        lda = k4;
+      }
+      QGemmArgs ga;
+      ga.n = ocg;
+      ga.k = K;
+      ga.b = a.w + gi * wbytes;
+      ga.ep = a.ep;
+      const int64_t c0 = gi * ocg_pad;
+      ga.ep.col_add += c0;
+      if (ga.ep.b_zp) ga.ep.b_zp += c0;
+      if (ga.ep.mult) ga.ep.mult += c0;
+      if (ga.ep.bias) ga.ep.bias += c0;
+      ga.y = static_cast<char*>(a.y) + (p0 * g.out_pixel_stride + gi * ocg) * esize;
+      ga.ldy = g.out_pixel_stride;
+      GemmRows(t, ga, A, lda, rows, ga.y);
+    }
+  }
+}
+
+// ---- packing
+
+int64_t PackedQGemmBytes(int64_t k, int64_t n) { return Panels(n) * QRoundK(k) * kPanel; }
+
+std::vector<int8_t> PackQGemmB(const void* b, bool b_unsigned, int64_t k, int64_t n, int64_t ldb, int64_t ldcol) {
+  const int64_t k4 = QRoundK(k), panels = Panels(n);
+  std::vector<int8_t> out(static_cast<size_t>(PackedQGemmBytes(k, n)), 0);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t kk = 0; kk < k4; kk += 4)
+      for (int64_t j = 0; j < kPanel; ++j)
+        for (int64_t q = 0; q < 4; ++q) {
+          const int64_t col = p * kPanel + j, kr = kk + q;
+          if (col >= n || kr >= k) continue;
+          const int64_t i = kr * ldb + col * ldcol;
+          const int32_t v = b_unsigned ? static_cast<int32_t>(static_cast<const uint8_t*>(b)[i]) - 128
+                                       : static_cast<const int8_t*>(b)[i];
+          out[static_cast<size_t>(p * k4 * kPanel + kk * kPanel + j * 4 + q)] = static_cast<int8_t>(v);
+        }
+  return out;
+}
+
+int64_t PackedQConvBytes(int64_t oc, int64_t icg, int64_t kh, int64_t kw, int64_t groups) {
+  return groups * PackedQGemmBytes(kh * kw * icg, oc / groups);
+}
+
+std::vector<int8_t> PackQConv(const void* w, bool w_unsigned, int64_t oc, int64_t icg, int64_t kh, int64_t kw,
+                              int64_t groups) {
+  const int64_t ocg = oc / groups, K = kh * kw * icg;
+  std::vector<int8_t> out;
+  out.reserve(static_cast<size_t>(PackedQConvBytes(oc, icg, kh, kw, groups)));
+  const size_t es = 1;
+  for (int64_t g = 0; g < groups; ++g) {
+    // The group's weights as a [K][ocg] matrix: element (k, o) with
+    // k = (ky*kw + kx)*icg + c lives at ONNX index ((o*icg + c)*kh + ky)*kw + kx.
+    std::vector<uint8_t> m(static_cast<size_t>(K * ocg));
+    const auto* src = static_cast<const uint8_t*>(w) + g * ocg * icg * kh * kw * es;
+    for (int64_t o = 0; o < ocg; ++o)
+      for (int64_t c = 0; c < icg; ++c)
+        for (int64_t ky = 0; ky < kh; ++ky)
+          for (int64_t kx = 0; kx < kw; ++kx)
+            m[static_cast<size_t>(((ky * kw + kx) * icg + c) * ocg + o)] = src[((o * icg + c) * kh + ky) * kw + kx];
+    std::vector<int8_t> p = PackQGemmB(m.data(), w_unsigned, K, ocg, ocg, 1);
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
+}
+
+std::vector<int32_t> QPackedColumnSums(const int8_t* packed, int64_t k, int64_t ocg, int64_t groups) {
+  const int64_t k4 = QRoundK(k), panels = Panels(ocg), pad = panels * kPanel;
+  std::vector<int32_t> out(static_cast<size_t>(groups * pad), 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int8_t* base = packed + g * PackedQGemmBytes(k, ocg);
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t kk = 0; kk < k4; kk += 4)
+        for (int64_t j = 0; j < kPanel; ++j)
+          for (int64_t q = 0; q < 4; ++q)
+            out[static_cast<size_t>(g * pad + p * kPanel + j)] += base[p * k4 * kPanel + kk * kPanel + j * 4 + q];
+  }
+  return out;
+}
+
+std::vector<int8_t> PackQDepthwise(const void* w, bool w_unsigned, int64_t c, int64_t kh, int64_t kw) {
+  const int64_t cp = Panels(c) * kPanel;
+  std::vector<int8_t> out(static_cast<size_t>(kh * kw * cp), 0);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t t = 0; t < kh * kw; ++t) {
+      const int64_t i = ch * kh * kw + t;
+      const int32_t v = w_unsigned ? static_cast<int32_t>(static_cast<const uint8_t*>(w)[i]) - 128
+                                   : static_cast<const int8_t*>(w)[i];
+      out[static_cast<size_t>(t * cp + ch)] = static_cast<int8_t>(v);
+    }
+  return out;
+}
+
+// ---- the tables
+
+namespace {
+
+std::vector<QKernelTable> Variants(TargetId target) {
+  std::vector<QKernelTable> v;
+  QKernelTable base{};
+  if (!internal::FillQKernelTable(target, &base)) return v;
+  const HostFeatures& f = DetectHost();
+#if defined(__x86_64__) || defined(_M_X64)
+  if (target == TargetId::kX86_64_V4 && f.avx512vnni && f.os_avx512) {
+    QKernelTable t = base;
+    t.tile = internal::QTileAvx512Vnni;
+    t.dot = "avx512vnni";
+    v.push_back(t);
+  }
+  if (target == TargetId::kX86_64_V3 && f.avxvnni && f.os_avx) {
+    QKernelTable t = base;
+    t.tile = internal::QTileAvxVnni;
+    t.dot = "avxvnni";
+    v.push_back(t);
+  }
+#endif
+  (void)f;
+  v.push_back(base);
+  return v;
+}
+
+}  // namespace
+
+const QKernelTable& GetQKernelTable(TargetId target) {
+  static const std::array<QKernelTable, kNumTargetIds> kTables = [] {
+    std::array<QKernelTable, kNumTargetIds> t{};
+    for (int i = 0; i < kNumTargetIds; ++i) {
+      std::vector<QKernelTable> v = Variants(static_cast<TargetId>(i));
+      if (v.empty()) {
+        t[i].isa = "unavailable";
+        continue;
+      }
+      t[i] = v.front();
+      if (!t[i].tile || !t[i].epilogue || !t[i].depthwise) {
+        std::fprintf(stderr, "fcb: int8 kernel table for target %s has a null kernel\n",
+                     TargetName(static_cast<TargetId>(i)));
+        std::abort();
+      }
+    }
+    return t;
+  }();
+  const int i = static_cast<int>(target);
+  return kTables[i < kNumTargetIds ? i : 0];
+}
+
+std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target) { return Variants(target); }
+
+}  // namespace fcb::kernels

@@ -1,0 +1,100 @@
+// The x86 VNNI dot-product tiles of the int8 kernels (see qgemm.h): VPDPBUSD
+// multiplies four unsigned bytes of A by four signed bytes of B per 32-bit
+// lane and adds the four products to the lane, exactly (no saturation: the
+// VPDPBUSDS form is the saturating one). A panel row of 64 bytes is four
+// reduction steps of 16 columns, one ZMM register or two YMM registers.
+//
+// Each function carries its own target attribute instead of the file being
+// compiled with -mavx512vnni: the AVX-VNNI code must not pick up AVX-512
+// encodings (Alder Lake class hosts have AVX-VNNI without AVX-512), and
+// nothing here runs unless qgemm.cc found the feature on the host.
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/qkernels_internal.h"
+
+namespace fcb::kernels::internal {
+namespace {
+
+inline int32_t Load4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int MR, int NP>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void TileZmm(const uint8_t* a, int64_t lda, int64_t k4,
+                                                                   const int8_t* b, int64_t pstride, int32_t* raw) {
+  __m512i acc[MR][NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_si512();
+  for (int64_t k = 0; k < k4; k += 4) {
+    __m512i bv[NP];
+    for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_si512(b + p * pstride + k * 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i av = _mm512_set1_epi32(Load4(a + r * lda + k));
+      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], av, bv[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(raw + r * 32 + p * 16, acc[r][p]);
+}
+
+template <int MR, int NP>
+__attribute__((target("avx2,avxvnni"))) void TileYmm(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b,
+                                                   int64_t pstride, int32_t* raw) {
+  __m256i acc[MR][2 * NP];
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < k4; k += 4) {
+    __m256i bv[2 * NP];
+    for (int p = 0; p < NP; ++p) {
+      bv[2 * p] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + p * pstride + k * 16));
+      bv[2 * p + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + p * pstride + k * 16 + 32));
+    }
+    for (int r = 0; r < MR; ++r) {
+      const __m256i av = _mm256_set1_epi32(Load4(a + r * lda + k));
+      for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_dpbusd_avx_epi32(acc[r][p], av, bv[p]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < 2 * NP; ++p)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(raw + r * 32 + p * 8), acc[r][p]);
+}
+
+using TileT = void (*)(const uint8_t*, int64_t, int64_t, const int8_t*, int64_t, int32_t*);
+
+// Tables of instantiations by (rows - 1, panels - 1).
+constexpr TileT kZmm[6][2] = {{TileZmm<1, 1>, TileZmm<1, 2>}, {TileZmm<2, 1>, TileZmm<2, 2>},
+                              {TileZmm<3, 1>, TileZmm<3, 2>}, {TileZmm<4, 1>, TileZmm<4, 2>},
+                              {TileZmm<5, 1>, TileZmm<5, 2>}, {TileZmm<6, 1>, TileZmm<6, 2>}};
+// YMM: 16 registers; rows x panels x 2 accumulators stay within 12 (two
+// panels: at most two rows).
+constexpr TileT kYmm[6][2] = {{TileYmm<1, 1>, TileYmm<1, 2>}, {TileYmm<2, 1>, TileYmm<2, 2>},
+                              {TileYmm<3, 1>, nullptr}, {TileYmm<4, 1>, nullptr},
+                              {TileYmm<5, 1>, nullptr},       {TileYmm<6, 1>, nullptr}};
+
+}  // namespace
+
+void QTileAvx512Vnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
+                     int panels, int32_t* raw) {
+  kZmm[rows - 1][panels - 1](a, lda, k4, b, panel_stride, raw);
+}
+
+void QTileAvxVnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
+                  int panels, int32_t* raw) {
+  if (panels == 2 && rows > 2) {
+    // Two panels take 4 accumulators per row: run the rows in pairs.
+    for (int r = 0; r < rows; r += 2) {
+      const int n = rows - r < 2 ? 1 : 2;
+      kYmm[n - 1][1](a + r * lda, lda, k4, b, panel_stride, raw + r * 32);
+    }
+    return;
+  }
+  kYmm[rows - 1][panels - 1](a, lda, k4, b, panel_stride, raw);
+}
+
+}  // namespace fcb::kernels::internal
+#endif

@@ -1,0 +1,300 @@
+// The portable int8 kernels (see qgemm.h), compiled once per Highway target
+// like kernels_hwy.cc: the dot-product tile where the target has no VNNI, the
+// dequantizing/requantizing epilogue, and the depthwise convolution.
+//
+// The tile's products: on x86, PMADDWD multiplies 16-bit lanes and adds
+// adjacent pairs into 32-bit lanes (exact: |u8 * s8| <= 32640 and a pair sum
+// fits easily). Elsewhere the 16-bit products (exact for the same reason)
+// are split from their 32-bit container by shifts and added, the same lane
+// mapping. Either way 32-bit lane i holds two of the four reduction steps of
+// column i / 2, and the tile adds lane pairs at the end.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
+#ifndef HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_COMPILE_ALL_ATTAINABLE
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/qkernels_hwy.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/common-inl.h"
+#include "kernels/qgemm.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fcb::kernels::FCB_KNS {
+namespace {
+
+inline uint32_t Load4(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+#if HWY_TARGET == HWY_SCALAR
+
+void Tile(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t pstride, int panels,
+          int32_t* raw) {
+  for (int r = 0; r < rows; ++r)
+    for (int p = 0; p < panels; ++p) {
+      int32_t acc[16] = {};
+      const uint8_t* ar = a + r * lda;
+      const int8_t* bp = b + p * pstride;
+      for (int64_t k = 0; k < k4; k += 4, bp += 64)
+        for (int j = 0; j < 16; ++j)
+          for (int q = 0; q < 4; ++q) acc[j] += static_cast<int32_t>(ar[k + q]) * bp[j * 4 + q];
+      std::memcpy(raw + r * 32 + p * 16, acc, sizeof(acc));
+    }
+}
+
+#else
+
+using D16 = hn::ScalableTag<int16_t>;
+using D32 = hn::Repartition<int32_t, D16>;
+using V32 = hn::Vec<D32>;
+
+// acc + (pairwise sums of a * b), 16-bit lanes to 32-bit lanes.
+HWY_INLINE V32 MulPairs(D32 d32, hn::Vec<D16> a, hn::Vec<D16> b, V32 acc) {
+#if HWY_ARCH_X86
+  V32 unused = hn::Zero(d32);
+  return hn::ReorderWidenMulAccumulate(d32, a, b, acc, unused);
+#else
+  const V32 p = hn::BitCast(d32, hn::Mul(a, b));
+  return hn::Add(acc, hn::Add(hn::ShiftRight<16>(hn::ShiftLeft<16>(p)), hn::ShiftRight<16>(p)));
+#endif
+}
+
+template <int MR>
+void TileT(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b, int64_t pstride, int panels, int32_t* raw) {
+  const D16 d16;
+  const D32 d32;
+  const hn::Rebind<int8_t, D16> d8;
+  const hn::Repartition<uint64_t, D16> d64;
+  constexpr int64_t kMax16 = HWY_MAX_BYTES / 2;
+  const int64_t n16 = static_cast<int64_t>(hn::Lanes(d16));
+  const int64_t chunks = 64 / n16;  // vectors of 16-bit weights per panel row
+  alignas(64) int32_t buf[kMax16];
+  for (int p = 0; p < panels; ++p)
+    for (int64_t c = 0; c < chunks; ++c) {
+      V32 acc[MR];
+      for (int r = 0; r < MR; ++r) acc[r] = hn::Zero(d32);
+      const int8_t* bp = b + p * pstride + c * n16;
+      for (int64_t k = 0; k < k4; k += 4, bp += 64) {
+        const auto bv = hn::PromoteTo(d16, hn::LoadU(d8, bp));
+        for (int r = 0; r < MR; ++r) {
+          const uint32_t q = Load4(a + r * lda + k);
+          const uint64_t pat = (q & 0xff) | (uint64_t{(q >> 8) & 0xff} << 16) | (uint64_t{(q >> 16) & 0xff} << 32) |
+                               (uint64_t{q >> 24} << 48);
+          acc[r] = MulPairs(d32, hn::BitCast(d16, hn::Set(d64, pat)), bv, acc[r]);
+        }
+      }
+      for (int r = 0; r < MR; ++r) {
+        hn::Store(acc[r], d32, buf);
+        int32_t* dst = raw + r * 32 + p * 16 + c * (n16 / 4);
+        for (int64_t i = 0; i < n16 / 4; ++i) dst[i] = buf[2 * i] + buf[2 * i + 1];
+      }
+    }
+}
+
+void Tile(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t pstride, int panels,
+          int32_t* raw) {
+  // Row blocks that keep the accumulators in registers (16 on SSE4/AVX2/NEON).
+  constexpr int kRows = HWY_MAX_BYTES >= 64 ? 6 : 4;
+  for (int r = 0; r < rows; r += kRows) {
+    const int n = std::min(kRows, rows - r);
+    const uint8_t* ar = a + r * lda;
+    int32_t* rr = raw + r * 32;
+    switch (n) {
+      case 1: TileT<1>(ar, lda, k4, b, pstride, panels, rr); break;
+      case 2: TileT<2>(ar, lda, k4, b, pstride, panels, rr); break;
+      case 3: TileT<3>(ar, lda, k4, b, pstride, panels, rr); break;
+      case 4: TileT<4>(ar, lda, k4, b, pstride, panels, rr); break;
+      case 5: TileT<5>(ar, lda, k4, b, pstride, panels, rr); break;
+      default: TileT<6>(ar, lda, k4, b, pstride, panels, rr); break;
+    }
+  }
+}
+
+#endif  // HWY_TARGET == HWY_SCALAR
+
+using DI = hn::ScalableTag<int32_t>;
+using DFI = hn::Rebind<float, DI>;
+
+template <typename Q>
+HWY_INLINE void StoreQ(DI di, hn::Vec<DI> v, Q* dst, int64_t n) {
+  const hn::Rebind<Q, DI> dq;
+  const auto q = hn::DemoteTo(dq, v);
+  if (n >= static_cast<int64_t>(hn::Lanes(di))) {
+    hn::StoreU(q, dq, dst);
+  } else {
+    alignas(64) Q buf[HWY_MAX_BYTES / 4];
+    hn::StoreU(q, dq, buf);
+    std::memcpy(dst, buf, static_cast<size_t>(n) * sizeof(Q));
+  }
+}
+
+template <Act A, QOut O>
+void EpilogueT(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t col0, int32_t rowsum, void* y_row) {
+  const DI di;
+  const DFI df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
+  const auto rs = hn::Set(di, rowsum);
+  for (int64_t j = 0; j < count; j += N) {
+    const int64_t n = std::min(N, count - j);
+    const int64_t c = col0 + j;
+    auto s = hn::Add(hn::LoadU(di, raw + j), hn::LoadU(di, ep.col_add + c));
+    if (ep.b_zp) s = hn::Sub(s, hn::Mul(hn::LoadU(di, ep.b_zp + c), rs));
+    if constexpr (O == QOut::kInt32) {
+      int32_t* y = static_cast<int32_t*>(y_row) + c;
+      if (n == N) {
+        hn::StoreU(s, di, y);
+      } else {
+        alignas(64) int32_t buf[HWY_MAX_BYTES / 4];
+        hn::StoreU(s, di, buf);
+        std::memcpy(y, buf, static_cast<size_t>(n) * sizeof(int32_t));
+      }
+    } else {
+      auto v = hn::Mul(hn::ConvertTo(df, s), hn::LoadU(df, ep.mult + c));
+      if (ep.bias) v = hn::Add(v, hn::LoadU(df, ep.bias + c));
+      v = ApplyActT<A>(df, v, ep.act);
+      if constexpr (O == QOut::kFloat) {
+        StoreN(v, df, static_cast<float*>(y_row) + c, n);
+      } else {
+        constexpr float lo = O == QOut::kUint8 ? 0.f : -128.f, hi = O == QOut::kUint8 ? 255.f : 127.f;
+        const float zp = static_cast<float>(ep.q_zp);
+        auto q = hn::Div(v, hn::Set(df, ep.q_scale));
+        q = hn::IfThenElseZero(hn::Eq(q, q), q);  // NaN -> the zero point
+        q = hn::Min(hn::Max(q, hn::Set(df, lo - zp)), hn::Set(df, hi - zp));
+        const auto r = hn::Add(hn::ConvertTo(di, hn::Round(q)), hn::Set(di, ep.q_zp));
+        if constexpr (O == QOut::kUint8) {
+          StoreQ(di, r, static_cast<uint8_t*>(y_row) + c, n);
+        } else {
+          StoreQ(di, r, static_cast<int8_t*>(y_row) + c, n);
+        }
+      }
+    }
+  }
+}
+
+void Epilogue(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t col0, int32_t rowsum, void* y_row) {
+  WithAct(ep.act, [&]<Act A>() {
+    switch (ep.out) {
+      case QOut::kInt32: return EpilogueT<A, QOut::kInt32>(ep, raw, count, col0, rowsum, y_row);
+      case QOut::kFloat: return EpilogueT<A, QOut::kFloat>(ep, raw, count, col0, rowsum, y_row);
+      case QOut::kUint8: return EpilogueT<A, QOut::kUint8>(ep, raw, count, col0, rowsum, y_row);
+      case QOut::kInt8: return EpilogueT<A, QOut::kInt8>(ep, raw, count, col0, rowsum, y_row);
+    }
+  });
+}
+
+template <bool kSigned>
+void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const uint8_t* x, int64_t begin,
+                int64_t end, int32_t* acc) {
+  const DI di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
+  using T = std::conditional_t<kSigned, int8_t, uint8_t>;
+  const hn::Rebind<T, DI> dx;
+  const hn::Rebind<int8_t, DI> dw;
+  const int64_t C = g.ic, cp = (C + kPanel - 1) / kPanel * kPanel;
+  const auto za = hn::Set(di, a.x_zp);
+  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  const T* xt = reinterpret_cast<const T*>(x);
+  for (int64_t pix = begin; pix < end; ++pix) {
+    const int64_t ox = pix % g.ow, oy = (pix / g.ow) % g.oh, b = pix / (g.ow * g.oh);
+    for (int64_t c0 = 0; c0 < C; c0 += N) {
+      const int64_t n = std::min(N, C - c0);
+      auto sum = hn::Zero(di);
+      const auto wz = hn::LoadU(di, w_zp + c0);
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+        if (iy < 0 || iy >= g.ih) continue;
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
+          if (ix < 0 || ix >= g.iw) continue;
+          const T* src = xt + ((b * g.ih + iy) * g.iw + ix) * g.in_pixel_stride + c0;
+          hn::Vec<DI> xv;
+          if (n == N) {
+            xv = hn::PromoteTo(di, hn::LoadU(dx, src));
+          } else {
+            alignas(64) T buf[HWY_MAX_BYTES / 4] = {};
+            std::memcpy(buf, src, static_cast<size_t>(n) * sizeof(T));
+            xv = hn::PromoteTo(di, hn::LoadU(dx, buf));
+          }
+          const auto wv = hn::Sub(hn::PromoteTo(di, hn::LoadU(dw, a.w + (ky * g.kw + kx) * cp + c0)), wz);
+          sum = hn::Add(sum, hn::Mul(hn::Sub(xv, za), wv));
+        }
+      }
+      hn::StoreU(sum, di, acc + c0);
+    }
+    char* yrow = static_cast<char*>(a.y) + pix * g.out_pixel_stride * esize;
+    for (int64_t j = 0; j < C; j += 32) Epilogue(a.ep, acc + j, std::min<int64_t>(32, C - j), j, 0, yrow);
+  }
+}
+
+void Depthwise(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const uint8_t* x, int64_t begin,
+               int64_t end, int32_t* scratch) {
+  if (a.x_signed) {
+    DepthwiseT<true>(g, a, w_zp, x, begin, end, scratch);
+  } else {
+    DepthwiseT<false>(g, a, w_zp, x, begin, end, scratch);
+  }
+}
+
+}  // namespace
+
+void FillQTable(QKernelTable* t) {
+  t->isa = hwy::TargetName(HWY_TARGET);
+#if HWY_TARGET == HWY_SCALAR
+  t->dot = "scalar";
+#elif HWY_ARCH_X86
+  t->dot = "pmaddwd";
+#else
+  t->dot = "neon";
+#endif
+  t->tile = &Tile;
+  t->epilogue = &Epilogue;
+  t->depthwise = &Depthwise;
+}
+
+}  // namespace fcb::kernels::FCB_KNS
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "kernels/qkernels_internal.h"
+
+namespace fcb::kernels::internal {
+
+bool FillQKernelTable(TargetId target, QKernelTable* table) {
+  if (target == TargetId::kGeneric) {
+    N_SCALAR::FillQTable(table);
+    return true;
+  }
+#if HWY_ARCH_X86
+  switch (target) {
+    case TargetId::kX86_64_V2: N_SSE4::FillQTable(table); return true;
+    case TargetId::kX86_64_V3: N_AVX2::FillQTable(table); return true;
+    case TargetId::kX86_64_V4: N_AVX3::FillQTable(table); return true;
+    default: return false;
+  }
+#elif HWY_ARCH_ARM_A64
+  // Every AArch64 target runs NEON int8 code (SVE hosts have NEON).
+  switch (target) {
+    case TargetId::kArmv8A:
+    case TargetId::kArmv82A:
+    case TargetId::kArmv82ASve:
+    case TargetId::kArmv9A: N_NEON::FillQTable(table); return true;
+    default: return false;
+  }
+#else
+  return false;
+#endif
+}
+
+}  // namespace fcb::kernels::internal
+#endif  // HWY_ONCE

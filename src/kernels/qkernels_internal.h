@@ -1,0 +1,22 @@
+// Private link between the int8 kernel compilations (qkernels_hwy.cc per
+// Highway target, qgemm_x86.cc's VNNI tiles) and qgemm.cc's tables.
+#pragma once
+
+#include "core/target.h"
+#include "kernels/qgemm.h"
+
+namespace fcb::kernels::internal {
+
+// Fills `table` with the portable int8 code compiled for `target`'s Highway
+// target; false when this build has none for it.
+bool FillQKernelTable(TargetId target, QKernelTable* table);
+
+#if defined(__x86_64__) || defined(_M_X64)
+// VNNI dot-product tiles (QTileFn); callable only where the host has the feature.
+void QTileAvx512Vnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
+                     int panels, int32_t* raw);
+void QTileAvxVnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
+                  int panels, int32_t* raw);
+#endif
+
+}  // namespace fcb::kernels::internal
