@@ -89,6 +89,10 @@ class Lowerer final : public ops::LowerContext {
                            v.size() * sizeof(float));
   }
 
+  int32_t Weights(const std::string& name, ir::DType dtype, const void* data, int64_t count) override {
+    return AddWeightTensor(name, dtype, {count}, data, static_cast<uint64_t>(count) * ir::DTypeSize(dtype));
+  }
+
   int32_t PackedWeights(const std::string& name, const std::vector<float>& v) override {
     if (!target_.bf16_weights) return Floats(name, v);
     std::vector<uint16_t> h(v.size());

@@ -131,7 +131,7 @@ Status ImportState::Emit(ir::Node n) {
     out_elems = std::max(out_elems, outs[k].numel());
   }
 
-  if (any_input && all_const && out_elems <= kMaxFoldElements) {
+  if (any_input && all_const && out_elems <= kMaxFoldElements && !ir::IsWeightDequantize(g, n)) {
     auto folded = ops::Evaluate(n.op_type, attrs, consts, num_out);
     if (folded.ok()) {
       for (int k = 0; k < num_out; ++k) g.values[n.outputs[k]].constant = std::move(folded.value()[k]);

@@ -109,4 +109,10 @@ struct Graph {
   Status Validate() const;
 };
 
+// A DequantizeLinear of a constant integer tensor (quantized weights or an
+// int32 bias): import and the first constant folding keep it as a node, so
+// that FuseQuantized sees the int8 weights (passes/fuse_quantized.cc); the
+// folding after it evaluates the ones left.
+bool IsWeightDequantize(const Graph& g, const Node& n);
+
 }  // namespace fcb::ir

@@ -46,6 +46,8 @@ class LowerContext {
   // Packed conv/GEMM weights: fp32, or bfloat16 when target().bf16_weights
   // (the kernels widen them once at load).
   virtual int32_t PackedWeights(const std::string& name, const std::vector<float>& floats) = 0;
+  // A 1-D weight tensor of `count` elements of `dtype` (int8 panels, int32 sums).
+  virtual int32_t Weights(const std::string& name, ir::DType dtype, const void* data, int64_t count) = 0;
   // Appends a step; trailing absent (-1) inputs are dropped.
   virtual void Emit(std::string_view op, const std::string& node_name, std::vector<int32_t> inputs,
                     std::vector<int32_t> outputs, std::vector<format::AttrDesc> attrs) = 0;

@@ -22,7 +22,9 @@
   X(MaxPoolNhwc, DefineMaxPoolNhwc)                 \
   X(AvgPoolNhwc, DefineAvgPoolNhwc)                 \
   X(GlobalAvgPoolNhwc, DefineGlobalAvgPoolNhwc)     \
-  X(ConvTransposeNhwc, DefineConvTransposeNhwc)
+  X(ConvTransposeNhwc, DefineConvTransposeNhwc)     \
+  X(QConv, DefineQConv)                             \
+  X(QConvNhwc, DefineQConvNhwc)
 
 // Attributes of internal operators: X(constant, "spelling", internal_only).
 // internal_only: not also an ONNX attribute name (tests/names_test.cc checks
@@ -44,7 +46,9 @@
   X(kActivationBeta, "activation_beta", true)                  \
   X(kExpandActivation, "expand_activation", true)              \
   X(kExpandActivationAlpha, "expand_activation_alpha", true)   \
-  X(kExpandActivationBeta, "expand_activation_beta", true)
+  X(kExpandActivationBeta, "expand_activation_beta", true)     \
+  X(kMatrix, "matrix", true)                                   \
+  X(kQuantMode, "quant_mode", true)
 
 namespace fcb::ops {
 
@@ -55,7 +59,8 @@ namespace fcb::ops {
 // error naming both (an older fcb a newer plan, a newer fcb an older one).
 //   0: files written before plan versions were recorded (refused)
 //   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
-inline constexpr uint32_t kPlanVersion = 2;
+//   3: QConvNhwc (int8 panels, kernels/qgemm.h)
+inline constexpr uint32_t kPlanVersion = 3;
 
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;

@@ -83,6 +83,8 @@ struct RunContext {
   uint8_t* scratch = nullptr;
   size_t scratch_stride = 0;
   void* ThreadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratch_stride; }
+  // The target whose code runs (the int8 kernels take their table from it).
+  TargetId target = TargetId::kGeneric;
 };
 
 // A prepared operator for fixed shapes. Immutable after creation; Run may be

@@ -116,6 +116,8 @@ inline Result<std::vector<TensorPtr>> RunWith(std::string_view op, const Attrs& 
   for (const auto& t : inputs) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
   ThreadPool pool(threads);
   RunContext rctx{&table, &pool};
+  for (int t = 0; t < kNumTargetIds; ++t)
+    if (&kernels::GetKernelTable(static_cast<TargetId>(t)) == &table) rctx.target = static_cast<TargetId>(t);
   // Per-thread scratch as the runtime lays it out: 64-byte aligned slices.
   std::vector<uint64_t> scratch;
   if (def->scratch) {

@@ -45,10 +45,11 @@ Result<bool> TryFold(ir::Graph& g, const ir::Node& n) {
 
 }  // namespace
 
-Status FoldConstants(ir::Graph& g) {
+Status FoldConstants(ir::Graph& g, bool keep_weight_dequantize) {
   std::vector<bool> folded(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!g.nodes[i].domain.empty()) continue;  // internal ops are lowering's business
+    if (keep_weight_dequantize && ir::IsWeightDequantize(g, g.nodes[i])) continue;
     FCB_ASSIGN_OR_RETURN(folded[i], TryFold(g, g.nodes[i]));
   }
   EraseNodes(g, folded);

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ops/lowering.h"
+#include "ops/names.h"
 #include "ops/op.h"
 
 namespace fcb::passes {
@@ -127,14 +128,14 @@ class LayoutRewriter final : public ops::LayoutContext {
     const bool x4 = !n.inputs.empty() && IsRank4Var(n.inputs[0]);
     const uint32_t traits = Traits(op);
     if (op == "BatchNormalization" && x4) return RewriteBatchNorm(std::move(n));
-    if (x4 && g_.values[n.inputs[0]].dtype == ir::DType::kF32) {
+    if (x4 && (g_.values[n.inputs[0]].dtype == ir::DType::kF32 || op == ops::opname::QConv)) {
       const auto& rules = LayoutRules();
       if (auto it = rules.find(op); it != rules.end()) {
         FCB_ASSIGN_OR_RETURN(bool done, it->second(*this, n));
         if (done) return Status::Ok();
       }
     }
-    if ((traits & ops::kTraitElementwise) && x4 && IsNhwc(n.inputs[0])) {
+    if (((traits & ops::kTraitElementwise) || PerTensorQuantization(n)) && x4 && IsNhwc(n.inputs[0])) {
       n.inputs[0] = Convert(n.inputs[0], true);  // no-op, already NHWC
       for (int o : n.outputs)
         if (o >= 0 && g_.values[o].shape.size() == 4) MarkNhwc(o);
@@ -166,6 +167,15 @@ class LayoutRewriter final : public ops::LayoutContext {
       if (IsNhwc(in)) in = Convert(in, false);
     g_.nodes.push_back(std::move(n));
     return Status::Ok();
+  }
+
+  // QuantizeLinear / DequantizeLinear with one scale and zero point: an
+  // elementwise op (per-axis forms depend on the layout).
+  bool PerTensorQuantization(const Node& n) const {
+    if (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear") return false;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0 && ir::NumElements(g_.values[n.inputs[i]].shape) != 1) return false;
+    return n.inputs.size() >= 2;
   }
 
   bool AnyNhwc(const Node& n) const {

@@ -11,7 +11,7 @@ namespace fcb::passes {
 
 // Evaluates every node whose inputs are all constant (outputs up to 16 M
 // elements) with ops::Evaluate; its outputs become constants and it is removed.
-Status FoldConstants(ir::Graph& g);
+Status FoldConstants(ir::Graph& g, bool keep_weight_dequantize = false);
 
 // Removes Identity, Dropout, and Reshape/Flatten that do not change the shape,
 // rewiring consumers. A graph output keeps its value (and name): its producer
@@ -51,6 +51,16 @@ Status EliminateDeadNodes(ir::Graph& g);
 // ReduceSum, Add, Cast, Mul and QuantizeLinear nodes; the
 // DequantizeLinear is left for EliminateDeadNodes.
 Status ExactQdqGlobalAveragePool(ir::Graph& g);
+
+// Quantized patterns -> one int8 kernel node each (QConv / QConvNhwc):
+// QLinearConv, QLinearMatMul; ConvInteger / MatMulInteger with constant
+// weights, alone (int32 output) or followed by Cast(float) -> Mul(per-tensor
+// or per-channel multiplier) [-> Add(constant bias)] [-> Relu/Clip] as
+// dynamic quantization writes them; DequantizeLinear(activation) and
+// DequantizeLinear(constant int8/uint8 weights, per-tensor or per-channel)
+// -> Conv / MatMul / Gemm [-> Relu/Clip] [-> QuantizeLinear], the QDQ form.
+// Weights must be constants; anything else keeps its ONNX nodes.
+Status FuseQuantized(ir::Graph& g);
 
 // Level 0: FoldConstants, RemoveIdentities, ExactQdqGlobalAveragePool, EliminateDeadNodes.
 // Level >= 1: also FoldBatchNorm and FuseActivations.

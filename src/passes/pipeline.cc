@@ -4,7 +4,8 @@
 namespace fcb::passes {
 
 Status RunDefaultPasses(ir::Graph& g, int optimization_level) {
-  FCB_RETURN_IF_ERROR(FoldConstants(g).Annotate("constant folding"));
+  // Dequantized int8 weights stay int8 until FuseQuantized has seen them.
+  FCB_RETURN_IF_ERROR(FoldConstants(g, optimization_level >= 1).Annotate("constant folding"));
   FCB_RETURN_IF_ERROR(RemoveIdentities(g).Annotate("removing identities"));
   // At every level: it is about exactness, not speed.
   FCB_RETURN_IF_ERROR(ExactQdqGlobalAveragePool(g).Annotate("exact quantized global average pool"));
@@ -12,6 +13,8 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level) {
     // BN first: it needs the producer before an activation is fused into it.
     FCB_RETURN_IF_ERROR(FoldBatchNorm(g).Annotate("folding BatchNormalization"));
     FCB_RETURN_IF_ERROR(FuseActivations(g).Annotate("fusing activations"));
+    FCB_RETURN_IF_ERROR(FuseQuantized(g).Annotate("fusing quantized operators"));
+    FCB_RETURN_IF_ERROR(FoldConstants(g).Annotate("constant folding"));
   }
   FCB_RETURN_IF_ERROR(EliminateDeadNodes(g).Annotate("dead node elimination"));
   return g.Validate().Annotate("after graph passes");

@@ -1,0 +1,356 @@
+// FuseQuantized: quantized-graph patterns -> one int8 kernel node (QConv /
+// QConvNhwc, ops/lowered/qconv_nhwc.cc, which documents the modes).
+#include <cmath>
+#include <string>
+
+#include "ops/names.h"
+#include "ops/params.h"
+#include "passes/graph_util.h"
+#include "passes/passes.h"
+
+namespace fcb::passes {
+namespace {
+
+using ir::DType;
+using ir::Graph;
+using ir::Node;
+
+constexpr int64_t kOnnxFloat = 1;  // TensorProto FLOAT (Cast "to")
+enum Mode : int64_t { kInt32 = 0, kScaled = 1, kMultiplier = 2, kQdq = 3, kQLinear = 4 };
+
+bool IsQ(DType t) { return t == DType::kU8 || t == DType::kI8; }
+
+class Fuser {
+ public:
+  explicit Fuser(Graph& g) : g_(g) {
+    producer_.assign(g.values.size(), -1);
+    readers_.assign(g.values.size(), 0);
+    reader_.assign(g.values.size(), -1);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (int o : g.nodes[i].outputs)
+        if (o >= 0) producer_[o] = static_cast<int>(i);
+      for (int v : g.nodes[i].inputs)
+        if (v >= 0) ++readers_[v], reader_[v] = static_cast<int>(i);
+    }
+    erase_.assign(g.nodes.size(), false);
+    replace_.assign(g.nodes.size(), -1);
+  }
+
+  Status Run() {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (erase_[i]) continue;
+      const std::string& op = g_.nodes[i].op_type;
+      if (!g_.nodes[i].domain.empty()) continue;
+      if (op == "QLinearConv" || op == "QLinearMatMul") TryQLinear(static_cast<int>(i));
+      else if (op == "ConvInteger" || op == "MatMulInteger") TryInteger(static_cast<int>(i));
+      else if (op == "Conv" || op == "MatMul" || op == "Gemm") TryQdq(static_cast<int>(i));
+    }
+    std::vector<Node> out;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (replace_[i] >= 0) out.push_back(std::move(fused_[replace_[i]]));
+      else if (!erase_[i]) out.push_back(std::move(g_.nodes[i]));
+    }
+    g_.nodes = std::move(out);
+    return Status::Ok();
+  }
+
+ private:
+  const ir::TensorData* Const(int v) const { return v >= 0 ? g_.values[v].constant.get() : nullptr; }
+  int In(const Node& n, size_t i) const { return i < n.inputs.size() ? n.inputs[i] : -1; }
+  int64_t Numel(int v) const { return ir::NumElements(g_.values[v].shape); }
+  // The node that alone reads v (v not a graph output), or -1.
+  int Sole(int v) const {
+    if (v < 0 || readers_[v] != 1 || IsGraphOutput(g_, v)) return -1;
+    return erase_[reader_[v]] ? -1 : reader_[v];
+  }
+  bool Scalar(int v) const { return v >= 0 && Numel(v) == 1; }
+
+  // A per-output-channel (or per-tensor) constant of `n` values whose shape
+  // broadcasts over the output the way the channel axis does: [n] / [1, n]
+  // for matrices, [n,1,1] / [1,n,1,1] for NCHW convolutions.
+  bool ChannelShaped(int v, int64_t n, bool conv) const {
+    if (v < 0) return false;
+    const ir::Shape& s = g_.values[v].shape;
+    if (ir::NumElements(s) == 1) return true;
+    if (ir::NumElements(s) != n) return false;
+    if (!conv) return s.back() == n;
+    return (s.size() == 3 && s[0] == n) || (s.size() == 4 && s[1] == n);
+  }
+
+  // Relu or Clip (constant bounds) reading v alone -> its epilogue; -1 if none.
+  int Activation(int v, kernels::Epilogue* ep) const {
+    const int r = Sole(v);
+    if (r < 0) return -1;
+    const Node& a = g_.nodes[r];
+    if (a.op_type == "Relu") {
+      *ep = {kernels::Act::kRelu, 0.f, 0.f};
+      return r;
+    }
+    if (a.op_type == "Clip" && g_.values[a.outputs[0]].dtype == DType::kF32) {
+      float lo = -INFINITY, hi = INFINITY;
+      if (a.inputs.size() > 1 && a.inputs[1] >= 0) {
+        const ir::TensorData* t = Const(a.inputs[1]);
+        if (!t || t->numel() != 1) return -1;
+        lo = static_cast<float>(t->GetDouble(0));
+      }
+      if (a.inputs.size() > 2 && a.inputs[2] >= 0) {
+        const ir::TensorData* t = Const(a.inputs[2]);
+        if (!t || t->numel() != 1) return -1;
+        hi = static_cast<float>(t->GetDouble(0));
+      }
+      if (a.inputs.size() == 1) lo = a.GetFloat("min", -INFINITY), hi = a.GetFloat("max", INFINITY);
+      *ep = {kernels::Act::kClip, lo, hi};
+      return r;
+    }
+    return -1;
+  }
+
+  // The weight operand of a conv (rank 4) or matrix product (rank 2) as a
+  // constant int8/uint8 tensor; `conv` says which.
+  bool Weights(int v, bool conv) const {
+    const ir::TensorData* w = Const(v);
+    return w && IsQ(w->dtype) && static_cast<int>(w->shape.size()) == (conv ? 4 : 2);
+  }
+
+  Node MakeNode(const Node& from, bool conv, Mode mode, std::vector<int> inputs, int output,
+                const kernels::Epilogue& ep) {
+    Node r;
+    r.name = from.name;
+    r.domain = "fcb";
+    r.inputs = std::move(inputs);
+    r.outputs = {output};
+    if (conv) {
+      r.op_type = std::string(ops::opname::QConv);
+      for (const char* a : {"auto_pad", "pads", "strides", "dilations", "group", "kernel_shape"})
+        if (auto it = from.attrs.find(a); it != from.attrs.end()) r.attrs[a] = it->second;
+      r.SetInt((ops::attr::kQuantMode), mode);
+      ops::SetNodeEpilogue(&r, ep);
+    } else {
+      r.op_type = std::string(ops::opname::QConvNhwc);
+      ops::SetNodeEpilogue(&r, ep);
+      r.SetInt((ops::attr::kMatrix), 1);
+      r.SetInt((ops::attr::kQuantMode), mode);
+      r.SetInts((ops::attr::kKernelShape), {1, 1});
+      r.SetInts((ops::attr::kStrides), {1, 1});
+      r.SetInts((ops::attr::kDilations), {1, 1});
+      r.SetInts((ops::attr::kPads), {0, 0, 0, 0});
+      r.SetInt((ops::attr::kGroup), 1);
+      r.SetInt((ops::attr::kOutChannels), g_.values[In(r, 3)].shape[1]);
+      r.SetInt((ops::attr::kDepthwise), 0);
+    }
+    return r;
+  }
+
+  // Replaces the chain of nodes `chain` (the last one writes the output) by `n`.
+  void Commit(const std::vector<int>& chain, Node n) {
+    int last = -1;
+    for (int c : chain) last = std::max(last, c);
+    for (int c : chain) erase_[c] = true;
+    replace_[last] = static_cast<int>(fused_.size());
+    fused_.push_back(std::move(n));
+  }
+
+  bool ConvInputOk(const Node& n) const {
+    const int x = In(n, 0);
+    return x >= 0 && g_.values[x].shape.size() == 4;
+  }
+
+  int NumOut(int w, bool conv) const {
+    const ir::Shape& s = g_.values[w].shape;
+    return static_cast<int>(conv ? s[0] : s[1]);
+  }
+
+  void TryQLinear(int i) {
+    const Node& n = g_.nodes[i];
+    const bool conv = n.op_type == "QLinearConv";
+    const int x = In(n, 0), xs = In(n, 1), xz = In(n, 2), w = In(n, 3), ws = In(n, 4), wz = In(n, 5);
+    const int ys = In(n, 6), yz = In(n, 7), b = conv ? In(n, 8) : -1;
+    if (!IsQ(g_.values[x].dtype) || !Weights(w, conv) || !Scalar(xs) || !Scalar(ys) || !Scalar(yz)) return;
+    if (xz >= 0 && !Scalar(xz)) return;
+    if (conv && !ConvInputOk(n)) return;
+    const int64_t oc = NumOut(w, conv);
+    if (!Const(ws) || (Numel(ws) != 1 && Numel(ws) != oc)) return;
+    if (wz >= 0 && (!Const(wz) || (Numel(wz) != 1 && Numel(wz) != oc))) return;
+    if (b >= 0 && (!Const(b) || Const(b)->dtype != DType::kI32 || Numel(b) != oc)) return;
+    Commit({i}, MakeNode(n, conv, kQLinear, {x, xs, xz, w, ws, wz, b, ys, yz, -1}, n.outputs[0], {}));
+  }
+
+  void TryInteger(int i) {
+    const Node& n = g_.nodes[i];
+    const bool conv = n.op_type == "ConvInteger";
+    const int x = In(n, 0), w = In(n, 1), xz = In(n, 2), wz = In(n, 3);
+    if (!IsQ(g_.values[x].dtype) || !Weights(w, conv)) return;
+    if (xz >= 0 && !Scalar(xz)) return;
+    if (conv && !ConvInputOk(n)) return;
+    if (!conv && g_.values[x].shape.size() < 2) return;  // MatMul of a vector drops a dimension
+    const int64_t oc = NumOut(w, conv);
+    if (wz >= 0 && (!Const(wz) || (Numel(wz) != 1 && Numel(wz) != oc))) return;
+    // -> Cast(float) -> Mul(multiplier) [-> Add(bias)] [-> Relu/Clip]
+    std::vector<int> chain = {i};
+    int out = n.outputs[0];
+    int m = -1, bias = -1;
+    kernels::Epilogue ep;
+    Mode mode = kInt32;
+    const int cast = Sole(out);
+    if (cast >= 0 && g_.nodes[cast].op_type == "Cast" && g_.nodes[cast].GetInt("to", 0) == kOnnxFloat) {
+      const int mul = Sole(g_.nodes[cast].outputs[0]);
+      if (mul >= 0 && g_.nodes[mul].op_type == "Mul") {
+        const Node& mn = g_.nodes[mul];
+        const int other = mn.inputs[0] == g_.nodes[cast].outputs[0] ? mn.inputs[1] : mn.inputs[0];
+        if (g_.values[other].dtype == DType::kF32 && ChannelShaped(other, oc, conv) &&
+            g_.values[mn.outputs[0]].shape == g_.values[out].shape) {
+          chain.push_back(cast);
+          chain.push_back(mul);
+          m = other;
+          mode = kMultiplier;
+          out = mn.outputs[0];
+          const int add = Sole(out);
+          if (add >= 0 && g_.nodes[add].op_type == "Add") {
+            const Node& an = g_.nodes[add];
+            const int bv = an.inputs[0] == out ? an.inputs[1] : an.inputs[0];
+            if (Const(bv) && Const(bv)->dtype == DType::kF32 && ChannelShaped(bv, oc, conv) &&
+                g_.values[an.outputs[0]].shape == g_.values[out].shape) {
+              chain.push_back(add);
+              bias = bv;
+              out = an.outputs[0];
+            }
+          }
+          const int act = Activation(out, &ep);
+          if (act >= 0) {
+            chain.push_back(act);
+            out = g_.nodes[act].outputs[0];
+          }
+        }
+      }
+    }
+    int b = bias;
+    if (b >= 0) b = Flatten(b, oc);
+    if (m >= 0 && Const(m)) m = Flatten(m, oc);
+    Commit(chain, MakeNode(n, conv, mode, {x, -1, xz, w, -1, wz, b, -1, -1, m}, out, ep));
+  }
+
+  // A constant reshaped to [n] (or kept when it has one element).
+  int Flatten(int v, int64_t n) {
+    const ir::TensorData* t = Const(v);
+    if (!t || t->numel() == 1 || g_.values[v].shape == ir::Shape{n}) return v;
+    auto c = ir::TensorData::Make(t->dtype, {n});
+    c->bytes = t->bytes;
+    return g_.AddConstant(g_.values[v].name + "_flat", c);
+  }
+
+  // The DequantizeLinear node producing v, with a per-tensor scale and zero
+  // point and a quantized input; -1 otherwise.
+  int DqOfActivation(int v) const {
+    const int p = v >= 0 ? producer_[v] : -1;
+    if (p < 0 || erase_[p] || g_.nodes[p].op_type != "DequantizeLinear") return -1;
+    const Node& d = g_.nodes[p];
+    if (!IsQ(g_.values[d.inputs[0]].dtype) || !Scalar(In(d, 1))) return -1;
+    if (In(d, 2) >= 0 && !Scalar(In(d, 2))) return -1;
+    return p;
+  }
+
+  void TryQdq(int i) {
+    const Node& n = g_.nodes[i];
+    const bool conv = n.op_type == "Conv";
+    const bool gemm = n.op_type == "Gemm";
+    if (conv && !ConvInputOk(n)) return;
+    if (gemm && (n.GetInt("transA", 0) != 0 || n.GetFloat("alpha", 1.f) != 1.f || n.GetFloat("beta", 1.f) != 1.f))
+      return;
+    const int dx = DqOfActivation(In(n, 0));
+    if (dx < 0) return;
+    // Weights: DequantizeLinear of a constant int8/uint8 tensor, scales per
+    // output channel (conv axis 0; matrix [K][N] axis 1; Gemm transB [N][K] axis 0).
+    const int wv = In(n, 1);
+    const int pw = wv >= 0 ? producer_[wv] : -1;
+    if (pw < 0 || g_.nodes[pw].op_type != "DequantizeLinear") return;
+    const Node& dw = g_.nodes[pw];
+    const int wq = In(dw, 0), wsv = In(dw, 1), wzv = In(dw, 2);
+    const bool trans_b = gemm && n.GetInt("transB", 0) != 0;
+    const ir::TensorData* wt = Const(wq);
+    if (!wt || !IsQ(wt->dtype) || static_cast<int>(wt->shape.size()) != (conv ? 4 : 2)) return;
+    const int64_t oc = conv || trans_b ? wt->shape[0] : wt->shape[1];
+    const ir::TensorData* wst = Const(wsv);
+    if (!wst || wst->dtype != DType::kF32 || (wst->numel() != 1 && wst->numel() != oc)) return;
+    if (wst->numel() != 1 && wst->shape.size() != 1) return;
+    if (wst->numel() > 1) {
+      int64_t axis = dw.GetInt("axis", 1);
+      if (axis < 0) axis += static_cast<int64_t>(wt->shape.size());
+      if (axis != (conv || trans_b ? 0 : 1)) return;
+    }
+    if (wzv >= 0 && (!Const(wzv) || Const(wzv)->numel() != wst->numel())) return;
+    // Bias: a float constant, or DequantizeLinear of a constant int32 one.
+    int bias = -1;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const int bv = n.inputs[2];
+      if (const ir::TensorData* bt = Const(bv)) {
+        if (bt->dtype != DType::kF32 || bt->numel() != oc) return;
+        bias = Flatten(bv, oc);
+      } else {
+        const int pb = producer_[bv];
+        if (pb < 0 || g_.nodes[pb].op_type != "DequantizeLinear") return;
+        const Node& db = g_.nodes[pb];
+        const ir::TensorData* bq = Const(In(db, 0));
+        const ir::TensorData* bs = Const(In(db, 1));
+        const ir::TensorData* bz = In(db, 2) >= 0 ? Const(In(db, 2)) : nullptr;
+        if (!bq || bq->dtype != DType::kI32 || bq->numel() != oc || !bs || bs->dtype != DType::kF32) return;
+        if (bs->numel() != 1 && bs->numel() != oc) return;
+        if (In(db, 2) >= 0 && !bz) return;
+        std::vector<float> f(static_cast<size_t>(oc));
+        for (int64_t o = 0; o < oc; ++o) {
+          const int64_t zp = bz ? bz->GetInt(bz->numel() == 1 ? 0 : o) : 0;
+          f[o] = static_cast<float>(bq->GetInt(o) - zp) * bs->data<float>()[bs->numel() == 1 ? 0 : o];
+        }
+        bias = g_.AddConstant(n.name + "_qbias", ir::TensorData::FromFloats({oc}, f));
+      }
+    }
+    // Weights as the kernel node wants them: conv [oc][icg][kh][kw], matrix [K][N].
+    int w = wq;
+    if (trans_b) {
+      const int64_t nn = wt->shape[0], k = wt->shape[1];
+      auto t = ir::TensorData::Make(wt->dtype, {k, nn});
+      for (int64_t r = 0; r < nn; ++r)
+        for (int64_t c = 0; c < k; ++c) t->bytes[c * nn + r] = wt->bytes[r * k + c];
+      w = g_.AddConstant(g_.values[wq].name + "_t", t);
+    }
+    std::vector<int> chain = {i};
+    int out = n.outputs[0];
+    kernels::Epilogue ep = ops::NodeEpilogue(n);
+    if (ep.act == kernels::Act::kNone) {
+      const int act = Activation(out, &ep);
+      if (act >= 0) {
+        chain.push_back(act);
+        out = g_.nodes[act].outputs[0];
+      }
+    } else if (ep.act != kernels::Act::kRelu && ep.act != kernels::Act::kClip) {
+      return;  // other fused activations stay with the float path
+    }
+    // -> QuantizeLinear (per tensor): int8/uint8 output.
+    Mode mode = kScaled;
+    int ys = -1, yz = -1;
+    const int q = Sole(out);
+    if (q >= 0 && g_.nodes[q].op_type == "QuantizeLinear" && Scalar(In(g_.nodes[q], 1)) &&
+        In(g_.nodes[q], 2) >= 0 && Scalar(In(g_.nodes[q], 2)) && g_.values[In(g_.nodes[q], 1)].dtype == DType::kF32 &&
+        IsQ(g_.values[g_.nodes[q].outputs[0]].dtype)) {
+      chain.push_back(q);
+      ys = In(g_.nodes[q], 1);
+      yz = In(g_.nodes[q], 2);
+      out = g_.nodes[q].outputs[0];
+      mode = kQdq;
+    }
+    const Node& d = g_.nodes[dx];
+    if (!conv && g_.values[In(d, 0)].shape.size() < 2) return;
+    Commit(chain, MakeNode(n, conv, mode, {In(d, 0), In(d, 1), In(d, 2), w, wsv, wzv, bias, ys, yz, -1}, out, ep));
+  }
+
+  Graph& g_;
+  std::vector<int> producer_, readers_, reader_;
+  std::vector<bool> erase_;
+  std::vector<int> replace_;
+  std::vector<Node> fused_;
+};
+
+}  // namespace
+
+Status FuseQuantized(ir::Graph& g) { return Fuser(g).Run(); }
+
+}  // namespace fcb::passes
