@@ -242,7 +242,7 @@ const QKernelTable& GetQKernelTable(TargetId target) {
         continue;
       }
       t[i] = v.front();
-      if (!t[i].tile || !t[i].epilogue || !t[i].depthwise) {
+      if (!t[i].tile || !t[i].epilogue || !t[i].depthwise || !t[i].quantize || !t[i].dequantize || !t[i].minmax) {
         std::fprintf(stderr, "fcb: int8 kernel table for target %s has a null kernel\n",
                      TargetName(static_cast<TargetId>(i)));
         std::abort();

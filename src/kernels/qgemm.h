@@ -106,6 +106,13 @@ struct QKernelTable {
   // w_zp per channel (padded). Work items: output pixels.
   void (*depthwise)(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const uint8_t* x,
                     int64_t begin, int64_t end, int32_t* scratch) = nullptr;
+  // QuantizeLinear of n floats with one scale and zero point: saturate(
+  // round_half_even(x / scale) + zp) to int8 (`to_signed`) or uint8; NaN -> zp.
+  void (*quantize)(const float* x, int64_t n, float scale, int32_t zp, bool to_signed, void* y) = nullptr;
+  // DequantizeLinear of n int8/uint8 values: float(x - zp) * scale.
+  void (*dequantize)(const void* x, bool x_signed, int64_t n, float scale, int32_t zp, float* y) = nullptr;
+  // Smallest and largest of n floats, NaN skipped (+inf / -inf when none).
+  void (*minmax)(const float* x, int64_t n, float* mn, float* mx) = nullptr;
 };
 
 // The int8 table for `target` on this host (VNNI chosen when present).

@@ -22,7 +22,9 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/common-inl.h"
 #include "kernels/qgemm.h"
@@ -246,9 +248,80 @@ void Depthwise(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const
   }
 }
 
+template <typename Q>
+void QuantizeT(const float* x, int64_t n, float scale, int32_t zp, Q* y) {
+  const DI di;
+  const DFI df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
+  constexpr float lo = std::is_signed_v<Q> ? -128.f : 0.f, hi = std::is_signed_v<Q> ? 127.f : 255.f;
+  const auto vs = hn::Set(df, scale), vlo = hn::Set(df, lo - static_cast<float>(zp)),
+             vhi = hn::Set(df, hi - static_cast<float>(zp));
+  const auto vz = hn::Set(di, zp);
+  for (int64_t i = 0; i < n; i += N) {
+    const int64_t m = std::min(N, n - i);
+    auto q = hn::Div(LoadN(df, x + i, m), vs);
+    q = hn::IfThenElseZero(hn::Eq(q, q), q);
+    q = hn::Min(hn::Max(q, vlo), vhi);
+    StoreQ(di, hn::Add(hn::ConvertTo(di, hn::Round(q)), vz), y + i, m);
+  }
+}
+
+void Quantize(const float* x, int64_t n, float scale, int32_t zp, bool to_signed, void* y) {
+  if (to_signed) {
+    QuantizeT(x, n, scale, zp, static_cast<int8_t*>(y));
+  } else {
+    QuantizeT(x, n, scale, zp, static_cast<uint8_t*>(y));
+  }
+}
+
+template <typename T>
+void DequantizeT(const T* x, int64_t n, float scale, int32_t zp, float* y) {
+  const DI di;
+  const DFI df;
+  const hn::Rebind<T, DI> dx;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
+  const auto vs = hn::Set(df, scale);
+  const auto vz = hn::Set(di, zp);
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::Sub(hn::PromoteTo(di, hn::LoadU(dx, x + i)), vz)), vs), df, y + i);
+  for (; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
+void Dequantize(const void* x, bool x_signed, int64_t n, float scale, int32_t zp, float* y) {
+  if (x_signed) {
+    DequantizeT(static_cast<const int8_t*>(x), n, scale, zp, y);
+  } else {
+    DequantizeT(static_cast<const uint8_t*>(x), n, scale, zp, y);
+  }
+}
+
+void MinMax(const float* x, int64_t n, float* mn, float* mx) {
+  const DFI df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto vmn = hn::Set(df, HUGE_VALF), vmx = hn::Set(df, -HUGE_VALF);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    const auto ok = hn::Eq(v, v);
+    vmn = hn::IfThenElse(ok, hn::Min(vmn, v), vmn);
+    vmx = hn::IfThenElse(ok, hn::Max(vmx, v), vmx);
+  }
+  float lo = hn::GetLane(hn::MinOfLanes(df, vmn)), hi = hn::GetLane(hn::MaxOfLanes(df, vmx));
+  for (; i < n; ++i) {
+    if (x[i] < lo) lo = x[i];
+    if (x[i] > hi) hi = x[i];
+  }
+  *mn = lo;
+  *mx = hi;
+}
+
 }  // namespace
 
 void FillQTable(QKernelTable* t) {
+  t->quantize = &Quantize;
+  t->dequantize = &Dequantize;
+  t->minmax = &MinMax;
   t->isa = hwy::TargetName(HWY_TARGET);
 #if HWY_TARGET == HWY_SCALAR
   t->dot = "scalar";

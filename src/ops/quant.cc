@@ -39,6 +39,7 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "kernels/qgemm.h"
 #include "ops/conv_ref.h"
 #include "ops/families.h"
 #include "ops/matmul_geom.h"
@@ -306,8 +307,15 @@ Result<std::unique_ptr<Kernel>> CreateQuantize(const CreateContext& c) {
       using Q = decltype(tag);
       Q* y = static_cast<Q*>(out[0]);
       const void* zp = p.has_zp ? in[2] : nullptr;
+      const kernels::QKernelTable& qt = kernels::GetQKernelTable(ctx.target);
       ForChannelSegments(ctx, numel, p.l, [&](int64_t b, int64_t e, int64_t ch) {
-        QuantizeSegment<Q>(p.x, in[0], y, b, e, FloatAt(p.scale, in[1], ch), IntAt(p.y, zp, ch));
+        const float scale = FloatAt(p.scale, in[1], ch);
+        if (p.x == DType::kF32) {  // the vector kernel: the same division and rounding
+          qt.quantize(static_cast<const float*>(in[0]) + b, e - b, scale, IntAt(p.y, zp, ch),
+                      std::is_signed_v<Q>, y + b);
+          return;
+        }
+        QuantizeSegment<Q>(p.x, in[0], y, b, e, scale, IntAt(p.y, zp, ch));
       });
     });
     return Status::Ok();
@@ -386,6 +394,13 @@ Result<std::unique_ptr<Kernel>> CreateDequantize(const CreateContext& c) {
     ForChannelSegments(ctx, numel, p.l, [&](int64_t b, int64_t e, int64_t ch) {
       const float scale = FloatAt(p.y, in[1], ch);
       const int32_t z = IntAt(p.x, zp, ch);
+      if (p.y == DType::kF32 && p.x != DType::kI32) {  // the vector kernel: the same arithmetic
+        const size_t es = 1;
+        kernels::GetQKernelTable(ctx.target).dequantize(static_cast<const uint8_t*>(in[0]) + b * es,
+                                                        p.x == DType::kI8, e - b, scale, z,
+                                                        static_cast<float*>(out[0]) + b);
+        return;
+      }
       switch (p.x) {
         case DType::kU8: DequantizeSegment(static_cast<const uint8_t*>(in[0]), p.y, out[0], b, e, scale, z); break;
         case DType::kI8: DequantizeSegment(static_cast<const int8_t*>(in[0]), p.y, out[0], b, e, scale, z); break;
@@ -415,17 +430,16 @@ Result<std::unique_ptr<Kernel>> CreateDynamicQuantize(const CreateContext& c) {
   const int nout = static_cast<int>(c.outputs.size());
   return MakeKernel([numel, nout](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     const float* x = static_cast<const float*>(in[0]);
+    const kernels::QKernelTable& qt = kernels::GetQKernelTable(ctx.target);
     // min and max over parts (NaN never compares, so it is skipped).
     constexpr int64_t kParts = 64;
     std::array<float, kParts> mins, maxs;
     const int64_t parts = std::clamp<int64_t>(numel / 16384, 1, kParts);
     ctx.pool->ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
-        float mn = std::numeric_limits<float>::infinity(), mx = -mn;
-        for (int64_t i = numel * p / parts, e = numel * (p + 1) / parts; i < e; ++i) {
-          if (x[i] < mn) mn = x[i];
-          if (x[i] > mx) mx = x[i];
-        }
+        float mn, mx;
+        const int64_t b = numel * p / parts, e = numel * (p + 1) / parts;
+        qt.minmax(x + b, e - b, &mn, &mx);
         mins[p] = mn;
         maxs[p] = mx;
       }
@@ -440,7 +454,7 @@ Result<std::unique_ptr<Kernel>> CreateDynamicQuantize(const CreateContext& c) {
     const uint8_t zp = static_cast<uint8_t>(RoundHalfEven(zf));
     uint8_t* y = static_cast<uint8_t*>(out[0]);
     ctx.pool->ParallelFor(numel, 16384, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) y[i] = Quantize<uint8_t>(x[i] / scale, zp);
+      qt.quantize(x + b, e - b, scale, zp, false, y + b);
     });
     if (nout > 1) *static_cast<float*>(out[1]) = scale;
     if (nout > 2) *static_cast<uint8_t*>(out[2]) = zp;
