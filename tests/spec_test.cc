@@ -52,10 +52,19 @@ const Rule kRules[] = {
     {"InvalidLevelScalar", R"({"targets": "generic", "target_options": {"optimization_level": -1}})", "",
      {"optimization_level -1", "from 0 to 3"}},
     {"InvalidPrecision", R"({"targets": "x86-64-v3", "target_options": {"precision": "fp16"}})",
-     "--target x86-64-v3 --target-options '{\"precision\": \"fp16\"}'", {"precision 'fp16'", "\"fp32\" or \"bf16\""}},
+     "--target x86-64-v3 --target-options '{\"precision\": \"fp16\"}'",
+     {"precision 'fp16'", "\"fp32\", \"bf16\" or \"int8\""}},
+    {"InvalidPrecisionInt4", R"({"targets": ["generic"], "target_options": [{"precision": "int4"}]})",
+     "--target generic --target-options '{\"precision\": \"int4\"}'",
+     {"precision 'int4'", "is not valid", "\"fp32\", \"bf16\" or \"int8\""}},
+    {"PrecisionNotAString", R"({"targets": "generic", "target_options": {"precision": 8}})",
+     "--target generic --target-options '{\"precision\": 8}'", {"precision must be a string", "\"int8\""}},
     {"IncompatibleOptions", R"({"targets": ["generic"], "target_options": [{"precision": "bf16", "optimization_level": 0}]})",
      "--target generic --target-options '{\"precision\": \"bf16\", \"optimization_level\": 0}'",
      {"bf16", "optimization_level to 1 or higher"}},
+    {"Int8NeedsLevel1", R"({"targets": "x86-64-v3", "target_options": {"precision": "int8", "optimization_level": 0}})",
+     "--target x86-64-v3 --target-options '{\"precision\": \"int8\", \"optimization_level\": 0}'",
+     {"precision int8", "optimization_level to 1 or higher", "precision fp32", "target 'x86-64-v3'"}},
     {"UnknownSpecKey", R"({"target": ["generic"]})", "", {"unknown spec key 'target'", "did you mean 'targets'"}},
     {"AllWithOthers", R"({"targets": ["all", "generic"]})", "--target all --target generic", {"'all'", "alone"}},
 };
@@ -171,6 +180,14 @@ TEST(Spec, ValidSpecsParse) {
   EXPECT_EQ(s.value().target_options[0].optimization_level, 2) << "documented default";
   EXPECT_FALSE(s.value().weight_sharing);
   EXPECT_EQ(s.value().input_shapes.at("input"), (std::vector<int64_t>{1, 3, 64, 64}));
+  auto i8 = ParseSpecJson(R"({"targets": ["generic", "x86-64-v4"],
+                              "target_options": [{"precision": "int8", "optimization_level": 1}, {"precision": "int8"}]})");
+  ASSERT_TRUE(i8.ok()) << i8.status().message();
+  EXPECT_EQ(i8.value().target_options[0].precision, "int8");
+  EXPECT_EQ(i8.value().target_options[1].optimization_level, 2);
+  auto one = ParseTargetOptionsJson(R"({"precision": "int8"})");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_TRUE(ValidateSpec(CompileSpec{{"x86-64-v3"}, {one.value()}}).ok());
 }
 
 std::vector<uint8_t> CompileWithSpec(const TempDir& tmp, const std::string& name, const std::string& json) {

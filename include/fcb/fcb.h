@@ -27,7 +27,11 @@ namespace fcb {
 // Options of one target. Defaults are documented in the README.
 struct TargetOptions {
   int optimization_level = 2;    // 0: no fusion, straightforward kernels; 1-3: optimizing pipeline
-  std::string precision = "fp32";  // "fp32" or "bf16" (weights stored as bfloat16)
+  // "fp32"; "bf16" (conv/GEMM weights stored as bfloat16); "int8" (Conv/MatMul/
+  // Gemm weights quantized per output channel to symmetric int8 at compile time,
+  // their inputs quantized per run as DynamicQuantizeLinear does). bf16 and int8
+  // need optimization_level >= 1.
+  std::string precision = "fp32";
   bool operator==(const TargetOptions&) const = default;
 };
 
@@ -41,9 +45,33 @@ struct CompileSpec {
   std::map<std::string, std::vector<int64_t>> input_shapes;
 };
 
+// What precision "int8" costs one method: its int8 context against an fp32
+// compile of the same method (same optimization level), both run on this host
+// on the same deterministic inputs (float inputs: seeded standard-normal values;
+// integer and bool inputs: zeros; other types: zero bytes).
+struct Int8Accuracy {
+  std::string method;
+  // The target both were compiled for and run on: the best one this host runs
+  // among the spec's int8 targets, or, when it runs none of them, this host's
+  // best target (compiled with the same int8 options; on_int8_target = false).
+  std::string target;
+  bool on_int8_target = true;
+  // The spec's int8 targets this measurement stands for (their int8 contexts
+  // run the same quantized graph; integer arithmetic is exact on every target).
+  std::vector<std::string> int8_targets;
+  int inputs = 0;          // seeded input sets run
+  int float_outputs = 0;   // float32 outputs compared per input set
+  // ||y_int8 - y_fp32|| / ||y_fp32||, all float outputs of all input sets
+  // together; NaN when it could not be measured (see error).
+  double rel_l2 = 0;
+  std::string error;  // empty when measured
+};
+
 struct CompileReport {
   std::vector<std::string> warnings;  // "weight sharing defeated: ...", already formatted
   uint64_t file_size = 0;
+  // One entry per (method, int8 options) when some target has precision "int8".
+  std::vector<Int8Accuracy> int8_accuracy;
 };
 
 // Progress callback: (stage, method, target). May be null.

@@ -4,6 +4,7 @@
 // (and override) the spec's; --no-weight-sharing turns sharing off.
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -100,6 +101,19 @@ int CmdCompile(const CompileArgs& a) {
   if (tty) std::cerr << "\r\033[K" << std::flush;
   if (!report.ok()) return Fail(FlagWords(report.status()));
   for (const auto& w : report.value().warnings) Warn(w);
+  // What precision int8 costs, one line per method (a failed measurement is a warning above).
+  for (const auto& acc : report.value().int8_accuracy) {
+    if (!acc.error.empty()) continue;
+    char num[32];
+    std::snprintf(num, sizeof num, "%.1e", acc.rel_l2);
+    std::string line = "int8 accuracy: method " + acc.method + ", target " + acc.target + ": rel L2 vs fp32 = " +
+                       num + " on " + std::to_string(acc.inputs) + " seeded inputs";
+    if (!acc.on_int8_target)
+      line += " (this host runs none of the int8 targets; measured on its best target compiled with precision int8)";
+    else if (acc.int8_targets.size() > 1)
+      line += " (stands for all " + std::to_string(acc.int8_targets.size()) + " int8 targets)";
+    std::cout << line << "\n";
+  }
   return 0;
 }
 

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   compile->add_option("model", ca.model, "ONNX model (method 'main'); or use --method");
   compile->add_option("-o,--output", ca.output, "output .fcb file")->required();
   compile->add_option("--target", ca.targets, "target (repeatable; 'all' = every known target)");
-  compile->add_option("--target-options", ca.target_options, "JSON options, once per --target, same order");
+  compile->add_option("--target-options", ca.target_options, "JSON options, once per --target, same order, e.g. '{\"optimization_level\": 2, "
+                      "\"precision\": \"int8\"}' (precision: fp32, bf16 or int8)");
   compile->add_option("--spec", ca.spec_path, "JSON compile spec (flags given too override its fields)");
   compile->add_option("--input-shape", ca.input_shapes, "[METHOD:]NAME=1x3x224x224 (repeatable)");
   compile->add_option("--method", ca.methods, "NAME=MODEL.onnx (repeatable)");

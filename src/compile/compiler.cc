@@ -1,12 +1,22 @@
 // The compiler driver: the one code path behind Compile and CompileMethods.
 //
-//   validate spec -> per method: import, passes (per optimization level),
-//   layout -> per target: lower -> one weight pool -> atomic write.
+//   validate spec -> per method: import, passes (per optimization level and
+//   int8-or-not), layout -> per target: lower -> [int8 accuracy] -> one
+//   weight pool -> atomic write.
 //
 // A failure in one method or target does not stop the others; the final error
 // lists every failure with its method and target.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "compile/lower.h"
 #include "compile/session.h"
@@ -70,6 +80,134 @@ void WarnAboutSharing(const CompileSpec& spec, const std::vector<TargetOptions>&
   }
 }
 
+// ------------------------------------------------------- int8 accuracy report
+
+constexpr int kAccuracyInputs = 4;  // seeded input sets per measurement
+
+int ScoreOf(TargetId id) {
+  for (const auto& t : KnownTargets())
+    if (t.id == id) return t.score;
+  return -1;
+}
+
+// Deterministic pseudo-random numbers (SplitMix64), the same on every host.
+struct SeededRng {
+  uint64_t state;
+  uint64_t Next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
+  // Standard normal (Box-Muller).
+  double Normal() { return std::sqrt(-2.0 * std::log(Uniform())) * std::cos(6.283185307179586 * Uniform()); }
+};
+
+// Input set `sample` for one input: float32/float64 standard-normal values
+// seeded by the input's position and the set; every other type zero bytes
+// (integer indices 0 and false are valid for every model that takes them).
+std::vector<uint8_t> SeededInput(const TensorSpec& t, int input_index, int sample) {
+  std::vector<uint8_t> bytes(t.bytes(), 0);
+  SeededRng rng{0x1F8B5EEDull + 1000003ull * static_cast<uint64_t>(sample) + static_cast<uint64_t>(input_index)};
+  if (t.dtype == DType::kF32) {
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      const float v = static_cast<float>(rng.Normal());
+      std::memcpy(&bytes[i], &v, 4);
+    }
+  } else if (t.dtype == DType::kF64) {
+    for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+      const double v = rng.Normal();
+      std::memcpy(&bytes[i], &v, 8);
+    }
+  }
+  return bytes;
+}
+
+// A private folder under the system's temporary directory, removed with its
+// contents on destruction (success or failure).
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::error_code ec;
+    std::string base = std::filesystem::temp_directory_path(ec).string();
+    if (ec || base.empty()) base = "/tmp";
+    std::string templ = base + "/fcb-int8-accuracy-XXXXXX";
+    if (mkdtemp(templ.data())) path_ = templ;
+  }
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Compiles `fp32` and `int8` (two optimized graphs of one method) for
+// `target` into a temporary file as the methods "fp32" and "int8", runs both
+// on the same seeded inputs and returns ||y_int8 - y_fp32|| / ||y_fp32|| over
+// every float32 output of every input set.
+Status MeasureInt8(const ir::Graph& fp32, const ir::Graph& int8, TargetId target, const TargetOptions& int8_opts,
+                   Int8Accuracy* acc) {
+  format::WeightPoolBuilder pool;
+  format::FileDesc desc;
+  desc.producer = std::string("fcb ") + Version();
+  desc.plan_version = ops::kPlanVersion;
+  compile::LowerOptions lo;
+  lo.target = target;
+  lo.options = int8_opts;
+  lo.options.precision = "fp32";
+  FCB_ASSIGN_OR_RETURN(format::ContextDesc c32, compile::LowerGraph(fp32, "fp32", lo, pool));
+  lo.options = int8_opts;
+  FCB_ASSIGN_OR_RETURN(format::ContextDesc c8, compile::LowerGraph(int8, "int8", lo, pool));
+  desc.contexts.push_back(std::move(c32));
+  desc.contexts.push_back(std::move(c8));
+  ScratchDir dir;
+  if (dir.path().empty()) return IoError("cannot create a temporary folder for the int8 accuracy measurement");
+  const std::string path = dir.path() + "/accuracy.fcb";
+  FCB_RETURN_IF_ERROR(format::WriteFcbFile(std::move(desc), pool, path));
+  LoadOptions load;
+  load.target = TargetName(target);
+  FCB_ASSIGN_OR_RETURN(std::shared_ptr<const Program> program, Program::Load(path, load));
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  FCB_ASSIGN_OR_RETURN(std::unique_ptr<Execution> e32, Execution::Create(program, "fp32", threads));
+  FCB_ASSIGN_OR_RETURN(std::unique_ptr<Execution> e8, Execution::Create(program, "int8", threads));
+  const MethodInfo& info = e32->info();
+  double diff2 = 0, ref2 = 0;
+  int float_outputs = 0;
+  for (const auto& o : info.outputs) float_outputs += o.dtype == DType::kF32;
+  for (int sample = 0; sample < kAccuracyInputs; ++sample) {
+    for (size_t i = 0; i < info.inputs.size(); ++i) {
+      const std::vector<uint8_t> bytes = SeededInput(info.inputs[i], static_cast<int>(i), sample);
+      FCB_RETURN_IF_ERROR(e32->SetInput(info.inputs[i].name, bytes.data(), bytes.size()));
+      FCB_RETURN_IF_ERROR(e8->SetInput(info.inputs[i].name, bytes.data(), bytes.size()));
+    }
+    FCB_RETURN_IF_ERROR(e32->Run().Annotate("running the fp32 compile"));
+    FCB_RETURN_IF_ERROR(e8->Run().Annotate("running the int8 compile"));
+    for (size_t k = 0; k < info.outputs.size(); ++k) {
+      if (info.outputs[k].dtype != DType::kF32) continue;
+      const size_t n = info.outputs[k].bytes() / 4;
+      const float* a = static_cast<const float*>(e8->output_data(k));
+      const float* b = static_cast<const float*>(e32->output_data(k));
+      for (size_t j = 0; j < n; ++j) {
+        const double d = static_cast<double>(a[j]) - b[j];
+        diff2 += d * d;
+        ref2 += static_cast<double>(b[j]) * b[j];
+      }
+    }
+  }
+  acc->inputs = kAccuracyInputs;
+  acc->float_outputs = float_outputs;
+  if (float_outputs == 0) return Unsupported("the method has no float32 output to compare");
+  acc->rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 > 0 ? INFINITY : 0.0);
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace {
@@ -97,6 +235,12 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   }
   if (opts.empty()) opts.assign(spec.targets.size(), TargetOptions{});
 
+  // The int8 targets' options, by optimization level (one accuracy entry each per method).
+  std::map<int, std::vector<size_t>> int8_groups;
+  for (size_t i = 0; i < spec.targets.size(); ++i)
+    if (opts[i].precision == "int8") int8_groups[opts[i].optimization_level].push_back(i);
+
+  CompileReport report;
   std::vector<std::string> failures;
   // The failures' common status code (e.g. Unsupported), or InvalidArgument when they differ.
   StatusCode failure_code = StatusCode::kOk;
@@ -115,21 +259,24 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       note(imported.status().code());
       continue;
     }
-    // One optimized graph per optimization level in use.
-    std::map<int, Result<ir::Graph>> optimized;
+    // One optimized graph per (optimization level, int8 or not) in use.
+    std::map<std::pair<int, bool>, Result<ir::Graph>> optimized;
+    auto optimize = [&](int level, bool int8) -> const Result<ir::Graph>& {
+      const std::pair<int, bool> key(level, int8);
+      auto it = optimized.find(key);
+      if (it != optimized.end()) return it->second;
+      Progress(hooks, "optimize", method, "");
+      ir::Graph g = imported.value();
+      Status s = passes::RunDefaultPasses(g, level, int8);
+      if (s.ok()) s = passes::AssignLayouts(g);
+      if (s.ok() && level >= 1) s = passes::FuseResidualAdd(g);
+      if (s.ok()) s = g.Validate();
+      return optimized.emplace(key, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s)).first->second;
+    };
     for (size_t i = 0; i < spec.targets.size(); ++i) {
       const int level = opts[i].optimization_level;
-      if (!optimized.count(level)) {
-        Progress(hooks, "optimize", method, "");
-        ir::Graph g = imported.value();
-        Status s = passes::RunDefaultPasses(g, level);
-        if (s.ok()) s = passes::AssignLayouts(g);
-        if (s.ok() && level >= 1) s = passes::FuseResidualAdd(g);
-        if (s.ok()) s = g.Validate();
-        optimized.emplace(level, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s));
-      }
       const std::string& target = spec.targets[i];
-      const auto& g = optimized.at(level);
+      const auto& g = optimize(level, opts[i].precision == "int8");
       if (!g.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + g.status().message());
         note(g.status().code());
@@ -148,6 +295,43 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       }
       desc.contexts.push_back(std::move(ctx).value());
     }
+    // What int8 costs this method: measured only when everything so far compiled.
+    if (!failures.empty()) continue;
+    for (const auto& [level, members] : int8_groups) {
+      Int8Accuracy acc;
+      acc.method = method;
+      std::optional<TargetId> best;
+      for (size_t i : members) {
+        acc.int8_targets.push_back(spec.targets[i]);
+        const TargetId t = *TargetFromName(spec.targets[i]);
+        if (HostCanRun(t) && (!best || ScoreOf(t) > ScoreOf(*best))) best = t;
+      }
+      if (!best) {
+        acc.on_int8_target = false;
+        const std::vector<TargetId> runnable = RunnableTargets();
+        if (!runnable.empty()) best = runnable.front();
+      }
+      acc.rel_l2 = NAN;
+      Status s = Status::Ok();
+      if (!best) {
+        s = Unavailable("this host runs no target");
+      } else {
+        acc.target = TargetName(*best);
+        Progress(hooks, "measure int8 accuracy", method, acc.target);
+        const auto& g8 = optimize(level, true);
+        const auto& g32 = optimize(level, false);
+        if (!g8.ok()) s = g8.status();
+        else if (!g32.ok()) s = Status(g32.status()).Annotate("the fp32 reference");
+        else s = MeasureInt8(g32.value(), g8.value(), *best, opts[members.front()], &acc);
+      }
+      if (!s.ok()) {
+        acc.rel_l2 = NAN;
+        acc.error = s.message();
+        report.warnings.push_back("could not measure the int8 accuracy of method '" + method + "'" +
+                                  (acc.target.empty() ? "" : " on " + acc.target) + ": " + s.message());
+      }
+      report.int8_accuracy.push_back(std::move(acc));
+    }
   }
   if (!failures.empty()) {
     std::string msg = failures.size() == 1 ? "compilation failed: " : "compilation failed in " +
@@ -157,7 +341,6 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     return Status(failure_code, msg);
   }
   Progress(hooks, "write", "", "");
-  CompileReport report;
   FCB_RETURN_IF_ERROR(format::WriteFcbFile(desc, pool, out_path));
   // Blob sizes are filled in by the writer; recompute from the pool for the warning.
   desc.blobs.resize(pool.size());

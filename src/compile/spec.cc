@@ -57,7 +57,8 @@ Result<TargetOptions> ParseOptions(const json& j, const std::string& where) {
         return InvalidArgument(where + ": optimization_level must be an integer from 0 to 3");
       o.optimization_level = it->get<int>();
     } else if (key == "precision") {
-      if (!it->is_string()) return InvalidArgument(where + ": precision must be \"fp32\" or \"bf16\"");
+      if (!it->is_string())
+        return InvalidArgument(where + ": precision must be a string: \"fp32\", \"bf16\" or \"int8\"");
       o.precision = it->get<std::string>();
     } else {
       return InvalidArgument(where + ": unknown option '" + key + "'; did you mean '" +
@@ -110,11 +111,13 @@ Status ValidateSpec(const CompileSpec& spec) {
     if (o.optimization_level < 0 || o.optimization_level > 3)
       return InvalidArgument(where + ": optimization_level " + std::to_string(o.optimization_level) +
                              " is out of range; use an integer from 0 to 3");
-    if (o.precision != "fp32" && o.precision != "bf16")
-      return InvalidArgument(where + ": precision '" + o.precision + "' is not valid; use \"fp32\" or \"bf16\"");
-    if (o.precision == "bf16" && o.optimization_level == 0)
-      return InvalidArgument(where + ": precision bf16 needs the optimizing pipeline; set optimization_level to 1 or "
-                             "higher, or use precision fp32");
+    if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "int8")
+      return InvalidArgument(where + ": precision '" + o.precision +
+                             "' is not valid; use \"fp32\", \"bf16\" or \"int8\"");
+    if ((o.precision == "bf16" || o.precision == "int8") && o.optimization_level == 0)
+      return InvalidArgument(where + ": precision " + o.precision +
+                             " needs the optimizing pipeline; set optimization_level to 1 or higher, or use "
+                             "precision fp32");
   }
   for (const auto& [name, dims] : spec.input_shapes) {
     if (name.empty() || name.back() == ':')

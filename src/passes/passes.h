@@ -62,8 +62,21 @@ Status ExactQdqGlobalAveragePool(ir::Graph& g);
 // Weights must be constants; anything else keeps its ONNX nodes.
 Status FuseQuantized(ir::Graph& g);
 
+// Precision "int8" (src/passes/quantize_int8.cc): every Conv (1-D or 2-D,
+// any group), MatMul (A of rank >= 2) and Gemm (transA = 0) with a float32
+// constant weight and a float32 input becomes ONNX Runtime's dynamic-
+// quantization form: DynamicQuantizeLinear (one per distinct input value) ->
+// ConvInteger / MatMulInteger (int8 weights quantized per output channel,
+// symmetric, zero point 0) -> Cast(float) -> Mul(., Mul(x_scale, w_scale))
+// [-> Add(., bias)]. Gemm's alpha is folded into the weights before
+// quantizing, beta into C; transB is undone on the constant. The float
+// weights are left unused for EliminateDeadNodes. Changes results (by the
+// quantization error), on request.
+Status QuantizeInt8(ir::Graph& g);
+
 // Level 0: FoldConstants, RemoveIdentities, ExactQdqGlobalAveragePool, EliminateDeadNodes.
-// Level >= 1: also FoldBatchNorm and FuseActivations.
-Status RunDefaultPasses(ir::Graph& g, int optimization_level);
+// Level >= 1: also FoldBatchNorm and FuseActivations, and QuantizeInt8 between
+// them when quantize_int8 is set (precision "int8", which needs level >= 1).
+Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8 = false);
 
 }  // namespace fcb::passes
