@@ -369,8 +369,8 @@ TEST(QuantizeInt8, SharesQuantizedInputsAndLeavesOthersAlone) {
 
 // Through the pipeline: BatchNormalization is folded first (the folded
 // weights are the ones quantized), the Relu is not fused into the float Conv
-// (it stays after the Add that ends the quantized chain), no float weight
-// survives; level 0 refuses int8.
+// but into the int8 kernel that FuseQuantized makes of the quantized chain,
+// no float weight survives; level 0 refuses int8.
 TEST(QuantizeInt8, RunsAfterBatchNormFoldingAndBeforeActivationFusion) {
   ir::Graph g;
   const int x = AddTensor(g, "x", {1, 2, 5, 5});
@@ -390,9 +390,16 @@ TEST(QuantizeInt8, RunsAfterBatchNormFoldingAndBeforeActivationFusion) {
   ir::Graph level0 = g;
   EXPECT_FALSE(RunDefaultPasses(level0, 0, true).ok());
   ASSERT_TRUE(RunDefaultPasses(g, 1, true).ok());
-  EXPECT_EQ(Ops(g), (std::vector<std::string>{"DynamicQuantizeLinear", "ConvInteger", "Cast", "Mul", "Mul", "Add",
-                                              "Relu"}));
-  for (const auto& n : g.nodes) EXPECT_FALSE(n.Has(ops::attr::kActivation)) << n.Describe();
+  // FuseQuantized then takes ConvInteger -> Cast -> Mul -> Add -> Relu into
+  // one int8 kernel node (the Relu as its epilogue); the Mul computing
+  // x_scale * w_scale stays.
+  EXPECT_EQ(Ops(g), (std::vector<std::string>{"DynamicQuantizeLinear", "Mul", std::string(ops::opname::QConv)}));
+  for (const auto& n : g.nodes)
+    if (n.op_type == ops::opname::QConv) {
+      EXPECT_EQ(n.GetInt(ops::attr::kQuantMode, -1), 2) << "the multiplier mode";
+      EXPECT_TRUE(n.Has(ops::attr::kActivation)) << "the Relu";
+      EXPECT_EQ(n.name, "conv") << "the user's node name";
+    }
   EXPECT_EQ(LargeFloatConstants(g, 54), 0);
   // Without int8 the same pipeline keeps the float Conv with the Relu fused.
   ir::Graph fp = level0;
