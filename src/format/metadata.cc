@@ -2,8 +2,11 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "fcb_generated.h"
 #include "format/fcb_header.h"
@@ -38,21 +41,87 @@ Offset<fb::Step> EncodeStep(FlatBufferBuilder& fbb, const StepDesc& s) {
   return fb::CreateStep(fbb, op, node, inputs, outputs, attr_vec);
 }
 
-Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c) {
-  std::vector<Offset<fb::Tensor>> tensors;
-  for (const TensorDesc& t : c.tensors) {
-    auto name = Str(fbb, t.name);
-    auto shape = fbb.CreateVector(t.shape);
-    tensors.push_back(fb::CreateTensor(fbb, name, static_cast<int32_t>(t.dtype), shape,
-                                       static_cast<fb::Storage>(t.storage), t.offset, t.blob));
+// Appends the bytes of `v` to a cache key.
+template <typename T>
+void KeyAdd(std::string* k, const T& v) {
+  k->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+void KeyAdd(std::string* k, const std::string& v) {
+  KeyAdd(k, v.size());
+  k->append(v);
+}
+template <typename T>
+void KeyAdd(std::string* k, const std::vector<T>& v) {
+  KeyAdd(k, v.size());
+  for (const T& x : v) KeyAdd(k, x);
+}
+
+// Plans that are equal in every field are written once: a context whose
+// tensor or step list equals an earlier context's refers to that list (the
+// lowering rules are target-neutral, so every target of a method usually has
+// the same plan and an extra target costs its Context table, about a hundred
+// bytes). FlatBuffers allows shared subobjects; readers see no difference.
+struct PlanCache {
+  std::map<std::string, Offset<flatbuffers::Vector<Offset<fb::Tensor>>>> tensors;
+  std::map<std::string, Offset<flatbuffers::Vector<Offset<fb::Step>>>> steps;
+};
+
+std::string TensorsKey(const std::vector<TensorDesc>& ts) {
+  std::string k;
+  for (const TensorDesc& t : ts) {
+    KeyAdd(&k, t.name);
+    KeyAdd(&k, static_cast<int32_t>(t.dtype));
+    KeyAdd(&k, t.shape);
+    KeyAdd(&k, static_cast<int32_t>(t.storage));
+    KeyAdd(&k, t.offset);
+    KeyAdd(&k, t.blob);
   }
-  std::vector<Offset<fb::Step>> steps;
-  for (const StepDesc& s : c.steps) steps.push_back(EncodeStep(fbb, s));
+  return k;
+}
+
+std::string StepsKey(const std::vector<StepDesc>& ss) {
+  std::string k;
+  for (const StepDesc& s : ss) {
+    KeyAdd(&k, s.op);
+    KeyAdd(&k, s.node);
+    KeyAdd(&k, s.inputs);
+    KeyAdd(&k, s.outputs);
+    KeyAdd(&k, s.attrs.size());
+    for (const AttrDesc& a : s.attrs) {
+      KeyAdd(&k, a.name);
+      KeyAdd(&k, a.ints);
+      KeyAdd(&k, a.floats);
+      KeyAdd(&k, a.str);
+    }
+  }
+  return k;
+}
+
+Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c, PlanCache& cache) {
+  const std::string tkey = TensorsKey(c.tensors);
+  auto tit = cache.tensors.find(tkey);
+  if (tit == cache.tensors.end()) {
+    std::vector<Offset<fb::Tensor>> tensors;
+    for (const TensorDesc& t : c.tensors) {
+      auto name = Str(fbb, t.name);
+      auto shape = fbb.CreateVector(t.shape);
+      tensors.push_back(fb::CreateTensor(fbb, name, static_cast<int32_t>(t.dtype), shape,
+                                         static_cast<fb::Storage>(t.storage), t.offset, t.blob));
+    }
+    tit = cache.tensors.emplace(tkey, fbb.CreateVector(tensors)).first;
+  }
+  const std::string skey = StepsKey(c.steps);
+  auto sit = cache.steps.find(skey);
+  if (sit == cache.steps.end()) {
+    std::vector<Offset<fb::Step>> steps;
+    for (const StepDesc& s : c.steps) steps.push_back(EncodeStep(fbb, s));
+    sit = cache.steps.emplace(skey, fbb.CreateVector(steps)).first;
+  }
   auto method = Str(fbb, c.method);
   auto target = Str(fbb, c.target);
   auto options = Str(fbb, c.options);
-  auto tensor_vec = fbb.CreateVector(tensors);
-  auto step_vec = fbb.CreateVector(steps);
+  auto tensor_vec = tit->second;
+  auto step_vec = sit->second;
   auto inputs = fbb.CreateVector(c.inputs);
   auto outputs = fbb.CreateVector(c.outputs);
   return fb::CreateContext(fbb, method, target, options, tensor_vec, step_vec, inputs, outputs,
@@ -187,7 +256,8 @@ std::string CheckBlob(const BlobDesc& b, size_t id, uint64_t pool_offset, uint64
 std::vector<uint8_t> EncodeMetadata(const FileDesc& desc) {
   FlatBufferBuilder fbb(4096);
   std::vector<Offset<fb::Context>> contexts;
-  for (const ContextDesc& c : desc.contexts) contexts.push_back(EncodeContext(fbb, c));
+  PlanCache cache;
+  for (const ContextDesc& c : desc.contexts) contexts.push_back(EncodeContext(fbb, c, cache));
   std::vector<fb::Blob> blobs;
   for (const BlobDesc& b : desc.blobs) blobs.emplace_back(b.offset, b.size, b.hash_lo, b.hash_hi);
   auto producer = Str(fbb, desc.producer);
@@ -223,9 +293,15 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
                        std::to_string(FLATBUFFERS_MAX_BUFFER_SIZE) + " bytes)");
   flatbuffers::Verifier::Options opts;
   opts.max_depth = 16;  // the schema nests 5 levels deep
-  // A table takes at least 4 bytes, so no honest buffer has more than size/4;
-  // the bound keeps verification linear even when offsets are shared.
-  opts.max_tables = static_cast<flatbuffers::uoffset_t>(size / 4 + 16);
+  // A table takes at least 4 bytes, so a buffer holds at most size/4 of
+  // them; contexts with equal plans share their tensor and step lists (see
+  // EncodeContext), which the verifier visits once per context. The bound
+  // allows kMaxSharingContexts visits of every table, which keeps
+  // verification linear in the size (a hostile file cannot make it
+  // quadratic by pointing every context at one huge list).
+  constexpr uint64_t kMaxSharingContexts = 64;
+  opts.max_tables = static_cast<flatbuffers::uoffset_t>(
+      std::min<uint64_t>((size / 4 + 16) * kMaxSharingContexts, std::numeric_limits<flatbuffers::uoffset_t>::max()));
   flatbuffers::Verifier verifier(data, static_cast<size_t>(size), opts);
   if (!fb::VerifyFileBuffer(verifier))
     return CorruptFile(where + ": FlatBuffers verification failed (malformed metadata, a "

@@ -43,10 +43,8 @@ void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64
       for (int64_t m = 0; m < rb; m += kQTileRows) {
         const int tr = static_cast<int>(std::min<int64_t>(kQTileRows, rb - m));
         t.tile(A + (r0 + m) * lda, lda, tr, k4, a.b + p * pstride, pstride, np, raw);
-        for (int r = 0; r < tr; ++r) {
-          char* yrow = static_cast<char*>(y0) + (r0 + m + r) * a.ldy * esize;
-          t.epilogue(a.ep, raw + r * 32, count, p * kPanel, rowsum[m + r], yrow);
-        }
+        t.epilogue(a.ep, raw, tr, count, p * kPanel, rowsum.data() + m, static_cast<char*>(y0) + (r0 + m) * a.ldy * esize,
+                   a.ldy);
       }
     }
   }
@@ -92,6 +90,14 @@ void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const u
           uint8_t* dst = col + r * k4;
           for (int64_t ky = 0; ky < g.kh; ++ky) {
             const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+            const int64_t ix0 = ox * g.sw - g.pad_left;
+            if (flip == 0 && g.dw == 1 && g.groups == 1 && iy >= 0 && iy < g.ih && ix0 >= 0 && ix0 + g.kw <= g.iw &&
+                g.in_pixel_stride == icg) {
+              // The row's taps are kw neighbouring pixels: one copy.
+              std::memcpy(dst, x + ((b * g.ih + iy) * g.iw + ix0) * icg, static_cast<size_t>(g.kw * icg));
+              dst += g.kw * icg;
+              continue;
+            }
             for (int64_t kx = 0; kx < g.kw; ++kx, dst += icg) {
               const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
               if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw) {

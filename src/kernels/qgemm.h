@@ -98,10 +98,12 @@ struct QKernelTable {
   const char* isa = nullptr;  // Highway target name
   const char* dot = nullptr;  // which dot-product code: "avx512vnni", "avxvnni", "pmaddwd", "neon", "scalar"
   QTileFn tile = nullptr;
-  // Applies the epilogue to raw sums of one row: raw[0..count) are columns
-  // col0.. of row `row`, rowsum that row's sum of a' (used when ep.b_zp).
-  void (*epilogue)(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t col0, int32_t rowsum,
-                   void* y_row) = nullptr;
+  // Applies the epilogue to the raw sums of a tile: raw[r * 32 + j] is column
+  // col0 + j (j < count <= 32) of row r < rows, written to row r of the
+  // output, y_row0 + r * ldy elements; rowsum[r] is row r's sum of a' (used
+  // when ep.b_zp).
+  void (*epilogue)(const QEpilogue& ep, const int32_t* raw, int rows, int64_t count, int64_t col0,
+                   const int32_t* rowsum, void* y_row0, int64_t ldy) = nullptr;
   // Depthwise int8 conv (groups == ic == oc), NHWC; weights PackQDepthwise,
   // w_zp per channel (padded). Work items: output pixels.
   void (*depthwise)(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const uint8_t* x,

@@ -142,7 +142,8 @@ HWY_INLINE void StoreQ(DI di, hn::Vec<DI> v, Q* dst, int64_t n) {
 }
 
 template <Act A, QOut O>
-void EpilogueT(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t col0, int32_t rowsum, void* y_row) {
+HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t col0, int32_t rowsum,
+                            void* y_row) {
   const DI di;
   const DFI df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(di));
@@ -184,13 +185,23 @@ void EpilogueT(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t c
   }
 }
 
-void Epilogue(const QEpilogue& ep, const int32_t* raw, int64_t count, int64_t col0, int32_t rowsum, void* y_row) {
+template <Act A, QOut O>
+void EpilogueT(const QEpilogue& ep, const int32_t* raw, int rows, int64_t count, int64_t col0, const int32_t* rowsum,
+               void* y_row0, int64_t ldy) {
+  constexpr size_t kSize = O == QOut::kInt32 || O == QOut::kFloat ? 4 : 1;
+  for (int r = 0; r < rows; ++r)
+    EpilogueRow<A, O>(ep, raw + r * 32, count, col0, rowsum ? rowsum[r] : 0,
+                      static_cast<char*>(y_row0) + r * ldy * static_cast<int64_t>(kSize));
+}
+
+void Epilogue(const QEpilogue& ep, const int32_t* raw, int rows, int64_t count, int64_t col0, const int32_t* rowsum,
+              void* y_row0, int64_t ldy) {
   WithAct(ep.act, [&]<Act A>() {
     switch (ep.out) {
-      case QOut::kInt32: return EpilogueT<A, QOut::kInt32>(ep, raw, count, col0, rowsum, y_row);
-      case QOut::kFloat: return EpilogueT<A, QOut::kFloat>(ep, raw, count, col0, rowsum, y_row);
-      case QOut::kUint8: return EpilogueT<A, QOut::kUint8>(ep, raw, count, col0, rowsum, y_row);
-      case QOut::kInt8: return EpilogueT<A, QOut::kInt8>(ep, raw, count, col0, rowsum, y_row);
+      case QOut::kInt32: return EpilogueT<A, QOut::kInt32>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kFloat: return EpilogueT<A, QOut::kFloat>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kUint8: return EpilogueT<A, QOut::kUint8>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kInt8: return EpilogueT<A, QOut::kInt8>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
     }
   });
 }
@@ -235,7 +246,7 @@ void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, cons
       hn::StoreU(sum, di, acc + c0);
     }
     char* yrow = static_cast<char*>(a.y) + pix * g.out_pixel_stride * esize;
-    for (int64_t j = 0; j < C; j += 32) Epilogue(a.ep, acc + j, std::min<int64_t>(32, C - j), j, 0, yrow);
+    for (int64_t j = 0; j < C; j += 32) Epilogue(a.ep, acc + j, 1, std::min<int64_t>(32, C - j), j, nullptr, yrow, 0);
   }
 }
 

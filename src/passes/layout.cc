@@ -171,7 +171,10 @@ class LayoutRewriter final : public ops::LayoutContext {
 
   // QuantizeLinear / DequantizeLinear with one scale and zero point: an
   // elementwise op (per-axis forms depend on the layout).
+  // DynamicQuantizeLinear too: its scale and zero point come from the
+  // tensor's range, which no permutation changes.
   bool PerTensorQuantization(const Node& n) const {
+    if (n.op_type == "DynamicQuantizeLinear") return true;
     if (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear") return false;
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (n.inputs[i] >= 0 && ir::NumElements(g_.values[n.inputs[i]].shape) != 1) return false;

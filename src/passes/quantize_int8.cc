@@ -179,6 +179,13 @@ class Rewriter {
       return false;
     const int64_t oc = w->shape[0];
     if (oc <= 0 || w->numel() == 0) return false;
+    // Depthwise convolutions stay float: nine multiply-adds per output leave
+    // int8 nothing to gain in speed (they are bound by memory traffic, which
+    // the quantize pass in front of them adds to), and a per-tensor
+    // activation scale over channels of very different ranges is where
+    // quantization loses the most accuracy.
+    const int64_t group = n.GetInt("group", 1);
+    if (group > 1 && w->shape[1] == 1 && group == oc) return false;
     const int64_t per = w->numel() / oc;
     const ir::TensorData* b = nullptr;
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) {

@@ -13,8 +13,9 @@
 //           4 w_scale (constant, 1 or N)   5 w_zero_point (constant, 1 or N)
 //           6 bias (constant, [N]: float, or int32 in mode kQLinear)
 //           7 y_scale   8 y_zero_point   9 multiplier (mode kMultiplier, 1 or N)
-// Plan step: 0 x, 1 x_scale, 2 x_zero_point, 3 packed W (int8), 4 column
-//   sums (int32), 5 shifted weight zero points (int32), 6 w_scale (float),
+// Plan step: 0 x, 1 x_scale, 2 x_zero_point, 3 packed W (int8), 4 absent
+//   (the column sums of W are computed at load), 5 shifted weight zero points
+//   (int32; absent when all are zero), 6 w_scale (float),
 //   7 float bias, 8 int32 bias, 9 y_scale, 10 y_zero_point, 11 multiplier;
 //   every per-column array padded per group to whole 16-column panels.
 // Modes (what the epilogue computes from the exact int32 sum s):
@@ -95,7 +96,7 @@ Status ExpectArray(const std::vector<TensorInfo>& in, size_t i, const char* what
 bool Present(const std::vector<TensorInfo>& in, size_t i) { return in.size() > i && in[i].present(); }
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
-  if (in.size() < 6) return Err("needs at least 6 inputs");
+  if (in.size() < 4) return Err("needs at least 4 inputs");
   Config c;
   FCB_ASSIGN_OR_RETURN(c.p, DecodeParams<Params>(kOp, a));
   const TensorInfo& x = in[0];
@@ -143,8 +144,8 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const int64_t wbytes = c.p.depthwise ? g.kh * g.kw * c.columns
                                        : kernels::PackedQConvBytes(g.oc, g.ic / g.groups, g.kh, g.kw, g.groups);
   FCB_RETURN_IF_ERROR(ExpectArray(in, 3, "packed weights", ir::DType::kI8, wbytes));
-  FCB_RETURN_IF_ERROR(ExpectArray(in, 4, "column sums", ir::DType::kI32, c.columns));
-  FCB_RETURN_IF_ERROR(ExpectArray(in, 5, "weight zero points", ir::DType::kI32, c.columns));
+  if (Present(in, 4)) return Err("input 4 is reserved (column sums are computed at load)");
+  if (Present(in, 5)) FCB_RETURN_IF_ERROR(ExpectArray(in, 5, "weight zero points", ir::DType::kI32, c.columns));
   if (mode == kScaled || mode == kQdq || mode == kQLinear)
     FCB_RETURN_IF_ERROR(ExpectArray(in, 6, "weight scales", ir::DType::kF32, c.columns));
   if (Present(in, 7)) FCB_RETURN_IF_ERROR(ExpectArray(in, 7, "float bias", ir::DType::kF32, c.columns));
@@ -178,8 +179,8 @@ class QConvKernel : public Kernel {
     const float sy = (mode == kQdq || mode == kQLinear) ? *static_cast<const float*>(in[9]) : 1.f;
     if ((mode == kQdq || mode == kQLinear) && !(sy > 0.f)) return Err("y scale must be positive");
     const int32_t zy = (mode == kQdq || mode == kQLinear) ? IntAt(in_[10], in[10]) : 0;
-    const auto* colsum = static_cast<const int32_t*>(in[4]);
-    const auto* bzp = static_cast<const int32_t*>(in[5]);
+    const int32_t* colsum = colsum_.data();
+    const auto* bzp = in_.size() > 5 && in[5] ? static_cast<const int32_t*>(in[5]) : nullptr;
     const auto* wscale = in_.size() > 6 && in[6] ? static_cast<const float*>(in[6]) : nullptr;
     const auto* bias_f = in_.size() > 7 && in[7] ? static_cast<const float*>(in[7]) : nullptr;
     const auto* bias_i = in_.size() > 8 && in[8] ? static_cast<const int32_t*>(in[8]) : nullptr;
@@ -198,8 +199,9 @@ class QConvKernel : public Kernel {
       const int64_t gi = c_.p.depthwise ? 0 : i / c_.ocp, j = c_.p.depthwise ? i : i % c_.ocp;
       const int64_t o = j < (c_.p.depthwise ? g.oc : c_.ocg) ? gi * c_.ocg + j : -1;
       int32_t add = bias_i ? bias_i[i] : 0;
-      if (!c_.p.depthwise) add += -za * colsum[i] + K * za * bzp[i];
-      any_bzp |= !c_.p.depthwise && bzp[i] != 0;
+      const int32_t zb = bzp ? bzp[i] : 0;
+      if (!c_.p.depthwise) add += -za * colsum[i] + K * za * zb;
+      any_bzp |= !c_.p.depthwise && zb != 0;
       col_add[i] = add;
       float mv = 0.f;
       if (o >= 0) {
@@ -230,7 +232,7 @@ class QConvKernel : public Kernel {
     const int64_t grain = std::max<int64_t>(1, 262144 / macs);
     if (c_.p.depthwise) {
       ctx.pool->ParallelForThreads(pixels, grain, [&](int th, int64_t b, int64_t e) {
-        t.depthwise(g, a, bzp, x, b, e, static_cast<int32_t*>(ctx.ThreadScratch(th)));
+        t.depthwise(g, a, bzp ? bzp : zeros_.data(), x, b, e, static_cast<int32_t*>(ctx.ThreadScratch(th)));
       });
     } else {
       ctx.pool->ParallelForThreads(pixels, grain, [&](int th, int64_t b, int64_t e) {
@@ -241,10 +243,15 @@ class QConvKernel : public Kernel {
   }
 
   int64_t in_m_numel_ = 1;
+  std::vector<int32_t> colsum_;  // of the packed weights, per padded column (not depthwise)
+  std::vector<int32_t> zeros_;   // weight zero points when the plan has none
 
  private:
   Config c_;
   std::vector<ir::DType> in_;
+
+ public:
+  const Config& config() const { return c_; }
 };
 
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
@@ -253,6 +260,17 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   for (const auto& t : c.inputs) dt.push_back(t.dtype);
   auto k = std::make_unique<QConvKernel>(std::move(cfg), std::move(dt));
   if (c.inputs.size() > 11 && c.inputs[11].present()) k->in_m_numel_ = c.inputs[11].numel();
+  const Config& cfg2 = k->config();
+  k->zeros_.assign(static_cast<size_t>(cfg2.columns), 0);
+  if (!cfg2.p.depthwise) {
+    // The column sums are a function of the stored weights: computed here
+    // once instead of stored (4 bytes per output channel).
+    const void* w = c.input_data ? (*c.input_data)[3] : nullptr;
+    if (!w) return Unsupported(std::string(kOp) + ": the packed weights must be stored in the file");
+    const auto& g = cfg2.g;
+    k->colsum_ = kernels::QPackedColumnSums(static_cast<const int8_t*>(w), g.kh * g.kw * (g.ic / g.groups),
+                                            cfg2.ocg, g.groups);
+  }
   return std::unique_ptr<Kernel>(std::move(k));
 }
 
@@ -319,15 +337,13 @@ Result<bool> Lower(LowerContext& c, int ni) {
   const int64_t cols = dw ? RoundUp(oc, kPanel) : groups * ocp;
   auto col_of = [&](int64_t o) { return dw ? o : (o / ocg) * ocp + o % ocg; };
   std::vector<int8_t> packed;
-  std::vector<int32_t> sums(static_cast<size_t>(cols), 0), zps(static_cast<size_t>(cols), 0);
+  std::vector<int32_t> zps(static_cast<size_t>(cols), 0);
   if (dw) {
     packed = kernels::PackQDepthwise(w->bytes.data(), wu, oc, kh, kw);
   } else if (p.matrix) {
     packed = kernels::PackQGemmB(w->bytes.data(), wu, icg, oc, oc, 1);
-    sums = kernels::QPackedColumnSums(packed.data(), icg, oc, 1);
   } else {
     packed = kernels::PackQConv(w->bytes.data(), wu, oc, icg, kh, kw, groups);
-    sums = kernels::QPackedColumnSums(packed.data(), kh * kw * icg, ocg, groups);
   }
   std::vector<float> scales(static_cast<size_t>(cols), 0.f), bias_f;
   std::vector<int32_t> bias_i;
@@ -347,12 +363,12 @@ Result<bool> Lower(LowerContext& c, int ni) {
   const std::string& nm = n.name;
   auto in = [&](size_t i) { return i < n.inputs.size() ? c.Value(n.inputs[i]) : -1; };
   const int32_t pw = c.Weights(nm + ".qw", ir::DType::kI8, packed.data(), static_cast<int64_t>(packed.size()));
-  const int32_t ps = c.Weights(nm + ".qsum", ir::DType::kI32, sums.data(), cols);
-  const int32_t pz = c.Weights(nm + ".qzp", ir::DType::kI32, zps.data(), cols);
+  const bool any_zp = std::any_of(zps.begin(), zps.end(), [](int32_t z) { return z != 0; });
+  const int32_t pz = any_zp ? c.Weights(nm + ".qzp", ir::DType::kI32, zps.data(), cols) : -1;
   const int32_t pscale = ws ? c.Weights(nm + ".qscale", ir::DType::kF32, scales.data(), cols) : -1;
   const int32_t pbf = bias_f.empty() ? -1 : c.Weights(nm + ".qbias", ir::DType::kF32, bias_f.data(), cols);
   const int32_t pbi = bias_i.empty() ? -1 : c.Weights(nm + ".qbias", ir::DType::kI32, bias_i.data(), cols);
-  c.Emit(kOp, nm, {in(0), in(1), in(2), pw, ps, pz, pscale, pbf, pbi, in(7), in(8), in(9)}, {c.Value(n.outputs[0])},
+  c.Emit(kOp, nm, {in(0), in(1), in(2), pw, -1, pz, pscale, pbf, pbi, in(7), in(8), in(9)}, {c.Value(n.outputs[0])},
          EncodeParams(p));
   return true;
 }
@@ -375,7 +391,7 @@ OpDef DefineQConv() {
 }
 
 OpDef DefineQConvNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 6, 12, Infer, Create, Scratch);
+  OpDef d = lowered::LoweredOp(kOp, 4, 12, Infer, Create, Scratch);
   d.traits = kTraitTakesActivation;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{opname::QConv, FromQConv}};
