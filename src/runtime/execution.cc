@@ -1,8 +1,3 @@
-#include <chrono>
-#include <map>
-#include <algorithm>
-#include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <system_error>
 
@@ -104,15 +99,8 @@ Status Execution::Run() {
   const auto& m = *impl_->method;
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride, ProgramAccess::Of(*impl_->program).target};
-  static const bool prof = std::getenv("FCB_PROF") != nullptr;
-  static std::map<std::string, double> acc;
-  static int runs = 0;
-  ++runs;
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    auto t0 = std::chrono::steady_clock::now();
     Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
-    if (prof) acc[m.steps[i].where] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (prof && i + 1 == m.steps.size() && runs % 10 == 0) { std::vector<std::pair<double,std::string>> v; double tot=0; for (auto& [k,x] : acc) {v.push_back({x / runs, k}); tot += x/runs;} std::sort(v.rbegin(), v.rend()); fprintf(stderr, "total %.3f\n", tot); for (size_t j = 0; j < v.size() && j < 30; ++j) fprintf(stderr, "%8.4f ms  %s\n", v[j].first, v[j].second.c_str()); }
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
   // The weight pool's checksum runs in the background from Program::Load on
