@@ -17,6 +17,21 @@ constexpr int64_t kPanelBytes = 64;  // one reduction group (4 steps) of a 16-co
 
 int64_t Panels(int64_t n) { return (n + kPanel - 1) / kPanel; }
 
+// memcpy for the short runs of im2col (a few taps of a few channels): fixed
+// 16-byte copies the compiler inlines, where a libc call costs more than the copy.
+inline void CopyBytes(uint8_t* dst, const uint8_t* src, int64_t n) {
+  for (; n >= 16; n -= 16, dst += 16, src += 16) std::memcpy(dst, src, 16);
+  if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    dst += 8, src += 8, n -= 8;
+  }
+  if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    dst += 4, src += 4, n -= 4;
+  }
+  for (; n > 0; --n) *dst++ = *src++;
+}
+
 // Rows of A handled per pass over the weights: a block small enough that it
 // stays in cache while every column panel of B streams past it.
 constexpr int64_t kRowBlock = 8 * kQTileRows;
@@ -84,9 +99,12 @@ void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const u
       } else {
         // im2col: row r holds taps (ky, kx, c) of output pixel p0 + r;
         // padding taps hold the input zero point (they add nothing).
+        int64_t ox = p0 % g.ow, oy = (p0 / g.ow) % g.oh, b = p0 / (g.ow * g.oh);
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t pix = p0 + r;
-          const int64_t ox = pix % g.ow, oy = (pix / g.ow) % g.oh, b = pix / (g.ow * g.oh);
+          if (r > 0 && ++ox == g.ow) {
+            ox = 0;
+            if (++oy == g.oh) oy = 0, ++b;
+          }
           uint8_t* dst = col + r * k4;
           for (int64_t ky = 0; ky < g.kh; ++ky) {
             const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
@@ -94,7 +112,7 @@ void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const u
             if (flip == 0 && g.dw == 1 && g.groups == 1 && iy >= 0 && iy < g.ih && ix0 >= 0 && ix0 + g.kw <= g.iw &&
                 g.in_pixel_stride == icg) {
               // The row's taps are kw neighbouring pixels: one copy.
-              std::memcpy(dst, x + ((b * g.ih + iy) * g.iw + ix0) * icg, static_cast<size_t>(g.kw * icg));
+              CopyBytes(dst, x + ((b * g.ih + iy) * g.iw + ix0) * icg, g.kw * icg);
               dst += g.kw * icg;
               continue;
             }
@@ -106,7 +124,7 @@ void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const u
               }
               const uint8_t* src = x + ((b * g.ih + iy) * g.iw + ix) * g.in_pixel_stride + gi * icg;
               if (flip == 0) {
-                std::memcpy(dst, src, static_cast<size_t>(icg));
+                CopyBytes(dst, src, icg);
               } else {
                 for (int64_t c = 0; c < icg; ++c) dst[c] = src[c] ^ flip;
               }

@@ -280,6 +280,10 @@ class Fuser {
     if (wzv >= 0 && (!Const(wzv) || Const(wzv)->numel() != wst->numel())) return;
     // Bias: a float constant, or DequantizeLinear of a constant int32 one.
     int bias = -1;
+    // An int32 bias whose scale is x_scale * w_scale (what quantizers write)
+    // allows ONNX Runtime's QLinearConv arithmetic below: set when it is one.
+    int bias_i32 = -1;
+    bool bias_i32_scaled = false;
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
       const int bv = n.inputs[2];
       if (const ir::TensorData* bt = Const(bv)) {
@@ -301,6 +305,17 @@ class Fuser {
           f[o] = static_cast<float>(bq->GetInt(o) - zp) * bs->data<float>()[bs->numel() == 1 ? 0 : o];
         }
         bias = g_.AddConstant(n.name + "_qbias", ir::TensorData::FromFloats({oc}, f));
+        const ir::TensorData* sxt = Const(In(g_.nodes[dx], 1));
+        bool ok = sxt && sxt->dtype == DType::kF32;
+        for (int64_t o = 0; ok && o < oc; ++o) {
+          const float want = sxt->data<float>()[0] * wst->data<float>()[wst->numel() == 1 ? 0 : o];
+          ok = (bz == nullptr || bz->GetInt(bz->numel() == 1 ? 0 : o) == 0) &&
+               bs->data<float>()[bs->numel() == 1 ? 0 : o] == want;
+        }
+        if (ok) {
+          bias_i32 = Flatten(In(db, 0), oc);
+          bias_i32_scaled = true;
+        }
       }
     }
     // Weights as the kernel node wants them: conv [oc][icg][kh][kw], matrix [K][N].
@@ -336,6 +351,21 @@ class Fuser {
       yz = In(g_.nodes[q], 2);
       out = g_.nodes[q].outputs[0];
       mode = kQdq;
+      // With a constant output scale, and the bias absent or int32 at scale
+      // x_scale * w_scale, this is exactly a QLinearConv / QLinearMatMul (the
+      // form ONNX Runtime fuses QDQ groups into): requantize float(acc +
+      // bias) by (x_scale * w_scale) / y_scale, no per-element division. A
+      // Clip's bounds move to output units.
+      const ir::TensorData* yst = Const(ys);
+      const ir::TensorData* sxt = Const(In(g_.nodes[dx], 1));
+      if (yst && yst->dtype == DType::kF32 && sxt && (bias < 0 || bias_i32_scaled)) {
+        const float sy = yst->data<float>()[0];
+        if (sy > 0 && std::isfinite(sy)) {
+          mode = kQLinear;
+          bias = bias_i32;
+          if (ep.act == kernels::Act::kClip) ep.a /= sy, ep.b /= sy;
+        }
+      }
     }
     const Node& d = g_.nodes[dx];
     if (!conv && g_.values[In(d, 0)].shape.size() < 2) return;
