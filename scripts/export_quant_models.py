@@ -24,6 +24,14 @@ tests/quant_models_test.cc (nothing can be downloaded here).
   dyn_segnet     a small encoder-decoder segmentation CNN with every
                  convolution as DynamicQuantizeLinear -> ConvInteger -> Cast
                  -> Mul -> Add; outputs the logits and their ArgMax (int64).
+  fusion_mix     one of each form fcb's FuseQuantized pass turns into an int8
+                 kernel, with the operand types and parameters the models
+                 above leave out, each its own output: ConvInteger and
+                 MatMulInteger with uint8 weights and nonzero (per-column)
+                 zero points (int32 outputs), QLinearConv with int8
+                 activations, groups and stride 2, a depthwise QLinearConv,
+                 QLinearMatMul with per-column scales, QDQ Conv with a float
+                 bias and ReLU6 (requantized), QDQ Gemm with transB (float).
 
   /usr/bin/python3 scripts/export_quant_models.py --out DIR
   /usr/bin/python3 scripts/export_quant_models.py --list   # name:input-shape per line
@@ -43,6 +51,7 @@ MODELS = {
     "qop_resnet": (1, 3, 64, 64),
     "dyn_encoder": (1, 16, 64),
     "dyn_segnet": (1, 3, 64, 64),
+    "fusion_mix": (1, 8, 10, 10),
 }
 
 
@@ -402,6 +411,76 @@ def build_segnet(out_path, classes=5):
     onnx.save(m, out_path)
 
 
+def build_fusion_mix(out_path):
+    import onnx
+    from onnx import TensorProto, helper
+    b = Builder(np.random.default_rng(SEED + 3))
+    rng = b.rng
+    c, hw = 8, 10
+    f32 = lambda a: np.asarray(a, np.float32)
+    xu = b.op("QuantizeLinear", ["input", b.const("xs", f32(0.03)), b.const("xz", np.uint8(120))], hint="xu8")
+    xs = b.op("QuantizeLinear", ["input", b.const("xs", f32(0.025)), b.const("xz", np.int8(-3))], hint="xs8")
+    outs = []
+
+    def out(name, value, elem, shape):
+        b.nodes.append(helper.make_node("Identity", [value], [name], name=name + "_identity"))
+        outs.append(helper.make_tensor_value_info(name, elem, shape))
+
+    # ConvInteger: uint8 x and weights, nonzero weight zero point (row sums), int32 out.
+    w = rng.integers(0, 256, (12, c, 3, 3)).astype(np.uint8)
+    acc = b.op("ConvInteger", [xu, b.const("W", w), b.const("xz", np.uint8(120)), b.const("wz", np.uint8(131))],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    out("conv_integer", acc, TensorProto.INT32, [1, 12, hw, hw])
+    # MatMulInteger: rank-3 uint8 x, uint8 weights with per-column zero points.
+    xm = b.op("Reshape", [xu, b.const("shape", np.array([1, c, hw * hw], np.int64))])
+    wm = rng.integers(0, 256, (hw * hw, 24)).astype(np.uint8)
+    acc = b.op("MatMulInteger", [xm, b.const("W", wm), b.const("xz", np.uint8(120)),
+                                 b.const("wz", rng.integers(100, 156, 24).astype(np.uint8))])
+    out("matmul_integer", acc, TensorProto.INT32, [1, c, 24])
+    # QLinearConv, int8 activations in and out, groups 2, stride 2, per-channel weights, int32 bias.
+    wq = rng.integers(-127, 128, (16, c // 2, 3, 3)).astype(np.int8)
+    y = b.op("QLinearConv", [xs, b.const("xs", f32(0.025)), b.const("xz", np.int8(-3)), b.const("W", wq),
+                             b.const("ws", f32(rng.uniform(0.002, 0.01, 16))), b.const("wz", np.zeros(16, np.int8)),
+                             b.const("ys", f32(0.05)), b.const("yz", np.int8(7)),
+                             b.const("B", rng.integers(-500, 500, 16).astype(np.int32))],
+             kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2], group=2)
+    out("qlinear_conv_s8", y, TensorProto.INT8, [1, 16, 5, 5])
+    # Depthwise QLinearConv (uint8).
+    wd = rng.integers(-127, 128, (c, 1, 3, 3)).astype(np.int8)
+    y = b.op("QLinearConv", [xu, b.const("xs", f32(0.03)), b.const("xz", np.uint8(120)), b.const("W", wd),
+                             b.const("ws", f32(rng.uniform(0.005, 0.02, c))), b.const("wz", np.zeros(c, np.int8)),
+                             b.const("ys", f32(0.04)), b.const("yz", np.uint8(128))],
+             kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=c)
+    out("qlinear_depthwise", y, TensorProto.UINT8, [1, c, hw, hw])
+    # QLinearMatMul, per-column weight scales.
+    wq = rng.integers(-127, 128, (hw * hw, 16)).astype(np.int8)
+    y = b.op("QLinearMatMul", [xm, b.const("xs", f32(0.03)), b.const("xz", np.uint8(120)), b.const("W", wq),
+                               b.const("ws", f32(rng.uniform(0.001, 0.003, 16))), b.const("wz", np.zeros(16, np.int8)),
+                               b.const("ys", f32(0.2)), b.const("yz", np.uint8(100))])
+    out("qlinear_matmul", y, TensorProto.UINT8, [1, c, 16])
+    # QDQ Conv, float bias, ReLU6, requantized, then dequantized (float out).
+    dx = b.op("DequantizeLinear", [xu, b.const("xs", f32(0.03)), b.const("xz", np.uint8(120))])
+    wq = rng.integers(-127, 128, (12, c, 3, 3)).astype(np.int8)
+    dw = b.op("DequantizeLinear", [b.const("W", wq), b.const("ws", f32(rng.uniform(0.002, 0.01, 12))),
+                                   b.const("wz", np.zeros(12, np.int8))], axis=0)
+    y = b.op("Conv", [dx, dw, b.const("B", f32(rng.standard_normal(12) * 0.1))], kernel_shape=[3, 3],
+             pads=[1, 1, 1, 1])
+    y = b.op("Clip", [y, b.const("lo", f32(0)), b.const("hi", f32(6))])
+    yq = b.op("QuantizeLinear", [y, b.const("ys", f32(0.03)), b.const("yz", np.uint8(0))])
+    out("qdq_conv", b.op("DequantizeLinear", [yq, b.const("ys", f32(0.03)), b.const("yz", np.uint8(0))]),
+        TensorProto.FLOAT, [1, 12, hw, hw])
+    # QDQ Gemm with transB, per-row weight scales, float output.
+    x2 = b.op("Reshape", [xu, b.const("shape", np.array([c, hw * hw], np.int64))])
+    dx2 = b.op("DequantizeLinear", [x2, b.const("xs", f32(0.03)), b.const("xz", np.uint8(120))])
+    wg = rng.integers(-127, 128, (12, hw * hw)).astype(np.int8)
+    dwg = b.op("DequantizeLinear", [b.const("W", wg), b.const("ws", f32(rng.uniform(0.001, 0.004, 12))),
+                                    b.const("wz", np.zeros(12, np.int8))], axis=0)
+    y = b.op("Gemm", [dx2, dwg, b.const("C", f32(rng.standard_normal(12) * 0.1))], transB=1)
+    out("qdq_gemm", y, TensorProto.FLOAT, [c, 12])
+    m = b.model("fusion_mix", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, c, hw, hw])], outs)
+    onnx.save(m, out_path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="folder to write <model>.onnx into")
@@ -429,6 +508,7 @@ def main():
     write("qop_resnet", lambda p: to_qoperator(path("qdq_resnet"), p))
     write("dyn_encoder", build_encoder)
     write("dyn_segnet", build_segnet)
+    write("fusion_mix", build_fusion_mix)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ TEST_P(QuantModelTest, EveryTargetMatchesOnnxRuntime) {
 
 INSTANTIATE_TEST_SUITE_P(Quantized, QuantModelTest,
                          ::testing::Values("qdq_resnet", "qdq_mobilenet", "qop_resnet", "dyn_encoder",
-                                           "dyn_segnet"),
+                                           "dyn_segnet", "fusion_mix"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace
