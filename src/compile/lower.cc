@@ -44,6 +44,7 @@ class Lowerer final : public ops::LowerContext {
     target_.target = o.target;
     target_.optimization_level = o.options.optimization_level;
     target_.bf16_weights = o.options.precision == "bf16";
+    target_.int8 = o.options.precision == "int8";
   }
 
   Result<ContextDesc> Run(const std::string& method) {

@@ -30,6 +30,7 @@ struct LowerTarget {
   TargetId target = TargetId::kGeneric;
   int optimization_level = 2;
   bool bf16_weights = false;  // precision "bf16": packed conv/GEMM weights stored as bfloat16
+  bool int8 = false;          // precision "int8" (float depthwise weights stored as int8, see ConvNhwc)
 };
 
 class LowerContext {

@@ -10,6 +10,7 @@
 // ConvWinogradNhwc are tried first); packs the weights for every target alike
 // (fp32, or bf16 when the target's precision asks for it).
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/packing.h"
 #include "ops/conv_geom.h"
@@ -49,6 +50,19 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
     want_w = kernels::PackedConvFloats(g.oc, g.ic / g.groups, g.kh, g.kw, g.groups);
     want_b = g.groups * RoundUp(g.oc / g.groups, kPanel);
   }
+  if (in[1].dtype == ir::DType::kI8) {
+    // Weight-only int8 (precision int8, depthwise): per-channel scales in input 4.
+    if (!cfg.depthwise) return InvalidArgument(std::string(kOp) + ": int8 weights need the depthwise packing");
+    FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", want_w));
+    if (in.size() < 5 || in[4].dtype != ir::DType::kF32 || in[4].shape != ir::Shape{want_b})
+      return InvalidArgument(std::string(kOp) + ": int8 weights need float32 scales [" + std::to_string(want_b) +
+                             "] as input 4");
+    FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "packed bias"));
+    FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "packed bias", want_b));
+    FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckResidual(kOp, in, 3, {g.n, g.oh, g.ow, g.oc}));
+    return cfg;
+  }
+  if (in.size() > 4 && in[4].present()) return InvalidArgument(std::string(kOp) + ": input 4 is only for int8 weights");
   FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckConvOperands(kOp, in, g, want_w, want_b, /*bf16_ok=*/true));
   return cfg;
 }
@@ -136,8 +150,26 @@ class ConvNhwcKernel : public Kernel {
   std::vector<float> widened_;  // fp32 copy of bf16 weights, else empty
 };
 
+// Weight-only int8 depthwise weights [ky][kx][Cp] and their scales [Cp],
+// widened to float once at load.
+Result<std::vector<float>> WidenInt8(const CreateContext& c) {
+  const void* w = c.input_data ? (*c.input_data)[1] : nullptr;
+  const void* s = c.input_data ? (*c.input_data)[4] : nullptr;
+  if (!w || !s) return Unsupported(std::string(kOp) + ": int8 weights and their scales must be stored in the file");
+  const int64_t n = c.inputs[1].numel(), cp = c.inputs[4].numel();
+  std::vector<float> out(static_cast<size_t>(n));
+  const auto* q = static_cast<const int8_t*>(w);
+  const auto* sc = static_cast<const float*>(s);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * sc[i % cp];
+  return out;
+}
+
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
+  if (c.inputs[1].dtype == ir::DType::kI8) {
+    FCB_ASSIGN_OR_RETURN(std::vector<float> widened, WidenInt8(c));
+    return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
+  }
   FCB_ASSIGN_OR_RETURN(std::vector<float> widened, lowered::WidenIfBf16(kOp, c, 1));
   return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
 }
@@ -178,6 +210,29 @@ Result<bool> Lower(LowerContext& c, int ni) {
   const bool depthwise = p.group > 1 && p.group == ic && oc == ic && icg == 1;
   const float* bias = b ? b->data<float>() : nullptr;
   int32_t pw, pb;
+  if (depthwise && c.target().int8) {
+    // Precision int8 keeps depthwise convolutions in float (QuantizeInt8
+    // leaves them), but stores their weights as int8, symmetric per channel,
+    // widened at load: a quarter of the bytes, the float kernel's speed.
+    const std::vector<float> f = kernels::PackDepthwise(w->data<float>(), oc, kh, kw);
+    const int64_t cp = static_cast<int64_t>(f.size()) / (kh * kw);
+    std::vector<float> scale(static_cast<size_t>(cp), 1.f);
+    for (int64_t ch = 0; ch < cp; ++ch) {
+      float m = 0.f;
+      for (int64_t t = 0; t < kh * kw; ++t) m = std::max(m, std::fabs(f[t * cp + ch]));
+      if (m > 0.f) scale[ch] = m / 127.f;
+    }
+    std::vector<int8_t> q(f.size());
+    for (size_t i = 0; i < f.size(); ++i)
+      q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(f[i] / scale[i % cp]), -127.f, 127.f));
+    pw = c.Weights(n.name + ".w8", ir::DType::kI8, q.data(), static_cast<int64_t>(q.size()));
+    pb = c.Floats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc));
+    const int32_t ps = c.Weights(n.name + ".w8scale", ir::DType::kF32, scale.data(), cp);
+    p.depthwise = 1;
+    c.Emit(kOp, n.name, {c.Value(n.inputs[0]), pw, pb, n.inputs.size() > 3 ? c.Value(n.inputs[3]) : -1, ps},
+           {c.Value(n.outputs[0])}, EncodeParams(p));
+    return true;
+  }
   if (depthwise) {
     pw = c.PackedWeights(n.name + ".w", kernels::PackDepthwise(w->data<float>(), oc, kh, kw));
     pb = c.Floats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc));
@@ -193,7 +248,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
 }  // namespace
 
 OpDef DefineConvNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
+  OpDef d = lowered::LoweredOp(kOp, 3, 5, Infer, Create, Scratch);
   d.traits = kTraitTakesActivation | kTraitTakesResidual;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"Conv", FromConv}};
