@@ -86,7 +86,9 @@ TEST_F(MethodsTest, FourTargetsCostAtMostHalfAPercentMoreThanOne) {
   RecordProperty("four_targets_bytes", std::to_string(Size("four_targets.fcb")));
   RecordProperty("four_unshared_bytes", std::to_string(Size("four_unshared.fcb")));
   EXPECT_LE(four / one, 1.005) << "four targets: " << four << " bytes, one: " << one;
-  EXPECT_GT(four, one) << "four contexts cannot be smaller than one";
+  // Equal plans are written once, so three more contexts may add no more
+  // than the padding before the weight pool absorbs.
+  EXPECT_GE(four, one) << "four contexts cannot be smaller than one";
   // Without sharing every target stores its own copy of ~45 MB of weights.
   EXPECT_GT(unshared / one, 3.9) << "unshared: " << unshared << " bytes, one: " << one;
   EXPECT_LT(unshared / one, 4.05) << "unshared: " << unshared << " bytes, one: " << one;

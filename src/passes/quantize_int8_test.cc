@@ -225,11 +225,25 @@ TEST(QuantizeInt8, Conv2dGroupedStridedNoBias) {
   CheckConv(k);
 }
 
-TEST(QuantizeInt8, Conv2dDepthwise) {
+TEST(QuantizeInt8, Conv2dGrouped) {
   ConvCase k;
   k.c = 6;
-  k.group = 6;
+  k.group = 3;
   CheckConv(k);
+}
+
+// Depthwise convolutions stay float (their weights are stored as int8 by the
+// lowering instead, see ConvNhwc).
+TEST(QuantizeInt8, Conv2dDepthwiseStaysFloat) {
+  ir::Graph g;
+  const int x = AddTensor(g, "x", {1, 6, 7, 6});
+  g.inputs = {x};
+  const int w = g.AddConstant("w", ir::TensorData::FromFloats({6, 1, 3, 3}, Wave(54, 0.7f, 0.5f)));
+  const int y = AddTensor(g, "y", {1, 6, 5, 4});
+  AddNode(g, "Conv", {x, w}, {y}, "dw").SetInt("group", 6);
+  g.outputs = {y};
+  ASSERT_TRUE(QuantizeInt8(g).ok());
+  EXPECT_EQ(Ops(g), std::vector<std::string>{"Conv"});
 }
 
 TEST(QuantizeInt8, Conv1d) {
