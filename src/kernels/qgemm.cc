@@ -249,6 +249,16 @@ std::vector<QKernelTable> Variants(TargetId target) {
     v.push_back(t);
   }
 #endif
+#if defined(__aarch64__)
+  // Any AArch64 target (generic stays portable C++): the dot-product extension is optional before
+  // armv8.4-a, so it is a host feature here as VNNI is on x86.
+  if (f.asimddp && target != TargetId::kGeneric) {
+    QKernelTable t = base;
+    t.tile = internal::QTileNeonDot;
+    t.dot = "sdot";
+    v.push_back(t);
+  }
+#endif
   (void)f;
   v.push_back(base);
   return v;

@@ -25,7 +25,8 @@
 //   x86-64-v4: AVX512-VNNI when the host has it, else AVX-512BW VPMADDWD;
 //   x86-64-v3: AVX-VNNI (VEX) when the host has it, else AVX2 VPMADDWD;
 //   x86-64-v2: SSE4 PMADDWD; generic: portable C++;
-//   AArch64: NEON widening multiply-accumulate (portable Highway code).
+//   AArch64: SDOT (the armv8.2-a dot product) when the host has it, else NEON
+//   widening multiply-accumulate (portable Highway code).
 // VNNI is a feature inside the x86 levels rather than a target of its own:
 // the packed weights and the plan are the same either way, so a file gains
 // nothing from naming it, and a v4 host without VNNI still runs v4 code.
@@ -96,7 +97,7 @@ using QTileFn = void (*)(const uint8_t* a, int64_t lda, int rows, int64_t k4, co
 
 struct QKernelTable {
   const char* isa = nullptr;  // Highway target name
-  const char* dot = nullptr;  // which dot-product code: "avx512vnni", "avxvnni", "pmaddwd", "neon", "scalar"
+  const char* dot = nullptr;  // which dot-product code: "avx512vnni", "avxvnni", "pmaddwd", "sdot", "neon", "scalar"
   QTileFn tile = nullptr;
   // Applies the epilogue to the raw sums of a tile: raw[r * 32 + j] is column
   // col0 + j (j < count <= 32) of row r < rows, written to row r of the

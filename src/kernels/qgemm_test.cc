@@ -226,7 +226,7 @@ TEST(QKernels, EveryTargetAndDotProductCodeMatchesTheDefinition) {
   EXPECT_GE(runs, 1);
 }
 
-TEST(QKernels, VnniIsChosenWhereTheHostHasIt) {
+TEST(QKernels, DotProductCodeIsChosenWhereTheHostHasIt) {
   const HostFeatures& f = DetectHost();
   if (HostCanRun(TargetId::kX86_64_V4)) {
     EXPECT_STREQ(GetQKernelTable(TargetId::kX86_64_V4).dot, f.avx512vnni ? "avx512vnni" : "pmaddwd");
@@ -234,6 +234,8 @@ TEST(QKernels, VnniIsChosenWhereTheHostHasIt) {
   if (HostCanRun(TargetId::kX86_64_V3)) {
     EXPECT_STREQ(GetQKernelTable(TargetId::kX86_64_V3).dot, f.avxvnni ? "avxvnni" : "pmaddwd");
   }
+  for (TargetId t : {TargetId::kArmv8A, TargetId::kArmv82A, TargetId::kArmv82ASve, TargetId::kArmv9A})
+    if (HostCanRun(t)) EXPECT_STREQ(GetQKernelTable(t).dot, f.asimddp ? "sdot" : "neon") << TargetName(t);
   EXPECT_STREQ(GetQKernelTable(TargetId::kGeneric).dot, "scalar");
 }
 

@@ -19,4 +19,10 @@ void QTileAvxVnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int
                   int panels, int32_t* raw);
 #endif
 
+#if defined(__aarch64__)
+// The SDOT tile (armv8.2-a dot product); callable only where the host has it.
+void QTileNeonDot(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
+                  int panels, int32_t* raw);
+#endif
+
 }  // namespace fcb::kernels::internal
