@@ -66,7 +66,7 @@ for cpu in max "max,sve-default-vector-length=32" "max,sve-default-vector-length
 done
 
 echo "== 2. one file per model, compiled on x86-64 for every target"
-models=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0 qdq_resnet qdq_mobilenet qop_resnet dyn_encoder dyn_segnet)
+models=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0 qdq_resnet qdq_mobilenet qop_resnet dyn_encoder dyn_segnet fusion_mix)
 for m in "${models[@]}"; do
   "$x86/fcb" compile "$data/$m.onnx" -o "$work/$m.fcb" --target all >/dev/null
 done

@@ -31,7 +31,9 @@ tests/quant_models_test.cc (nothing can be downloaded here).
                  zero points (int32 outputs), QLinearConv with int8
                  activations, groups and stride 2, a depthwise QLinearConv,
                  QLinearMatMul with per-column scales, QDQ Conv with a float
-                 bias and ReLU6 (requantized), QDQ Gemm with transB (float).
+                 bias and ReLU6 (requantized), QDQ Gemm with transB (float),
+                 DequantizeLinear -> Mul -> Clip -> Add -> QuantizeLinear
+                 (a table lookup).
 
   /usr/bin/python3 scripts/export_quant_models.py --out DIR
   /usr/bin/python3 scripts/export_quant_models.py --list   # name:input-shape per line
@@ -477,6 +479,12 @@ def build_fusion_mix(out_path):
                                     b.const("wz", np.zeros(12, np.int8))], axis=0)
     y = b.op("Gemm", [dx2, dwg, b.const("C", f32(rng.standard_normal(12) * 0.1))], transB=1)
     out("qdq_gemm", y, TensorProto.FLOAT, [c, 12])
+    # DequantizeLinear -> scalar float functions -> QuantizeLinear (int8 in, uint8 out): a table lookup.
+    dv = b.op("DequantizeLinear", [xs, b.const("xs", f32(0.025)), b.const("xz", np.int8(-3))])
+    v = b.op("Clip", [b.op("Mul", [dv, b.const("k", f32(0.5))]), b.const("lo", f32(-1)), b.const("hi", f32(2))])
+    v = b.op("Add", [v, b.const("k", f32(0.25))])
+    out("qdq_lookup", b.op("QuantizeLinear", [v, b.const("ys", f32(0.01)), b.const("yz", np.uint8(90))]),
+        TensorProto.UINT8, [1, c, hw, hw])
     m = b.model("fusion_mix", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, c, hw, hw])], outs)
     onnx.save(m, out_path)
 

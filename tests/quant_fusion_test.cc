@@ -1,7 +1,8 @@
 // FuseQuantized reaches the int8 kernels: compiling the quantized test models
 // (scripts/export_quant_models.py) leaves no quantized matrix product or
 // convolution on the scalar reference kernels, and every one of them is a
-// QConvNhwc step, on every target. (quant_models_test checks the numbers
+// QConvNhwc step, on every target; DequantizeLinear -> scalar functions ->
+// QuantizeLinear chains are QLookup steps. (quant_models_test checks the numbers
 // against ONNX Runtime; this checks that what it measured is the fast path.)
 // Also the compile-time side of precision int8 and of weight DequantizeLinear:
 // an unfused model's float path is unchanged by keeping them unfolded.
@@ -32,7 +33,8 @@ std::map<std::string, int> StepOps(const std::string& path, const std::string& t
 
 struct Want {
   const char* model;
-  int fused;  // QConvNhwc steps expected
+  int fused;   // QConvNhwc steps expected
+  int lookup;  // QLookup steps expected
 };
 
 class QuantFusion : public ::testing::TestWithParam<Want> {};
@@ -51,6 +53,7 @@ TEST_P(QuantFusion, EveryQuantizedProductIsAnInt8KernelStep) {
     ASSERT_FALSE(ops.empty());
     const auto count = [&](const char* op) { return ops.count(op) ? ops.at(op) : 0; };
     EXPECT_EQ(count(std::string(ops::opname::QConvNhwc).c_str()), w.fused);
+    EXPECT_EQ(count(std::string(ops::opname::QLookup).c_str()), w.lookup);
     for (const char* op : {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "Conv", "Gemm"})
       EXPECT_EQ(count(op), 0) << op << " left on the reference kernels";
   }
@@ -63,9 +66,9 @@ TEST_P(QuantFusion, EveryQuantizedProductIsAnInt8KernelStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, QuantFusion,
-                         ::testing::Values(Want{"fusion_mix", 7}, Want{"qop_resnet", 10}, Want{"qdq_resnet", 10},
-                                           Want{"qdq_mobilenet", 18}, Want{"dyn_encoder", 12},
-                                           Want{"dyn_segnet", 5}),
+                         ::testing::Values(Want{"fusion_mix", 7, 1}, Want{"qop_resnet", 10, 0},
+                                           Want{"qdq_resnet", 10, 0}, Want{"qdq_mobilenet", 18, 12},
+                                           Want{"dyn_encoder", 12, 0}, Want{"dyn_segnet", 5, 0}),
                          [](const ::testing::TestParamInfo<Want>& i) { return std::string(i.param.model); });
 
 }  // namespace

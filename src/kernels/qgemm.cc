@@ -58,8 +58,8 @@ void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64
       for (int64_t m = 0; m < rb; m += kQTileRows) {
         const int tr = static_cast<int>(std::min<int64_t>(kQTileRows, rb - m));
         t.tile(A + (r0 + m) * lda, lda, tr, k4, a.b + p * pstride, pstride, np, raw);
-        t.epilogue(a.ep, raw, tr, count, p * kPanel, rowsum.data() + m, static_cast<char*>(y0) + (r0 + m) * a.ldy * esize,
-                   a.ldy);
+        t.epilogue(a.ep, raw, 32, tr, count, p * kPanel, rowsum.data() + m,
+                   static_cast<char*>(y0) + (r0 + m) * a.ldy * esize, a.ldy);
       }
     }
   }

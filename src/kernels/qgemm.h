@@ -99,14 +99,16 @@ struct QKernelTable {
   const char* isa = nullptr;  // Highway target name
   const char* dot = nullptr;  // which dot-product code: "avx512vnni", "avxvnni", "pmaddwd", "sdot", "neon", "scalar"
   QTileFn tile = nullptr;
-  // Applies the epilogue to the raw sums of a tile: raw[r * 32 + j] is column
-  // col0 + j (j < count <= 32) of row r < rows, written to row r of the
+  // Applies the epilogue to the raw sums of a tile: raw[r * raw_stride + j]
+  // is column col0 + j (j < count) of row r < rows, written to row r of the
   // output, y_row0 + r * ldy elements; rowsum[r] is row r's sum of a' (used
-  // when ep.b_zp).
-  void (*epilogue)(const QEpilogue& ep, const int32_t* raw, int rows, int64_t count, int64_t col0,
-                   const int32_t* rowsum, void* y_row0, int64_t ldy) = nullptr;
+  // when ep.b_zp; may be null otherwise). raw rows are readable up to the
+  // count rounded up to 16.
+  void (*epilogue)(const QEpilogue& ep, const int32_t* raw, int64_t raw_stride, int rows, int64_t count,
+                   int64_t col0, const int32_t* rowsum, void* y_row0, int64_t ldy) = nullptr;
   // Depthwise int8 conv (groups == ic == oc), NHWC; weights PackQDepthwise,
-  // w_zp per channel (padded). Work items: output pixels.
+  // w_zp per channel (padded). Work items: output pixels. scratch:
+  // kQScratchBytes.
   void (*depthwise)(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const uint8_t* x,
                     int64_t begin, int64_t end, int32_t* scratch) = nullptr;
   // QuantizeLinear of n floats with one scale and zero point: saturate(

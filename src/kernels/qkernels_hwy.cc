@@ -171,7 +171,8 @@ HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t cou
       } else {
         constexpr float lo = O == QOut::kUint8 ? 0.f : -128.f, hi = O == QOut::kUint8 ? 255.f : 127.f;
         const float zp = static_cast<float>(ep.q_zp);
-        auto q = hn::Div(v, hn::Set(df, ep.q_scale));
+        // QLinear requantization folds 1 / y_scale into mult (q_scale 1).
+        auto q = ep.q_scale == 1.f ? v : hn::Div(v, hn::Set(df, ep.q_scale));
         q = hn::IfThenElseZero(hn::Eq(q, q), q);  // NaN -> the zero point
         q = hn::Min(hn::Max(q, hn::Set(df, lo - zp)), hn::Set(df, hi - zp));
         const auto r = hn::Add(hn::ConvertTo(di, hn::Round(q)), hn::Set(di, ep.q_zp));
@@ -186,29 +187,29 @@ HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t cou
 }
 
 template <Act A, QOut O>
-void EpilogueT(const QEpilogue& ep, const int32_t* raw, int rows, int64_t count, int64_t col0, const int32_t* rowsum,
-               void* y_row0, int64_t ldy) {
+void EpilogueT(const QEpilogue& ep, const int32_t* raw, int64_t raw_stride, int rows, int64_t count, int64_t col0,
+               const int32_t* rowsum, void* y_row0, int64_t ldy) {
   constexpr size_t kSize = O == QOut::kInt32 || O == QOut::kFloat ? 4 : 1;
   for (int r = 0; r < rows; ++r)
-    EpilogueRow<A, O>(ep, raw + r * 32, count, col0, rowsum ? rowsum[r] : 0,
+    EpilogueRow<A, O>(ep, raw + r * raw_stride, count, col0, rowsum ? rowsum[r] : 0,
                       static_cast<char*>(y_row0) + r * ldy * static_cast<int64_t>(kSize));
 }
 
-void Epilogue(const QEpilogue& ep, const int32_t* raw, int rows, int64_t count, int64_t col0, const int32_t* rowsum,
-              void* y_row0, int64_t ldy) {
+void Epilogue(const QEpilogue& ep, const int32_t* raw, int64_t raw_stride, int rows, int64_t count, int64_t col0,
+              const int32_t* rowsum, void* y_row0, int64_t ldy) {
   WithAct(ep.act, [&]<Act A>() {
     switch (ep.out) {
-      case QOut::kInt32: return EpilogueT<A, QOut::kInt32>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
-      case QOut::kFloat: return EpilogueT<A, QOut::kFloat>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
-      case QOut::kUint8: return EpilogueT<A, QOut::kUint8>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
-      case QOut::kInt8: return EpilogueT<A, QOut::kInt8>(ep, raw, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kInt32: return EpilogueT<A, QOut::kInt32>(ep, raw, raw_stride, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kFloat: return EpilogueT<A, QOut::kFloat>(ep, raw, raw_stride, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kUint8: return EpilogueT<A, QOut::kUint8>(ep, raw, raw_stride, rows, count, col0, rowsum, y_row0, ldy);
+      case QOut::kInt8: return EpilogueT<A, QOut::kInt8>(ep, raw, raw_stride, rows, count, col0, rowsum, y_row0, ldy);
     }
   });
 }
 
 template <bool kSigned>
 void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const uint8_t* x, int64_t begin,
-                int64_t end, int32_t* acc) {
+                int64_t end, int32_t* acc0) {
   const DI di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(di));
   using T = std::conditional_t<kSigned, int8_t, uint8_t>;
@@ -218,7 +219,12 @@ void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, cons
   const auto za = hn::Set(di, a.x_zp);
   const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
   const T* xt = reinterpret_cast<const T*>(x);
-  for (int64_t pix = begin; pix < end; ++pix) {
+  // Pixels per epilogue call: their sums wait in scratch (rows of cp).
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(64, kQScratchBytes / 4 / cp));
+  for (int64_t pix0 = begin; pix0 < end; pix0 += block) {
+  const int64_t pend = std::min(end, pix0 + block);
+  for (int64_t pix = pix0; pix < pend; ++pix) {
+    int32_t* acc = acc0 + (pix - pix0) * cp;
     const int64_t ox = pix % g.ow, oy = (pix / g.ow) % g.oh, b = pix / (g.ow * g.oh);
     for (int64_t c0 = 0; c0 < C; c0 += N) {
       const int64_t n = std::min(N, C - c0);
@@ -245,8 +251,9 @@ void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, cons
       }
       hn::StoreU(sum, di, acc + c0);
     }
-    char* yrow = static_cast<char*>(a.y) + pix * g.out_pixel_stride * esize;
-    for (int64_t j = 0; j < C; j += 32) Epilogue(a.ep, acc + j, 1, std::min<int64_t>(32, C - j), j, nullptr, yrow, 0);
+  }
+  Epilogue(a.ep, acc0, cp, static_cast<int>(pend - pix0), C, 0, nullptr,
+           static_cast<char*>(a.y) + pix0 * g.out_pixel_stride * esize, g.out_pixel_stride);
   }
 }
 

@@ -24,7 +24,8 @@
   X(GlobalAvgPoolNhwc, DefineGlobalAvgPoolNhwc)     \
   X(ConvTransposeNhwc, DefineConvTransposeNhwc)     \
   X(QConv, DefineQConv)                             \
-  X(QConvNhwc, DefineQConvNhwc)
+  X(QConvNhwc, DefineQConvNhwc)                     \
+  X(QLookup, DefineQLookup)
 
 // Attributes of internal operators: X(constant, "spelling", internal_only).
 // internal_only: not also an ONNX attribute name (tests/names_test.cc checks
@@ -59,7 +60,7 @@ namespace fcb::ops {
 // error naming both (an older fcb a newer plan, a newer fcb an older one).
 //   0: files written before plan versions were recorded (refused)
 //   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
-//   3: QConvNhwc (int8 panels, kernels/qgemm.h)
+//   3: QConvNhwc (int8 panels, kernels/qgemm.h), QLookup
 inline constexpr uint32_t kPlanVersion = 3;
 
 namespace opname {

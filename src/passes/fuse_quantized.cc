@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/names.h"
+#include "ops/op.h"
 #include "ops/params.h"
 #include "passes/graph_util.h"
 #include "passes/passes.h"
@@ -45,6 +46,10 @@ class Fuser {
       else if (op == "ConvInteger" || op == "MatMulInteger") TryInteger(static_cast<int>(i));
       else if (op == "Conv" || op == "MatMul" || op == "Gemm") TryQdq(static_cast<int>(i));
     }
+    // Then what is left between a DequantizeLinear and a QuantizeLinear.
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (!erase_[i] && g_.nodes[i].domain.empty() && g_.nodes[i].op_type == "DequantizeLinear")
+        FCB_RETURN_IF_ERROR(TryLookup(static_cast<int>(i)));
     std::vector<Node> out;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (replace_[i] >= 0) out.push_back(std::move(fused_[replace_[i]]));
@@ -370,6 +375,94 @@ class Fuser {
     const Node& d = g_.nodes[dx];
     if (!conv && g_.values[In(d, 0)].shape.size() < 2) return;
     Commit(chain, MakeNode(n, conv, mode, {In(d, 0), In(d, 1), In(d, 2), w, wsv, wzv, bias, ys, yz, -1}, out, ep));
+  }
+
+  // A constant one-element tensor of type t (or any quantized type when t is
+  // kUndefined), or -1 absent when `optional`.
+  bool ScalarConst(int v, DType t) const {
+    const ir::TensorData* c = Const(v);
+    return c && c->numel() == 1 && (t == DType::kUndefined ? IsQ(c->dtype) : c->dtype == t);
+  }
+
+  // An elementwise float op reading `v` whose other operands are constant
+  // scalars (so it is a function of one value).
+  bool ScalarFunctionOf(const Node& n, int v) const {
+    if (!n.domain.empty() || n.outputs.size() != 1 || g_.values[n.outputs[0]].dtype != DType::kF32 ||
+        g_.values[n.outputs[0]].shape != g_.values[v].shape || n.inputs.empty() || n.inputs[0] < 0)
+      return false;
+    static const char* const kBinary[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
+    bool ok = false;
+    if (const ops::OpDef* d = ops::FindOp(n.op_type)) ok = (d->traits & ops::kTraitElementwise) && n.op_type != "Cast";
+    for (const char* b : kBinary) ok = ok || n.op_type == b;
+    if (!ok) return false;
+    int uses = 0;
+    for (int in : n.inputs) {
+      if (in < 0) continue;
+      if (in == v) {
+        ++uses;
+        continue;
+      }
+      const ir::TensorData* c = Const(in);
+      if (!c || c->numel() != 1) return false;
+    }
+    return uses == 1;
+  }
+
+  // DequantizeLinear -> [scalar functions] -> QuantizeLinear, per tensor with
+  // constant parameters -> QLookup with the table those nodes compute.
+  Status TryLookup(int i) {
+    const Node& d = g_.nodes[i];
+    const int x = In(d, 0);
+    if (x < 0 || !IsQ(g_.values[x].dtype) || !ScalarConst(In(d, 1), DType::kF32)) return Status::Ok();
+    if (In(d, 2) >= 0 && !ScalarConst(In(d, 2), DType::kUndefined)) return Status::Ok();
+    std::vector<int> chain = {i};
+    int v = d.outputs[0];
+    int q = -1;
+    for (int steps = 0; steps < 16; ++steps) {
+      const int r = Sole(v);
+      if (r < 0) return Status::Ok();
+      const Node& n = g_.nodes[r];
+      if (n.op_type == "QuantizeLinear" && n.domain.empty()) {
+        if (!ScalarConst(In(n, 1), DType::kF32) || In(n, 2) < 0 || !ScalarConst(In(n, 2), DType::kUndefined))
+          return Status::Ok();
+        q = r;
+        break;
+      }
+      if (!ScalarFunctionOf(n, v)) return Status::Ok();
+      chain.push_back(r);
+      v = n.outputs[0];
+    }
+    if (q < 0) return Status::Ok();
+    // Every input value, through the very nodes of the chain.
+    auto all = ir::TensorData::Make(g_.values[x].dtype, {256});
+    for (int k = 0; k < 256; ++k) all->bytes[k] = static_cast<uint8_t>(g_.values[x].dtype == DType::kI8 ? k ^ 0x80 : k);
+    ir::TensorPtr cur = all;
+    int cur_value = x;
+    for (int idx : chain) {
+      const Node& n = g_.nodes[idx];
+      std::vector<const ir::TensorData*> in;
+      for (int k : n.inputs) in.push_back(k < 0 ? nullptr : k == cur_value ? cur.get() : Const(k));
+      auto out = ops::Evaluate(n.op_type, ops::AttrsFromNode(n), in, 1);
+      if (!out.ok()) return Status::Ok();  // not evaluable here: leave the nodes
+      // Scalar parameters keep every intermediate [256].
+      if (out.value()[0]->numel() != 256) return Status::Ok();
+      cur = out.value()[0];
+      cur_value = n.outputs[0];
+    }
+    const Node& qn = g_.nodes[q];
+    std::vector<const ir::TensorData*> in = {cur.get(), Const(In(qn, 1)), Const(In(qn, 2))};
+    auto table = ops::Evaluate(qn.op_type, ops::AttrsFromNode(qn), in, 1);
+    if (!table.ok() || table.value()[0]->numel() != 256) return Status::Ok();
+    const int t = g_.AddConstant(qn.name + "_table", table.value()[0]);
+    chain.push_back(q);
+    Node r;
+    r.name = qn.name;
+    r.op_type = std::string(ops::opname::QLookup);
+    r.domain = "fcb";
+    r.inputs = {x, t};
+    r.outputs = {qn.outputs[0]};
+    Commit(chain, std::move(r));
+    return Status::Ok();
   }
 
   Graph& g_;
