@@ -122,6 +122,7 @@ const HostFeatures& DetectHost() {
       f.avx512bw = b & (1u << 30);
       f.avx512vl = b & (1u << 31);
       f.avx512vnni = c & (1u << 11);
+      f.avx512vbmi = c & (1u << 1);
       const unsigned max_sub = a;
       if (max_sub >= 1) {
         __cpuid_count(7, 1, a, b, c, d);

@@ -54,6 +54,7 @@ struct HostFeatures {
   // Integer dot products (8-bit multiply, 32-bit accumulate): not part of any
   // x86-64 level; the int8 kernels use them where present (kernels/qgemm.h).
   bool avx512vnni = false, avxvnni = false;
+  bool avx512vbmi = false;  // byte permutes (the int8 table lookup)
   bool os_avx = false;     // XCR0 bits 1,2 (SSE, AVX state)
   bool os_avx512 = false;  // XCR0 bits 5,6,7 (opmask, ZMM_Hi256, Hi16_ZMM)
   // AArch64, from the kernel's hardware capability bits (AT_HWCAP, AT_HWCAP2).

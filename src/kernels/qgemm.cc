@@ -152,6 +152,25 @@ void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const u
   }
 }
 
+namespace internal {
+
+// By value and restrict-qualified: a uint8 store may alias anything, which
+// would otherwise make the compiler reload every pointer per element.
+void QLookupScalar(const uint8_t* __restrict x, const uint8_t* __restrict t, uint8_t* __restrict y, int64_t n,
+                   uint8_t flip) {
+  uint8_t table[256];
+  std::memcpy(table, t, 256);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint8_t a = table[x[i] ^ flip], b = table[x[i + 1] ^ flip], c = table[x[i + 2] ^ flip],
+                  d = table[x[i + 3] ^ flip];
+    y[i] = a, y[i + 1] = b, y[i + 2] = c, y[i + 3] = d;
+  }
+  for (; i < n; ++i) y[i] = table[x[i] ^ flip];
+}
+
+}  // namespace internal
+
 // ---- packing
 
 int64_t PackedQGemmBytes(int64_t k, int64_t n) { return Panels(n) * QRoundK(k) * kPanel; }
@@ -234,7 +253,13 @@ std::vector<QKernelTable> Variants(TargetId target) {
   std::vector<QKernelTable> v;
   QKernelTable base{};
   if (!internal::FillQKernelTable(target, &base)) return v;
+  base.lookup = internal::QLookupScalar;
   const HostFeatures& f = DetectHost();
+#if defined(__x86_64__) || defined(_M_X64)
+  // The table lookup is not a dot product: every variant of v4 takes VBMI
+  // where the host has it.
+  if (target == TargetId::kX86_64_V4 && f.avx512vbmi && f.os_avx512) base.lookup = internal::QLookupVbmi;
+#endif
 #if defined(__x86_64__) || defined(_M_X64)
   if (target == TargetId::kX86_64_V4 && f.avx512vnni && f.os_avx512) {
     QKernelTable t = base;
@@ -276,7 +301,8 @@ const QKernelTable& GetQKernelTable(TargetId target) {
         continue;
       }
       t[i] = v.front();
-      if (!t[i].tile || !t[i].epilogue || !t[i].depthwise || !t[i].quantize || !t[i].dequantize || !t[i].minmax) {
+      if (!t[i].tile || !t[i].epilogue || !t[i].depthwise || !t[i].quantize || !t[i].dequantize || !t[i].minmax ||
+          !t[i].lookup) {
         std::fprintf(stderr, "fcb: int8 kernel table for target %s has a null kernel\n",
                      TargetName(static_cast<TargetId>(i)));
         std::abort();

@@ -118,6 +118,9 @@ struct QKernelTable {
   void (*dequantize)(const void* x, bool x_signed, int64_t n, float scale, int32_t zp, float* y) = nullptr;
   // Smallest and largest of n floats, NaN skipped (+inf / -inf when none).
   void (*minmax)(const float* x, int64_t n, float* mn, float* mx) = nullptr;
+  // y[i] = table[x[i] ^ flip] for n bytes (flip 0x80 maps int8 x to its
+  // index x + 128). Byte permutes (AVX512-VBMI) where the host has them.
+  void (*lookup)(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, uint8_t flip) = nullptr;
 };
 
 // The int8 table for `target` on this host (VNNI chosen when present).

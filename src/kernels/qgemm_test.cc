@@ -239,6 +239,28 @@ TEST(QKernels, DotProductCodeIsChosenWhereTheHostHasIt) {
   EXPECT_STREQ(GetQKernelTable(TargetId::kGeneric).dot, "scalar");
 }
 
+TEST(QKernels, TableLookupOfEveryVariantMatchesTheTable) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> table(256), x(1000);
+  for (auto& v : table) v = static_cast<uint8_t>(rng());
+  for (auto& v : x) v = static_cast<uint8_t>(rng());
+  int runs = 0;
+  for (const auto& info : KnownTargets()) {
+    if (!HostCanRun(info.id)) continue;
+    for (const QKernelTable& t : QKernelVariantsForTesting(info.id))
+      for (uint8_t flip : {0, 0x80})
+        for (int64_t n : {0, 1, 63, 64, 65, 130, 1000}) {
+          std::vector<uint8_t> y(static_cast<size_t>(n) + 1, 0xEE);
+          t.lookup(x.data(), table.data(), y.data(), n, flip);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(y[i], table[x[i] ^ flip]) << info.name << " " << t.dot << " n " << n << " i " << i;
+          EXPECT_EQ(y[n], 0xEE) << "wrote past the end";
+          ++runs;
+        }
+  }
+  EXPECT_GT(runs, 0);
+}
+
 TEST(QKernels, PackingIsTargetNeutralAndPadsWithZeros) {
   // 5 x 3 uint8 matrix: shifted by -128, panel rows of 4 reduction steps.
   std::vector<uint8_t> b(15);

@@ -96,5 +96,30 @@ void QTileAvxVnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int
   kYmm[rows - 1][panels - 1](a, lda, k4, b, panel_stride, raw);
 }
 
+// Four 64-byte quarters of the table: VPERMI2B looks up 128 entries by the
+// low 7 bits of each index, once in each half, and bit 7 picks the half.
+namespace {
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline __m512i Map64(__m512i idx, __m512i f, __m512i t0,
+                                                                           __m512i t1, __m512i t2, __m512i t3) {
+  idx = _mm512_xor_si512(idx, f);
+  const __m512i lo = _mm512_permutex2var_epi8(t0, idx, t1);
+  const __m512i hi = _mm512_permutex2var_epi8(t2, idx, t3);
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
+}
+}  // namespace
+
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void QLookupVbmi(const uint8_t* x, const uint8_t* table,
+                                                                       uint8_t* y, int64_t n, uint8_t flip) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(y + i, Map64(_mm512_loadu_si512(x + i), f, t0, t1, t2, t3));
+  if (i < n) {
+    const __mmask64 m = _cvtu64_mask64(~uint64_t{0} >> (64 - (n - i)));
+    _mm512_mask_storeu_epi8(y + i, m, Map64(_mm512_maskz_loadu_epi8(m, x + i), f, t0, t1, t2, t3));
+  }
+}
+
 }  // namespace fcb::kernels::internal
 #endif

@@ -11,12 +11,17 @@ namespace fcb::kernels::internal {
 // target; false when this build has none for it.
 bool FillQKernelTable(TargetId target, QKernelTable* table);
 
+// The portable table lookup (QKernelTable::lookup).
+void QLookupScalar(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, uint8_t flip);
+
 #if defined(__x86_64__) || defined(_M_X64)
 // VNNI dot-product tiles (QTileFn); callable only where the host has the feature.
 void QTileAvx512Vnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
                      int panels, int32_t* raw);
 void QTileAvxVnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
                   int panels, int32_t* raw);
+// The table lookup on AVX512-VBMI byte permutes; callable only where the host has them.
+void QLookupVbmi(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, uint8_t flip);
 #endif
 
 #if defined(__aarch64__)

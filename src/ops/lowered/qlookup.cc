@@ -12,6 +12,7 @@
 // byte lookup replaces three passes over float data.
 #include <cstring>
 
+#include "kernels/qgemm.h"
 #include "ops/lowered/lowered.h"
 #include "ops/lowering.h"
 
@@ -44,11 +45,8 @@ class LookupKernel : public Kernel {
     const auto* t = static_cast<const uint8_t*>(in[1]);
     auto* y = static_cast<uint8_t*>(out[0]);
     const uint8_t flip = flip_;
-    ctx.pool->ParallelFor(n_, 65536, [&](int64_t b, int64_t e) {
-      uint8_t table[256];
-      std::memcpy(table, t, 256);
-      for (int64_t i = b; i < e; ++i) y[i] = table[x[i] ^ flip];
-    });
+    const auto lookup = kernels::GetQKernelTable(ctx.target).lookup;
+    ctx.pool->ParallelFor(n_, 65536, [&](int64_t b, int64_t e) { lookup(x + b, t, y + b, e - b, flip); });
     return Status::Ok();
   }
 
