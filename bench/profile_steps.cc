@@ -48,7 +48,15 @@ int main(int argc, char** argv) {
   for (size_t t = 0; t < ptr.size(); ++t)
     ptr[t] = m.weights[t] ? const_cast<void*>(m.weights[t]) : arena.data() + m.context->tensors[t].offset;
   fcb::ThreadPool pool(threads);
-  fcb::ops::RunContext ctx{p.kernels, &pool};
+  // Each thread's kernel scratch, as an Execution lays it out.
+  fcb::ArenaMemory scratch;
+  const uint64_t scratch_bytes = m.context->scratch_bytes * static_cast<uint64_t>(threads);
+  if (scratch_bytes && !scratch.Allocate(scratch_bytes)) {
+    std::fprintf(stderr, "error: cannot allocate the scratch\n");
+    return 1;
+  }
+  fcb::ops::RunContext ctx{p.kernels, &pool, scratch_bytes ? scratch.data() : nullptr,
+                           static_cast<size_t>(m.context->scratch_bytes), p.target};
   struct Row {
     double ms;
     size_t i;
