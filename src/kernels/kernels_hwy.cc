@@ -23,12 +23,7 @@
 
 // Must precede every Highway header (detect_targets.h reads them once).
 #ifndef FCB_KERNEL_VARIANT_FILL
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
-#endif
-#ifndef HWY_COMPILE_ALL_ATTAINABLE
-#define HWY_COMPILE_ALL_ATTAINABLE
-#endif
+#include "kernels/hwy_targets.h"
 #else
 // A variant translation unit: only the target its -march makes the baseline.
 #define HWY_COMPILE_ONLY_STATIC 1

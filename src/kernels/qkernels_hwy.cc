@@ -8,12 +8,7 @@
 // are split from their 32-bit container by shifts and added, the same lane
 // mapping. Either way 32-bit lane i holds two of the four reduction steps of
 // column i / 2, and the tile adds lane pairs at the end.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
-#endif
-#ifndef HWY_COMPILE_ALL_ATTAINABLE
-#define HWY_COMPILE_ALL_ATTAINABLE
-#endif
+#include "kernels/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qkernels_hwy.cc"

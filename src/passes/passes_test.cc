@@ -20,25 +20,8 @@ namespace {
 using fcb::testing::Floats;
 using fcb::testing::Interpret;
 
-int AddTensor(ir::Graph& g, const std::string& name, ir::Shape shape, ir::DType dt = ir::DType::kF32) {
-  ir::Value v;
-  v.name = name;
-  v.dtype = dt;
-  v.shape = std::move(shape);
-  v.has_shape = true;
-  return g.AddValue(std::move(v));
-}
-
-ir::Node& AddNode(ir::Graph& g, const std::string& op, std::vector<int> in, std::vector<int> out,
-                  const std::string& name) {
-  ir::Node n;
-  n.name = name;
-  n.op_type = op;
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  g.nodes.push_back(std::move(n));
-  return g.nodes.back();
-}
+using fcb::testing::AddNode;
+using fcb::testing::AddTensor;
 
 std::vector<float> Ramp(int64_t n, float scale, float offset) {
   std::vector<float> v(n);

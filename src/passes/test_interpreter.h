@@ -1,5 +1,6 @@
 // Test-only: runs an ir::Graph node by node with ops::Evaluate (the generic
-// kernels), so tests can compare a graph before and after a transformation.
+// kernels), so tests can compare a graph before and after a transformation;
+// and the helpers that build such graphs.
 #pragma once
 
 #include <map>
@@ -30,6 +31,27 @@ inline Result<std::vector<ir::TensorPtr>> Interpret(const ir::Graph& g,
     for (size_t k = 0; k < n.outputs.size(); ++k) vals[n.outputs[k]] = std::move(out.value()[k]);
   }
   return vals;
+}
+
+// Graph building for pass tests: a value with a static shape, and a node.
+inline int AddTensor(ir::Graph& g, const std::string& name, ir::Shape shape, ir::DType dt = ir::DType::kF32) {
+  ir::Value v;
+  v.name = name;
+  v.dtype = dt;
+  v.shape = std::move(shape);
+  v.has_shape = true;
+  return g.AddValue(std::move(v));
+}
+
+inline ir::Node& AddNode(ir::Graph& g, const std::string& op, std::vector<int> in, std::vector<int> out,
+                         const std::string& name) {
+  ir::Node n;
+  n.name = name;
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  g.nodes.push_back(std::move(n));
+  return g.nodes.back();
 }
 
 inline std::vector<float> Floats(const ir::TensorPtr& t) {

@@ -42,18 +42,15 @@ enum Mode : int64_t { kInt32 = 0, kScaled = 1, kMultiplier = 2, kQdq = 3, kQLine
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-struct Params : lowered::WindowParams {
-  int64_t group = 1, out_channels = 1, depthwise = 0, matrix = 0, mode = 0;
-  kernels::Epilogue ep;
+// The NHWC convolutions' parameters, and whether the input is a matrix
+// (rows of any leading shape, a 1x1 convolution over them) and the mode.
+struct Params : lowered::ConvParams {
+  int64_t matrix = 0, mode = 0;
   template <typename V>
   void Fields(V& v) {
-    WindowParams::Fields(v);
-    v.Int(attr::kGroup, group, 1, kMaxChannels);
-    v.Int(attr::kOutChannels, out_channels, 1, kMaxChannels);
-    v.Int(attr::kDepthwise, depthwise, 0, 1);
+    ConvParams::Fields(v);
     v.Int(attr::kMatrix, matrix, 0, 1);
     v.Int(attr::kQuantMode, mode, 0, 4);
-    v.Epilogue(attr::kActivation, attr::kActivationAlpha, attr::kActivationBeta, ep);
   }
 };
 

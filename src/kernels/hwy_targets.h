@@ -1,0 +1,13 @@
+// The Highway targets the kernel translation units compile (kernels_hwy.cc,
+// qkernels_hwy.cc): SSSE3 and AVX3_DL are not used, and the SVE family is
+// compiled in translation units of its own (src/kernels/variants/). Include
+// before any Highway header; HWY_COMPILE_ALL_ATTAINABLE keeps HWY_SCALAR and
+// every lower target even when the build's baseline (-march) is above them.
+#pragma once
+
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
+#ifndef HWY_COMPILE_ALL_ATTAINABLE
+#define HWY_COMPILE_ALL_ATTAINABLE
+#endif
