@@ -41,7 +41,7 @@ void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64
   const int64_t panels = Panels(a.n);
   const int64_t pstride = k4 / 4 * kPanelBytes;
   const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
-  alignas(64) int32_t raw[kQTileRows * 32];
+  alignas(64) int32_t raw[kQTileRows * kQRawStride];
   std::array<int32_t, kRowBlock> rowsum{};
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int64_t rb = std::min(kRowBlock, rows - r0);
@@ -52,13 +52,13 @@ void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64
         for (int64_t k = 0; k < a.k; ++k) s += row[k];
         rowsum[r] = s;
       }
-    for (int64_t p = 0; p < panels; p += 2) {
-      const int np = static_cast<int>(std::min<int64_t>(2, panels - p));
+    for (int64_t p = 0; p < panels; p += kQTilePanels) {
+      const int np = static_cast<int>(std::min<int64_t>(kQTilePanels, panels - p));
       const int64_t count = std::min<int64_t>(a.n - p * kPanel, np * kPanel);
       for (int64_t m = 0; m < rb; m += kQTileRows) {
         const int tr = static_cast<int>(std::min<int64_t>(kQTileRows, rb - m));
         t.tile(A + (r0 + m) * lda, lda, tr, k4, a.b + p * pstride, pstride, np, raw);
-        t.epilogue(a.ep, raw, 32, tr, count, p * kPanel, rowsum.data() + m,
+        t.epilogue(a.ep, raw, kQRawStride, tr, count, p * kPanel, rowsum.data() + m,
                    static_cast<char*>(y0) + (r0 + m) * a.ldy * esize, a.ldy);
       }
     }

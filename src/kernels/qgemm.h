@@ -89,9 +89,12 @@ struct QConvArgs {
 };
 
 // Raw dot-product tile: raw[r][j] = sum_{k < k4} a[r*lda + k] * b(k, j) for
-// rows r < rows (<= kQTileRows) and columns j < 16 * panels (panels 1 or 2,
-// the second at b + panel_stride bytes); raw has a row stride of 32.
+// rows r < rows (<= kQTileRows) and columns j < 16 * panels (panels 1 to
+// kQTilePanels, panel p at b + p * panel_stride bytes); raw has a row stride
+// of kQRawStride.
 inline constexpr int kQTileRows = 6;
+inline constexpr int kQTilePanels = 4;
+inline constexpr int kQRawStride = 16 * kQTilePanels;
 using QTileFn = void (*)(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b,
                          int64_t panel_stride, int panels, int32_t* raw);
 

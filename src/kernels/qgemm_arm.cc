@@ -32,24 +32,31 @@ template <int MR>
 void TileDot(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b, int32_t* raw) {
   int32x4_t acc[MR][4];
   int32x4_t bsum[4];
+#pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
     bsum[j] = vdupq_n_s32(0);
+#pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) acc[r][j] = vdupq_n_s32(0);
   }
   const int8x16_t ones = vdupq_n_s8(1);
   for (int64_t k = 0; k < k4; k += 4, b += 64) {
     int8x16_t bv[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       bv[j] = vld1q_s8(b + 16 * j);
       bsum[j] = vdotq_s32(bsum[j], bv[j], ones);
     }
+#pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) {
       const int8x16_t av = vreinterpretq_s8_u32(vdupq_n_u32(Load4(a + r * lda + k) ^ 0x80808080u));
+#pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) acc[r][j] = vdotq_s32(acc[r][j], bv[j], av);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < 4; ++j) vst1q_s32(raw + r * 32 + 4 * j, vaddq_s32(acc[r][j], vshlq_n_s32(bsum[j], 7)));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) vst1q_s32(raw + r * kQRawStride + 4 * j, vaddq_s32(acc[r][j], vshlq_n_s32(bsum[j], 7)));
 }
 
 }  // namespace
@@ -60,7 +67,7 @@ void QTileNeonDot(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int
     for (int r = 0; r < rows; r += 4) {
       const uint8_t* ar = a + r * lda;
       const int8_t* bp = b + p * panel_stride;
-      int32_t* rr = raw + r * 32 + p * 16;
+      int32_t* rr = raw + r * kQRawStride + p * 16;
       switch (rows - r < 4 ? rows - r : 4) {
         case 1: TileDot<1>(ar, lda, k4, bp, rr); break;
         case 2: TileDot<2>(ar, lda, k4, bp, rr); break;

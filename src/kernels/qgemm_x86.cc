@@ -27,49 +27,68 @@ inline int32_t Load4(const uint8_t* p) {
 template <int MR, int NP>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void TileZmm(const uint8_t* a, int64_t lda, int64_t k4,
                                                                    const int8_t* b, int64_t pstride, int32_t* raw) {
+  // Fully unrolled so that the accumulators live in registers (GCC keeps
+  // a partly indexed array of vectors on the stack).
   __m512i acc[MR][NP];
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_si512();
   for (int64_t k = 0; k < k4; k += 4) {
     __m512i bv[NP];
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_si512(b + p * pstride + k * 16);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512i av = _mm512_set1_epi32(Load4(a + r * lda + k));
+#pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], av, bv[p]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
-    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(raw + r * 32 + p * 16, acc[r][p]);
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) _mm512_storeu_si512(raw + r * kQRawStride + p * 16, acc[r][p]);
 }
 
 template <int MR, int NP>
 __attribute__((target("avx2,avxvnni"))) void TileYmm(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b,
                                                    int64_t pstride, int32_t* raw) {
   __m256i acc[MR][2 * NP];
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
     for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_setzero_si256();
   for (int64_t k = 0; k < k4; k += 4) {
     __m256i bv[2 * NP];
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
       bv[2 * p] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + p * pstride + k * 16));
       bv[2 * p + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + p * pstride + k * 16 + 32));
     }
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m256i av = _mm256_set1_epi32(Load4(a + r * lda + k));
+#pragma GCC unroll 4
       for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_dpbusd_avx_epi32(acc[r][p], av, bv[p]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
     for (int p = 0; p < 2 * NP; ++p)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(raw + r * 32 + p * 8), acc[r][p]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(raw + r * kQRawStride + p * 8), acc[r][p]);
 }
 
 using TileT = void (*)(const uint8_t*, int64_t, int64_t, const int8_t*, int64_t, int32_t*);
 
-// Tables of instantiations by (rows - 1, panels - 1).
-constexpr TileT kZmm[6][2] = {{TileZmm<1, 1>, TileZmm<1, 2>}, {TileZmm<2, 1>, TileZmm<2, 2>},
-                              {TileZmm<3, 1>, TileZmm<3, 2>}, {TileZmm<4, 1>, TileZmm<4, 2>},
-                              {TileZmm<5, 1>, TileZmm<5, 2>}, {TileZmm<6, 1>, TileZmm<6, 2>}};
+// Tables of instantiations by (rows - 1, panels - 1): up to 6 x 4
+// accumulators (24 of the 32 ZMM registers), four B loads and six
+// broadcasts per 24 VPDPBUSD.
+#define FCB_ZMM_ROW(r) {TileZmm<r, 1>, TileZmm<r, 2>, TileZmm<r, 3>, TileZmm<r, 4>}
+constexpr TileT kZmm[6][4] = {FCB_ZMM_ROW(1), FCB_ZMM_ROW(2), FCB_ZMM_ROW(3),
+                              FCB_ZMM_ROW(4), FCB_ZMM_ROW(5), FCB_ZMM_ROW(6)};
+#undef FCB_ZMM_ROW
 // YMM: 16 registers; rows x panels x 2 accumulators stay within 12 (two
 // panels: at most two rows).
 constexpr TileT kYmm[6][2] = {{TileYmm<1, 1>, TileYmm<1, 2>}, {TileYmm<2, 1>, TileYmm<2, 2>},
@@ -85,15 +104,20 @@ void QTileAvx512Vnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const 
 
 void QTileAvxVnni(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, int64_t panel_stride,
                   int panels, int32_t* raw) {
-  if (panels == 2 && rows > 2) {
-    // Two panels take 4 accumulators per row: run the rows in pairs.
-    for (int r = 0; r < rows; r += 2) {
-      const int n = rows - r < 2 ? 1 : 2;
-      kYmm[n - 1][1](a + r * lda, lda, k4, b, panel_stride, raw + r * 32);
+  for (int p = 0; p < panels; p += 2) {
+    const int np = panels - p < 2 ? 1 : 2;
+    const int8_t* bp = b + p * panel_stride;
+    int32_t* rp = raw + p * 16;
+    if (np == 2 && rows > 2) {
+      // Two panels take 4 accumulators per row: run the rows in pairs.
+      for (int r = 0; r < rows; r += 2) {
+        const int n = rows - r < 2 ? 1 : 2;
+        kYmm[n - 1][1](a + r * lda, lda, k4, bp, panel_stride, rp + r * kQRawStride);
+      }
+      continue;
     }
-    return;
+    kYmm[rows - 1][np - 1](a, lda, k4, bp, panel_stride, rp);
   }
-  kYmm[rows - 1][panels - 1](a, lda, k4, b, panel_stride, raw);
 }
 
 // Four 64-byte quarters of the table: VPERMI2B looks up 128 entries by the

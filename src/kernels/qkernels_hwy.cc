@@ -46,7 +46,7 @@ void Tile(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, 
       for (int64_t k = 0; k < k4; k += 4, bp += 64)
         for (int j = 0; j < 16; ++j)
           for (int q = 0; q < 4; ++q) acc[j] += static_cast<int32_t>(ar[k + q]) * bp[j * 4 + q];
-      std::memcpy(raw + r * 32 + p * 16, acc, sizeof(acc));
+      std::memcpy(raw + r * kQRawStride + p * 16, acc, sizeof(acc));
     }
 }
 
@@ -80,10 +80,12 @@ void TileT(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b, int64_t p
   for (int p = 0; p < panels; ++p)
     for (int64_t c = 0; c < chunks; ++c) {
       V32 acc[MR];
+#pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) acc[r] = hn::Zero(d32);
       const int8_t* bp = b + p * pstride + c * n16;
       for (int64_t k = 0; k < k4; k += 4, bp += 64) {
         const auto bv = hn::PromoteTo(d16, hn::LoadU(d8, bp));
+#pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
           const uint32_t q = Load4(a + r * lda + k);
           const uint64_t pat = (q & 0xff) | (uint64_t{(q >> 8) & 0xff} << 16) | (uint64_t{(q >> 16) & 0xff} << 32) |
@@ -93,7 +95,7 @@ void TileT(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b, int64_t p
       }
       for (int r = 0; r < MR; ++r) {
         hn::Store(acc[r], d32, buf);
-        int32_t* dst = raw + r * 32 + p * 16 + c * (n16 / 4);
+        int32_t* dst = raw + r * kQRawStride + p * 16 + c * (n16 / 4);
         for (int64_t i = 0; i < n16 / 4; ++i) dst[i] = buf[2 * i] + buf[2 * i + 1];
       }
     }
@@ -106,7 +108,7 @@ void Tile(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, 
   for (int r = 0; r < rows; r += kRows) {
     const int n = std::min(kRows, rows - r);
     const uint8_t* ar = a + r * lda;
-    int32_t* rr = raw + r * 32;
+    int32_t* rr = raw + r * kQRawStride;
     switch (n) {
       case 1: TileT<1>(ar, lda, k4, b, pstride, panels, rr); break;
       case 2: TileT<2>(ar, lda, k4, b, pstride, panels, rr); break;
