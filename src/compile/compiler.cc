@@ -84,12 +84,6 @@ void WarnAboutSharing(const CompileSpec& spec, const std::vector<TargetOptions>&
 
 constexpr int kAccuracyInputs = 4;  // seeded input sets per measurement
 
-int ScoreOf(TargetId id) {
-  for (const auto& t : KnownTargets())
-    if (t.id == id) return t.score;
-  return -1;
-}
-
 // Deterministic pseudo-random numbers (SplitMix64), the same on every host.
 struct SeededRng {
   uint64_t state;
@@ -300,15 +294,22 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     for (const auto& [level, members] : int8_groups) {
       Int8Accuracy acc;
       acc.method = method;
-      std::optional<TargetId> best;
+      std::set<TargetId> int8_targets;
       for (size_t i : members) {
         acc.int8_targets.push_back(spec.targets[i]);
-        const TargetId t = *TargetFromName(spec.targets[i]);
-        if (HostCanRun(t) && (!best || ScoreOf(t) > ScoreOf(*best))) best = t;
+        int8_targets.insert(*TargetFromName(spec.targets[i]));
       }
+      // The best target this host runs among the int8 ones (RunnableTargets
+      // is best first), else the host's best.
+      const std::vector<TargetId> runnable = RunnableTargets();
+      std::optional<TargetId> best;
+      for (TargetId t : runnable)
+        if (int8_targets.count(t)) {
+          best = t;
+          break;
+        }
       if (!best) {
         acc.on_int8_target = false;
-        const std::vector<TargetId> runnable = RunnableTargets();
         if (!runnable.empty()) best = runnable.front();
       }
       acc.rel_l2 = NAN;

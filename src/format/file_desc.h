@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct TensorDesc {
   Storage storage = Storage::kArena;
   uint64_t offset = 0;        // byte offset in the arena (kArena)
   int32_t blob = -1;          // weight-pool blob id (kWeight)
+  bool operator==(const TensorDesc&) const = default;
 };
 
 // One attribute of a step: ints, floats or a string (unused fields empty).
@@ -31,6 +33,11 @@ struct AttrDesc {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string str;
+  // Floats compare by their bits: equal descriptions encode to equal bytes.
+  bool operator==(const AttrDesc& o) const {
+    return name == o.name && ints == o.ints && str == o.str && floats.size() == o.floats.size() &&
+           std::memcmp(floats.data(), o.floats.data(), floats.size() * sizeof(float)) == 0;
+  }
 };
 
 struct StepDesc {
@@ -39,6 +46,7 @@ struct StepDesc {
   std::vector<int32_t> inputs;   // tensor indices in the context; -1 = absent optional
   std::vector<int32_t> outputs;
   std::vector<AttrDesc> attrs;
+  bool operator==(const StepDesc&) const = default;
 };
 
 // The compiled plan of one method for one target.

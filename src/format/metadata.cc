@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <string>
 
 #include "fcb_generated.h"
@@ -41,66 +40,29 @@ Offset<fb::Step> EncodeStep(FlatBufferBuilder& fbb, const StepDesc& s) {
   return fb::CreateStep(fbb, op, node, inputs, outputs, attr_vec);
 }
 
-// Appends the bytes of `v` to a cache key.
-template <typename T>
-void KeyAdd(std::string* k, const T& v) {
-  k->append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-void KeyAdd(std::string* k, const std::string& v) {
-  KeyAdd(k, v.size());
-  k->append(v);
-}
-template <typename T>
-void KeyAdd(std::string* k, const std::vector<T>& v) {
-  KeyAdd(k, v.size());
-  for (const T& x : v) KeyAdd(k, x);
-}
-
 // Plans that are equal in every field are written once: a context whose
 // tensor or step list equals an earlier context's refers to that list (the
 // lowering rules are target-neutral, so every target of a method usually has
 // the same plan and an extra target costs its Context table, about a hundred
 // bytes). FlatBuffers allows shared subobjects; readers see no difference.
 struct PlanCache {
-  std::map<std::string, Offset<flatbuffers::Vector<Offset<fb::Tensor>>>> tensors;
-  std::map<std::string, Offset<flatbuffers::Vector<Offset<fb::Step>>>> steps;
+  std::vector<std::pair<const std::vector<TensorDesc>*, Offset<flatbuffers::Vector<Offset<fb::Tensor>>>>> tensors;
+  std::vector<std::pair<const std::vector<StepDesc>*, Offset<flatbuffers::Vector<Offset<fb::Step>>>>> steps;
 };
 
-std::string TensorsKey(const std::vector<TensorDesc>& ts) {
-  std::string k;
-  for (const TensorDesc& t : ts) {
-    KeyAdd(&k, t.name);
-    KeyAdd(&k, static_cast<int32_t>(t.dtype));
-    KeyAdd(&k, t.shape);
-    KeyAdd(&k, static_cast<int32_t>(t.storage));
-    KeyAdd(&k, t.offset);
-    KeyAdd(&k, t.blob);
-  }
-  return k;
-}
-
-std::string StepsKey(const std::vector<StepDesc>& ss) {
-  std::string k;
-  for (const StepDesc& s : ss) {
-    KeyAdd(&k, s.op);
-    KeyAdd(&k, s.node);
-    KeyAdd(&k, s.inputs);
-    KeyAdd(&k, s.outputs);
-    KeyAdd(&k, s.attrs.size());
-    for (const AttrDesc& a : s.attrs) {
-      KeyAdd(&k, a.name);
-      KeyAdd(&k, a.ints);
-      KeyAdd(&k, a.floats);
-      KeyAdd(&k, a.str);
-    }
-  }
-  return k;
+// The offset written for a list equal to `v`, if any.
+template <typename T, typename O>
+const O* Written(const std::vector<std::pair<const T*, O>>& cache, const T& v) {
+  for (const auto& [list, off] : cache)
+    if (*list == v) return &off;
+  return nullptr;
 }
 
 Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c, PlanCache& cache) {
-  const std::string tkey = TensorsKey(c.tensors);
-  auto tit = cache.tensors.find(tkey);
-  if (tit == cache.tensors.end()) {
+  Offset<flatbuffers::Vector<Offset<fb::Tensor>>> tensor_vec;
+  if (const auto* w = Written(cache.tensors, c.tensors)) {
+    tensor_vec = *w;
+  } else {
     std::vector<Offset<fb::Tensor>> tensors;
     for (const TensorDesc& t : c.tensors) {
       auto name = Str(fbb, t.name);
@@ -108,20 +70,21 @@ Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c, 
       tensors.push_back(fb::CreateTensor(fbb, name, static_cast<int32_t>(t.dtype), shape,
                                          static_cast<fb::Storage>(t.storage), t.offset, t.blob));
     }
-    tit = cache.tensors.emplace(tkey, fbb.CreateVector(tensors)).first;
+    tensor_vec = fbb.CreateVector(tensors);
+    cache.tensors.emplace_back(&c.tensors, tensor_vec);
   }
-  const std::string skey = StepsKey(c.steps);
-  auto sit = cache.steps.find(skey);
-  if (sit == cache.steps.end()) {
+  Offset<flatbuffers::Vector<Offset<fb::Step>>> step_vec;
+  if (const auto* w = Written(cache.steps, c.steps)) {
+    step_vec = *w;
+  } else {
     std::vector<Offset<fb::Step>> steps;
     for (const StepDesc& s : c.steps) steps.push_back(EncodeStep(fbb, s));
-    sit = cache.steps.emplace(skey, fbb.CreateVector(steps)).first;
+    step_vec = fbb.CreateVector(steps);
+    cache.steps.emplace_back(&c.steps, step_vec);
   }
   auto method = Str(fbb, c.method);
   auto target = Str(fbb, c.target);
   auto options = Str(fbb, c.options);
-  auto tensor_vec = tit->second;
-  auto step_vec = sit->second;
   auto inputs = fbb.CreateVector(c.inputs);
   auto outputs = fbb.CreateVector(c.outputs);
   return fb::CreateContext(fbb, method, target, options, tensor_vec, step_vec, inputs, outputs,

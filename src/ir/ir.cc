@@ -259,7 +259,7 @@ Status Graph::Validate() const {
 bool IsWeightDequantize(const Graph& g, const Node& n) {
   if (n.op_type != "DequantizeLinear" || !n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0) return false;
   const Value& x = g.values[n.inputs[0]];
-  return x.is_constant() && (x.dtype == DType::kU8 || x.dtype == DType::kI8 || x.dtype == DType::kI32);
+  return x.is_constant() && (IsInt8Type(x.dtype) || x.dtype == DType::kI32);
 }
 
 }  // namespace ir

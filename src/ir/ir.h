@@ -24,6 +24,9 @@ using ::fcb::DType;
 using ::fcb::DTypeName;
 using ::fcb::DTypeSize;
 
+// uint8 or int8: the element types of quantized tensors.
+inline bool IsInt8Type(DType t) { return t == DType::kU8 || t == DType::kI8; }
+
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& s);
 std::string ShapeToString(const Shape& s);  // "1x3x224x224" ("scalar" for rank 0)

@@ -36,11 +36,27 @@ inline void CopyBytes(uint8_t* dst, const uint8_t* src, int64_t n) {
 // stays in cache while every column panel of B streams past it.
 constexpr int64_t kRowBlock = 8 * kQTileRows;
 
+// A GEMM on packed int8 weights: rows of A (uint8, K4 readable bytes per row;
+// the bytes in [K, K4) may hold anything, the packed weights are zero there)
+// times B (PackQGemmB, n columns), out[m * ldy + col] of the output type.
+struct QGemmArgs {
+  int64_t n = 0, k = 0;  // columns, reduction length
+  const int8_t* b = nullptr;
+  QEpilogue ep;
+  int64_t ldy = 0;  // elements between output rows
+};
+
+// An int8 weight as the packed layouts hold it: uint8 shifted by -128.
+inline int8_t ShiftedWeight(const void* w, bool w_unsigned, int64_t i) {
+  return static_cast<int8_t>(w_unsigned ? static_cast<int32_t>(static_cast<const uint8_t*>(w)[i]) - 128
+                                        : static_cast<const int8_t*>(w)[i]);
+}
+
 void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64_t lda, int64_t rows, void* y0) {
   const int64_t k4 = QRoundK(a.k);
   const int64_t panels = Panels(a.n);
   const int64_t pstride = k4 / 4 * kPanelBytes;
-  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  const int64_t esize = QOutBytes(a.ep.out);
   alignas(64) int32_t raw[kQTileRows * kQRawStride];
   std::array<int32_t, kRowBlock> rowsum{};
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
@@ -67,19 +83,12 @@ void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64
 
 }  // namespace
 
-void QGemm(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64_t lda, int64_t begin, int64_t end,
-           void*) {
-  if (end <= begin) return;
-  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
-  GemmRows(t, a, A + begin * lda, lda, end - begin, static_cast<char*>(a.y) + begin * a.ldy * esize);
-}
-
 void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const uint8_t* x, int64_t begin,
            int64_t end, void* scratch) {
   if (end <= begin) return;
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups, ocg_pad = Panels(ocg) * kPanel;
   const int64_t K = g.kh * g.kw * icg, k4 = QRoundK(K);
-  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  const int64_t esize = QOutBytes(a.ep.out);
   const uint8_t zpad = static_cast<uint8_t>(a.x_zp + (a.x_signed ? 128 : 0));
   const uint8_t flip = a.x_signed ? 0x80 : 0;
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
@@ -145,9 +154,8 @@ void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const u
       if (ga.ep.b_zp) ga.ep.b_zp += c0;
       if (ga.ep.mult) ga.ep.mult += c0;
       if (ga.ep.bias) ga.ep.bias += c0;
-      ga.y = static_cast<char*>(a.y) + (p0 * g.out_pixel_stride + gi * ocg) * esize;
       ga.ldy = g.out_pixel_stride;
-      GemmRows(t, ga, A, lda, rows, ga.y);
+      GemmRows(t, ga, A, lda, rows, static_cast<char*>(a.y) + (p0 * g.out_pixel_stride + gi * ocg) * esize);
     }
   }
 }
@@ -184,10 +192,8 @@ std::vector<int8_t> PackQGemmB(const void* b, bool b_unsigned, int64_t k, int64_
         for (int64_t q = 0; q < 4; ++q) {
           const int64_t col = p * kPanel + j, kr = kk + q;
           if (col >= n || kr >= k) continue;
-          const int64_t i = kr * ldb + col * ldcol;
-          const int32_t v = b_unsigned ? static_cast<int32_t>(static_cast<const uint8_t*>(b)[i]) - 128
-                                       : static_cast<const int8_t*>(b)[i];
-          out[static_cast<size_t>(p * k4 * kPanel + kk * kPanel + j * 4 + q)] = static_cast<int8_t>(v);
+          out[static_cast<size_t>(p * k4 * kPanel + kk * kPanel + j * 4 + q)] =
+              ShiftedWeight(b, b_unsigned, kr * ldb + col * ldcol);
         }
   return out;
 }
@@ -201,12 +207,11 @@ std::vector<int8_t> PackQConv(const void* w, bool w_unsigned, int64_t oc, int64_
   const int64_t ocg = oc / groups, K = kh * kw * icg;
   std::vector<int8_t> out;
   out.reserve(static_cast<size_t>(PackedQConvBytes(oc, icg, kh, kw, groups)));
-  const size_t es = 1;
   for (int64_t g = 0; g < groups; ++g) {
     // The group's weights as a [K][ocg] matrix: element (k, o) with
     // k = (ky*kw + kx)*icg + c lives at ONNX index ((o*icg + c)*kh + ky)*kw + kx.
     std::vector<uint8_t> m(static_cast<size_t>(K * ocg));
-    const auto* src = static_cast<const uint8_t*>(w) + g * ocg * icg * kh * kw * es;
+    const auto* src = static_cast<const uint8_t*>(w) + g * ocg * icg * kh * kw;
     for (int64_t o = 0; o < ocg; ++o)
       for (int64_t c = 0; c < icg; ++c)
         for (int64_t ky = 0; ky < kh; ++ky)
@@ -237,10 +242,7 @@ std::vector<int8_t> PackQDepthwise(const void* w, bool w_unsigned, int64_t c, in
   std::vector<int8_t> out(static_cast<size_t>(kh * kw * cp), 0);
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t t = 0; t < kh * kw; ++t) {
-      const int64_t i = ch * kh * kw + t;
-      const int32_t v = w_unsigned ? static_cast<int32_t>(static_cast<const uint8_t*>(w)[i]) - 128
-                                   : static_cast<const int8_t*>(w)[i];
-      out[static_cast<size_t>(t * cp + ch)] = static_cast<int8_t>(v);
+      out[static_cast<size_t>(t * cp + ch)] = ShiftedWeight(w, w_unsigned, ch * kh * kw + t);
     }
   return out;
 }
@@ -259,8 +261,6 @@ std::vector<QKernelTable> Variants(TargetId target) {
   // The table lookup is not a dot product: every variant of v4 takes VBMI
   // where the host has it.
   if (target == TargetId::kX86_64_V4 && f.avx512vbmi && f.os_avx512) base.lookup = internal::QLookupVbmi;
-#endif
-#if defined(__x86_64__) || defined(_M_X64)
   if (target == TargetId::kX86_64_V4 && f.avx512vnni && f.os_avx512) {
     QKernelTable t = base;
     t.tile = internal::QTileAvx512Vnni;

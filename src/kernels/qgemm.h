@@ -41,12 +41,13 @@
 
 namespace fcb::kernels {
 
-// Bytes of per-thread scratch the int8 GEMM/conv kernels use (im2col rows and
-// row sums), 64-byte aligned.
+// Bytes of per-thread scratch the int8 conv kernels use (im2col rows, or the
+// depthwise kernel's sums of a block of pixels), 64-byte aligned.
 inline constexpr int64_t kQScratchBytes = 256 * 1024;
 
 // Output element type of an int8 kernel.
 enum class QOut : int32_t { kInt32 = 0, kFloat = 1, kUint8 = 2, kInt8 = 3 };
+constexpr int64_t QOutBytes(QOut o) { return o == QOut::kInt32 || o == QOut::kFloat ? 4 : 1; }
 
 // The epilogue applied to each exact int32 sum s of output (row m, column n):
 //   kInt32:  y = s + col_add[n] - b_zp[n] * rowsum[m]
@@ -63,17 +64,6 @@ struct QEpilogue {
   Epilogue act;
   float q_scale = 1.f;
   int32_t q_zp = 0;
-};
-
-// A GEMM on packed int8 weights: rows of A (uint8, K4 readable bytes per row;
-// the bytes in [K, K4) may hold anything, the packed weights are zero there)
-// times B (PackQGemmB, n columns), out[m * ldy + col] of the output type.
-struct QGemmArgs {
-  int64_t n = 0, k = 0;   // columns, reduction length
-  const int8_t* b = nullptr;
-  QEpilogue ep;
-  void* y = nullptr;
-  int64_t ldy = 0;        // elements between output rows
 };
 
 // A convolution on NHWC uint8 input (after the +128 shift for int8 input,
@@ -132,15 +122,14 @@ const QKernelTable& GetQKernelTable(TargetId target);
 // first): tests compare each against the scalar reference.
 std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target);
 
-// The drivers (qgemm.cc), the same for every target: they split rows into
-// tiles, run im2col for convolutions, and call the table's tile and epilogue.
-// Work items: rows of A / output pixels in [begin, end). scratch: kQScratchBytes.
-void QGemm(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64_t lda, int64_t begin, int64_t end,
-           void* scratch);
+// The convolution driver (qgemm.cc), the same for every target: it runs
+// im2col (or reads 1x1 input in place), splits rows into tiles and calls the
+// table's tile and epilogue; a matrix product is a 1x1 convolution over
+// rows. Work items: output pixels in [begin, end). scratch: kQScratchBytes.
 void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const uint8_t* x, int64_t begin,
            int64_t end, void* scratch);
 
-// ---- packing (compile time)
+// ---- packing (compile time; the column sums at load)
 
 inline int64_t QRoundK(int64_t k) { return (k + 3) / 4 * 4; }
 // B logical [k][n] (element (k, j) at b[k*ldb + j*ldcol]), int8 or uint8

@@ -22,11 +22,6 @@
 namespace fcb::kernels::internal {
 namespace {
 
-inline uint32_t Load4(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 template <int MR>
 void TileDot(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b, int32_t* raw) {

@@ -18,11 +18,6 @@
 namespace fcb::kernels::internal {
 namespace {
 
-inline int32_t Load4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 template <int MR, int NP>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void TileZmm(const uint8_t* a, int64_t lda, int64_t k4,
@@ -40,7 +35,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void TileZmm(const uint8_
     for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_si512(b + p * pstride + k * 16);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m512i av = _mm512_set1_epi32(Load4(a + r * lda + k));
+      const __m512i av = _mm512_set1_epi32(static_cast<int32_t>(Load4(a + r * lda + k)));
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], av, bv[p]);
     }
@@ -68,7 +63,7 @@ __attribute__((target("avx2,avxvnni"))) void TileYmm(const uint8_t* a, int64_t l
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m256i av = _mm256_set1_epi32(Load4(a + r * lda + k));
+      const __m256i av = _mm256_set1_epi32(static_cast<int32_t>(Load4(a + r * lda + k)));
 #pragma GCC unroll 4
       for (int p = 0; p < 2 * NP; ++p) acc[r][p] = _mm256_dpbusd_avx_epi32(acc[r][p], av, bv[p]);
     }

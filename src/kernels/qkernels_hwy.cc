@@ -23,16 +23,11 @@
 
 #include "kernels/common-inl.h"
 #include "kernels/qgemm.h"
+#include "kernels/qkernels_internal.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fcb::kernels::FCB_KNS {
 namespace {
-
-inline uint32_t Load4(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 #if HWY_TARGET == HWY_SCALAR
 
@@ -87,7 +82,7 @@ void TileT(const uint8_t* a, int64_t lda, int64_t k4, const int8_t* b, int64_t p
         const auto bv = hn::PromoteTo(d16, hn::LoadU(d8, bp));
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
-          const uint32_t q = Load4(a + r * lda + k);
+          const uint32_t q = internal::Load4(a + r * lda + k);
           const uint64_t pat = (q & 0xff) | (uint64_t{(q >> 8) & 0xff} << 16) | (uint64_t{(q >> 16) & 0xff} << 32) |
                                (uint64_t{q >> 24} << 48);
           acc[r] = MulPairs(d32, hn::BitCast(d16, hn::Set(d64, pat)), bv, acc[r]);
@@ -125,17 +120,35 @@ void Tile(const uint8_t* a, int64_t lda, int rows, int64_t k4, const int8_t* b, 
 using DI = hn::ScalableTag<int32_t>;
 using DFI = hn::Rebind<float, DI>;
 
-template <typename Q>
-HWY_INLINE void StoreQ(DI di, hn::Vec<DI> v, Q* dst, int64_t n) {
-  const hn::Rebind<Q, DI> dq;
-  const auto q = hn::DemoteTo(dq, v);
-  if (n >= static_cast<int64_t>(hn::Lanes(di))) {
-    hn::StoreU(q, dq, dst);
+// Stores the first min(n, lanes) lanes of v (of tag d) without touching
+// memory past them.
+template <class D, typename T>
+HWY_INLINE void StoreLanes(D d, hn::Vec<D> v, T* dst, int64_t n) {
+  if (n >= static_cast<int64_t>(hn::Lanes(d))) {
+    hn::StoreU(v, d, dst);
   } else {
-    alignas(64) Q buf[HWY_MAX_BYTES / 4];
-    hn::StoreU(q, dq, buf);
-    std::memcpy(dst, buf, static_cast<size_t>(n) * sizeof(Q));
+    alignas(64) T buf[HWY_MAX_BYTES / sizeof(T)];
+    hn::StoreU(v, d, buf);
+    std::memcpy(dst, buf, static_cast<size_t>(n) * sizeof(T));
   }
+}
+
+// int32 lanes saturated to int8/uint8 and stored.
+template <typename Q>
+HWY_INLINE void StoreQ(DI, hn::Vec<DI> v, Q* dst, int64_t n) {
+  const hn::Rebind<Q, DI> dq;
+  StoreLanes(dq, hn::DemoteTo(dq, v), dst, n);
+}
+
+// QuantizeLinear of float lanes already divided by the scale:
+// saturate(round_half_even(q) + zp), NaN to the zero point.
+template <typename Q>
+HWY_INLINE void QuantizeLanes(DFI df, hn::Vec<DFI> q, int32_t zp, Q* dst, int64_t n) {
+  const DI di;
+  constexpr float lo = std::is_signed_v<Q> ? -128.f : 0.f, hi = std::is_signed_v<Q> ? 127.f : 255.f;
+  q = hn::IfThenElseZero(hn::Eq(q, q), q);
+  q = hn::Min(hn::Max(q, hn::Set(df, lo - static_cast<float>(zp))), hn::Set(df, hi - static_cast<float>(zp)));
+  StoreQ(di, hn::Add(hn::ConvertTo(di, hn::Round(q)), hn::Set(di, zp)), dst, n);
 }
 
 template <Act A, QOut O>
@@ -151,14 +164,7 @@ HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t cou
     auto s = hn::Add(hn::LoadU(di, raw + j), hn::LoadU(di, ep.col_add + c));
     if (ep.b_zp) s = hn::Sub(s, hn::Mul(hn::LoadU(di, ep.b_zp + c), rs));
     if constexpr (O == QOut::kInt32) {
-      int32_t* y = static_cast<int32_t*>(y_row) + c;
-      if (n == N) {
-        hn::StoreU(s, di, y);
-      } else {
-        alignas(64) int32_t buf[HWY_MAX_BYTES / 4];
-        hn::StoreU(s, di, buf);
-        std::memcpy(y, buf, static_cast<size_t>(n) * sizeof(int32_t));
-      }
+      StoreLanes(di, s, static_cast<int32_t*>(y_row) + c, n);
     } else {
       auto v = hn::Mul(hn::ConvertTo(df, s), hn::LoadU(df, ep.mult + c));
       if (ep.bias) v = hn::Add(v, hn::LoadU(df, ep.bias + c));
@@ -166,18 +172,10 @@ HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t cou
       if constexpr (O == QOut::kFloat) {
         StoreN(v, df, static_cast<float*>(y_row) + c, n);
       } else {
-        constexpr float lo = O == QOut::kUint8 ? 0.f : -128.f, hi = O == QOut::kUint8 ? 255.f : 127.f;
-        const float zp = static_cast<float>(ep.q_zp);
         // QLinear requantization folds 1 / y_scale into mult (q_scale 1).
-        auto q = ep.q_scale == 1.f ? v : hn::Div(v, hn::Set(df, ep.q_scale));
-        q = hn::IfThenElseZero(hn::Eq(q, q), q);  // NaN -> the zero point
-        q = hn::Min(hn::Max(q, hn::Set(df, lo - zp)), hn::Set(df, hi - zp));
-        const auto r = hn::Add(hn::ConvertTo(di, hn::Round(q)), hn::Set(di, ep.q_zp));
-        if constexpr (O == QOut::kUint8) {
-          StoreQ(di, r, static_cast<uint8_t*>(y_row) + c, n);
-        } else {
-          StoreQ(di, r, static_cast<int8_t*>(y_row) + c, n);
-        }
+        const auto q = ep.q_scale == 1.f ? v : hn::Div(v, hn::Set(df, ep.q_scale));
+        using Q = std::conditional_t<O == QOut::kUint8, uint8_t, int8_t>;
+        QuantizeLanes(df, q, ep.q_zp, static_cast<Q*>(y_row) + c, n);
       }
     }
   }
@@ -186,10 +184,9 @@ HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t cou
 template <Act A, QOut O>
 void EpilogueT(const QEpilogue& ep, const int32_t* raw, int64_t raw_stride, int rows, int64_t count, int64_t col0,
                const int32_t* rowsum, void* y_row0, int64_t ldy) {
-  constexpr size_t kSize = O == QOut::kInt32 || O == QOut::kFloat ? 4 : 1;
   for (int r = 0; r < rows; ++r)
     EpilogueRow<A, O>(ep, raw + r * raw_stride, count, col0, rowsum ? rowsum[r] : 0,
-                      static_cast<char*>(y_row0) + r * ldy * static_cast<int64_t>(kSize));
+                      static_cast<char*>(y_row0) + r * ldy * QOutBytes(O));
 }
 
 void Epilogue(const QEpilogue& ep, const int32_t* raw, int64_t raw_stride, int rows, int64_t count, int64_t col0,
@@ -214,43 +211,43 @@ void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, cons
   const hn::Rebind<int8_t, DI> dw;
   const int64_t C = g.ic, cp = (C + kPanel - 1) / kPanel * kPanel;
   const auto za = hn::Set(di, a.x_zp);
-  const size_t esize = a.ep.out == QOut::kInt32 || a.ep.out == QOut::kFloat ? 4 : 1;
+  const int64_t esize = QOutBytes(a.ep.out);
   const T* xt = reinterpret_cast<const T*>(x);
   // Pixels per epilogue call: their sums wait in scratch (rows of cp).
   const int64_t block = std::max<int64_t>(1, std::min<int64_t>(64, kQScratchBytes / 4 / cp));
   for (int64_t pix0 = begin; pix0 < end; pix0 += block) {
-  const int64_t pend = std::min(end, pix0 + block);
-  for (int64_t pix = pix0; pix < pend; ++pix) {
-    int32_t* acc = acc0 + (pix - pix0) * cp;
-    const int64_t ox = pix % g.ow, oy = (pix / g.ow) % g.oh, b = pix / (g.ow * g.oh);
-    for (int64_t c0 = 0; c0 < C; c0 += N) {
-      const int64_t n = std::min(N, C - c0);
-      auto sum = hn::Zero(di);
-      const auto wz = hn::LoadU(di, w_zp + c0);
-      for (int64_t ky = 0; ky < g.kh; ++ky) {
-        const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
-        if (iy < 0 || iy >= g.ih) continue;
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
-          if (ix < 0 || ix >= g.iw) continue;
-          const T* src = xt + ((b * g.ih + iy) * g.iw + ix) * g.in_pixel_stride + c0;
-          hn::Vec<DI> xv;
-          if (n == N) {
-            xv = hn::PromoteTo(di, hn::LoadU(dx, src));
-          } else {
-            alignas(64) T buf[HWY_MAX_BYTES / 4] = {};
-            std::memcpy(buf, src, static_cast<size_t>(n) * sizeof(T));
-            xv = hn::PromoteTo(di, hn::LoadU(dx, buf));
+    const int64_t pend = std::min(end, pix0 + block);
+    for (int64_t pix = pix0; pix < pend; ++pix) {
+      int32_t* acc = acc0 + (pix - pix0) * cp;
+      const int64_t ox = pix % g.ow, oy = (pix / g.ow) % g.oh, b = pix / (g.ow * g.oh);
+      for (int64_t c0 = 0; c0 < C; c0 += N) {
+        const int64_t n = std::min(N, C - c0);
+        auto sum = hn::Zero(di);
+        const auto wz = hn::LoadU(di, w_zp + c0);
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+          if (iy < 0 || iy >= g.ih) continue;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const int64_t ix = ox * g.sw - g.pad_left + kx * g.dw;
+            if (ix < 0 || ix >= g.iw) continue;
+            const T* src = xt + ((b * g.ih + iy) * g.iw + ix) * g.in_pixel_stride + c0;
+            hn::Vec<DI> xv;
+            if (n == N) {
+              xv = hn::PromoteTo(di, hn::LoadU(dx, src));
+            } else {
+              alignas(64) T buf[HWY_MAX_BYTES / 4] = {};
+              std::memcpy(buf, src, static_cast<size_t>(n) * sizeof(T));
+              xv = hn::PromoteTo(di, hn::LoadU(dx, buf));
+            }
+            const auto wv = hn::Sub(hn::PromoteTo(di, hn::LoadU(dw, a.w + (ky * g.kw + kx) * cp + c0)), wz);
+            sum = hn::Add(sum, hn::Mul(hn::Sub(xv, za), wv));
           }
-          const auto wv = hn::Sub(hn::PromoteTo(di, hn::LoadU(dw, a.w + (ky * g.kw + kx) * cp + c0)), wz);
-          sum = hn::Add(sum, hn::Mul(hn::Sub(xv, za), wv));
         }
+        hn::StoreU(sum, di, acc + c0);
       }
-      hn::StoreU(sum, di, acc + c0);
     }
-  }
-  Epilogue(a.ep, acc0, cp, static_cast<int>(pend - pix0), C, 0, nullptr,
-           static_cast<char*>(a.y) + pix0 * g.out_pixel_stride * esize, g.out_pixel_stride);
+    Epilogue(a.ep, acc0, cp, static_cast<int>(pend - pix0), C, 0, nullptr,
+             static_cast<char*>(a.y) + pix0 * g.out_pixel_stride * esize, g.out_pixel_stride);
   }
 }
 
@@ -265,19 +262,12 @@ void Depthwise(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const
 
 template <typename Q>
 void QuantizeT(const float* x, int64_t n, float scale, int32_t zp, Q* y) {
-  const DI di;
   const DFI df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
-  constexpr float lo = std::is_signed_v<Q> ? -128.f : 0.f, hi = std::is_signed_v<Q> ? 127.f : 255.f;
-  const auto vs = hn::Set(df, scale), vlo = hn::Set(df, lo - static_cast<float>(zp)),
-             vhi = hn::Set(df, hi - static_cast<float>(zp));
-  const auto vz = hn::Set(di, zp);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto vs = hn::Set(df, scale);
   for (int64_t i = 0; i < n; i += N) {
     const int64_t m = std::min(N, n - i);
-    auto q = hn::Div(LoadN(df, x + i, m), vs);
-    q = hn::IfThenElseZero(hn::Eq(q, q), q);
-    q = hn::Min(hn::Max(q, vlo), vhi);
-    StoreQ(di, hn::Add(hn::ConvertTo(di, hn::Round(q)), vz), y + i, m);
+    QuantizeLanes(df, hn::Div(LoadN(df, x + i, m), vs), zp, y + i, m);
   }
 }
 

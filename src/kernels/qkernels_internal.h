@@ -2,10 +2,19 @@
 // Highway target, qgemm_x86.cc's VNNI tiles) and qgemm.cc's tables.
 #pragma once
 
+#include <cstring>
+
 #include "core/target.h"
 #include "kernels/qgemm.h"
 
 namespace fcb::kernels::internal {
+
+// Four bytes of A (one reduction group of a row), unaligned.
+inline uint32_t Load4(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // Fills `table` with the portable int8 code compiled for `target`'s Highway
 // target; false when this build has none for it.

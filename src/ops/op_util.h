@@ -151,6 +151,16 @@ inline bool IsAnyInt(ir::DType t) {
   return IsSignedInt(t) || t == ir::DType::kU8 || IsExtraInt(t);
 }
 // float16 / bfloat16: stored as uint16_t bits, computed in float32 (core/half.h).
+// Element `i` of a uint8 / int8 / int32 tensor (a zero point) as int32; 0 when absent.
+inline int32_t IntAt(DType t, const void* p, int64_t i) {
+  if (!p) return 0;
+  switch (t) {
+    case DType::kU8: return static_cast<const uint8_t*>(p)[i];
+    case DType::kI8: return static_cast<const int8_t*>(p)[i];
+    default: return static_cast<const int32_t*>(p)[i];
+  }
+}
+
 inline bool IsHalf(ir::DType t) { return t == ir::DType::kF16 || t == ir::DType::kBF16; }
 
 // DispatchNumeric plus the extra integer types.

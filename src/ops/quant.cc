@@ -84,7 +84,7 @@ inline Q Requantize(int32_t acc, float multiplier, int32_t zero_point) {
 
 // ------------------------------------------------------------- dtypes
 
-bool IsQuantDType(DType t) { return t == DType::kU8 || t == DType::kI8; }
+using ir::IsInt8Type;
 
 // Calls f(Q{}) for uint8 / int8.
 template <typename F>
@@ -99,16 +99,6 @@ inline float FloatAt(DType t, const void* p, int64_t i) {
     case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
     case DType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
     default: return static_cast<const float*>(p)[i];
-  }
-}
-
-// Element `i` of a uint8 / int8 / int32 tensor (a zero point) as int32; 0 when absent.
-inline int32_t IntAt(DType t, const void* p, int64_t i) {
-  if (!p) return 0;
-  switch (t) {
-    case DType::kU8: return static_cast<const uint8_t*>(p)[i];
-    case DType::kI8: return static_cast<const int8_t*>(p)[i];
-    default: return static_cast<const int32_t*>(p)[i];
   }
 }
 
@@ -162,7 +152,7 @@ Status ExpectZeroPointType(const InferContext& c, const TensorInfo& zp, DType wa
 
 Status ExpectQuantInput(const InferContext& c, const TensorInfo& t, const char* name) {
   if (!t.present()) return OpError(c.op, std::string(name) + " is required");
-  if (!IsQuantDType(t.dtype))
+  if (!IsInt8Type(t.dtype))
     return OpUnsupported(c.op, std::string(name) + " has element type " + ir::DTypeName(t.dtype) +
                                    "; only uint8 and int8 are supported");
   return Status::Ok();
@@ -231,7 +221,7 @@ Status QuantizeOutputType(const InferContext& c, const TensorInfo& zp, DType* ou
     return OpUnsupported(c.op, "output_dtype " + OnnxTypeCodeName(code) +
                                    " is not supported; fcb quantizes to uint8 and int8");
   if (zp.present()) {
-    if (!IsQuantDType(zp.dtype))
+    if (!IsInt8Type(zp.dtype))
       return OpUnsupported(c.op, std::string("y_zero_point has element type ") + ir::DTypeName(zp.dtype) +
                                      "; only uint8 and int8 outputs are supported");
     if (code != 0 && code != static_cast<int64_t>(zp.dtype))
@@ -333,7 +323,7 @@ struct DequantizePlan {
 Status ResolveDequantize(const InferContext& c, DequantizePlan* p) {
   const TensorInfo &x = Input(c, 0), &scale = Input(c, 1), &zp = Input(c, 2);
   if (!x.present() || !scale.present()) return OpError(c.op, "x and x_scale are required");
-  if (!IsQuantDType(x.dtype) && x.dtype != DType::kI32)
+  if (!IsInt8Type(x.dtype) && x.dtype != DType::kI32)
     return OpUnsupported(c.op, std::string("x has element type ") + ir::DTypeName(x.dtype) +
                                    "; DequantizeLinear takes uint8, int8 or int32");
   // The output has the scale's type: float32 (opsets 10-18), float16 or bfloat16 (opset 19).
@@ -395,8 +385,7 @@ Result<std::unique_ptr<Kernel>> CreateDequantize(const CreateContext& c) {
       const float scale = FloatAt(p.y, in[1], ch);
       const int32_t z = IntAt(p.x, zp, ch);
       if (p.y == DType::kF32 && p.x != DType::kI32) {  // the vector kernel: the same arithmetic
-        const size_t es = 1;
-        kernels::GetQKernelTable(ctx.target).dequantize(static_cast<const uint8_t*>(in[0]) + b * es,
+        kernels::GetQKernelTable(ctx.target).dequantize(static_cast<const uint8_t*>(in[0]) + b,
                                                         p.x == DType::kI8, e - b, scale, z,
                                                         static_cast<float*>(out[0]) + b);
         return;

@@ -10,16 +10,9 @@
 #include "passes/passes.h"
 
 namespace fcb::passes {
-namespace {
 
-struct Activation {
-  kernels::Act act = kernels::Act::kNone;
-  float alpha = 0.f, beta = 0.f;
-};
-
-// The epilogue form of `n`, or kNone when it has none.
-Activation ActivationOf(const ir::Graph& g, const ir::Node& n) {
-  Activation a;
+kernels::Epilogue ActivationEpilogue(const ir::Graph& g, const ir::Node& n) {
+  kernels::Epilogue a;
   if (!n.domain.empty() || n.inputs.empty() || n.outputs.size() != 1) return a;
   const std::string& op = n.op_type;
   if (op == "Relu") {
@@ -32,26 +25,28 @@ Activation ActivationOf(const ir::Graph& g, const ir::Node& n) {
     a.act = kernels::Act::kHardSwish;
   } else if (op == "HardSigmoid") {
     a.act = kernels::Act::kHardSigmoid;
-    a.alpha = n.GetFloat("alpha", 0.2f);
-    a.beta = n.GetFloat("beta", 0.5f);
+    a.a = n.GetFloat("alpha", 0.2f);
+    a.b = n.GetFloat("beta", 0.5f);
   } else if (op == "LeakyRelu") {
     a.act = kernels::Act::kLeakyRelu;
-    a.alpha = n.GetFloat("alpha", 0.01f);
+    a.a = n.GetFloat("alpha", 0.01f);
   } else if (op == "Clip") {
     // Absent bounds are infinite; non-constant bounds cannot be fused.
     const float inf = std::numeric_limits<float>::infinity();
-    a.alpha = -inf;
-    a.beta = inf;
+    a.a = -inf;
+    a.b = inf;
     for (size_t k = 1; k < n.inputs.size() && k <= 2; ++k) {
       if (n.inputs[k] < 0) continue;
       const ir::TensorData* t = ConstInput(g, n, k);
-      if (!t || t->dtype != ir::DType::kF32 || t->numel() != 1) return Activation{};
-      (k == 1 ? a.alpha : a.beta) = t->data<float>()[0];
+      if (!t || t->dtype != ir::DType::kF32 || t->numel() != 1) return kernels::Epilogue{};
+      (k == 1 ? a.a : a.b) = t->data<float>()[0];
     }
     a.act = kernels::Act::kClip;
   }
   return a;
 }
+
+namespace {
 
 // Whether node p runs with an epilogue in every form it may take: its op
 // says so (kTraitTakesActivation), or a lowering rule for its op that always
@@ -70,8 +65,8 @@ bool CanTakeEpilogue(const ir::Graph& g, const ir::Node& p) {
   return false;
 }
 
-void SetEpilogue(ir::Node& prod, const Activation& a, int output) {
-  ops::SetNodeEpilogue(&prod, kernels::Epilogue{a.act, a.alpha, a.beta});
+void SetEpilogue(ir::Node& prod, const kernels::Epilogue& a, int output) {
+  ops::SetNodeEpilogue(&prod, a);
   prod.outputs[0] = output;
 }
 
@@ -92,7 +87,7 @@ void FuseSilu(ir::Graph& g, const std::vector<int>& uses, const std::vector<int>
         continue;
       if (uses[sig_out] != 1 || uses[x] != 2 || g.values[x].dtype != ir::DType::kF32) continue;
       if (!CanTakeEpilogue(g, g.nodes[px])) continue;
-      SetEpilogue(g.nodes[px], Activation{kernels::Act::kSilu, 0.f, 0.f}, mul.outputs[0]);
+      SetEpilogue(g.nodes[px], kernels::Epilogue{kernels::Act::kSilu, 0.f, 0.f}, mul.outputs[0]);
       erase[ps] = erase[i] = true;
       break;
     }
@@ -109,7 +104,7 @@ Status FuseActivations(ir::Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (erase[i]) continue;
     const ir::Node& act_node = g.nodes[i];
-    const Activation a = ActivationOf(g, act_node);
+    const kernels::Epilogue a = ActivationEpilogue(g, act_node);
     if (a.act == kernels::Act::kNone) continue;
     const int x = act_node.inputs[0];
     const int p = x >= 0 ? producers[x] : -1;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/lowered/lowered.h"
 #include "ops/names.h"
 #include "ops/op.h"
 #include "ops/params.h"
@@ -17,9 +18,11 @@ using ir::Graph;
 using ir::Node;
 
 constexpr int64_t kOnnxFloat = 1;  // TensorProto FLOAT (Cast "to")
-enum Mode : int64_t { kInt32 = 0, kScaled = 1, kMultiplier = 2, kQdq = 3, kQLinear = 4 };
+using Mode = ops::lowered::QConvMode;
+constexpr Mode kInt32 = ops::lowered::kQInt32, kScaled = ops::lowered::kQScaled,
+               kMultiplier = ops::lowered::kQMultiplier, kQdq = ops::lowered::kQQdq, kQLinear = ops::lowered::kQLinear;
 
-bool IsQ(DType t) { return t == DType::kU8 || t == DType::kI8; }
+constexpr auto IsQ = ir::IsInt8Type;
 
 class Fuser {
  public:
@@ -85,29 +88,11 @@ class Fuser {
   // Relu or Clip (constant bounds) reading v alone -> its epilogue; -1 if none.
   int Activation(int v, kernels::Epilogue* ep) const {
     const int r = Sole(v);
-    if (r < 0) return -1;
-    const Node& a = g_.nodes[r];
-    if (a.op_type == "Relu") {
-      *ep = {kernels::Act::kRelu, 0.f, 0.f};
-      return r;
-    }
-    if (a.op_type == "Clip" && g_.values[a.outputs[0]].dtype == DType::kF32) {
-      float lo = -INFINITY, hi = INFINITY;
-      if (a.inputs.size() > 1 && a.inputs[1] >= 0) {
-        const ir::TensorData* t = Const(a.inputs[1]);
-        if (!t || t->numel() != 1) return -1;
-        lo = static_cast<float>(t->GetDouble(0));
-      }
-      if (a.inputs.size() > 2 && a.inputs[2] >= 0) {
-        const ir::TensorData* t = Const(a.inputs[2]);
-        if (!t || t->numel() != 1) return -1;
-        hi = static_cast<float>(t->GetDouble(0));
-      }
-      if (a.inputs.size() == 1) lo = a.GetFloat("min", -INFINITY), hi = a.GetFloat("max", INFINITY);
-      *ep = {kernels::Act::kClip, lo, hi};
-      return r;
-    }
-    return -1;
+    if (r < 0 || g_.values[g_.nodes[r].outputs[0]].dtype != DType::kF32) return -1;
+    const kernels::Epilogue e = ActivationEpilogue(g_, g_.nodes[r]);
+    if (e.act != kernels::Act::kRelu && e.act != kernels::Act::kClip) return -1;
+    *ep = e;
+    return r;
   }
 
   // The weight operand of a conv (rank 4) or matrix product (rank 2) as a
@@ -128,20 +113,17 @@ class Fuser {
       r.op_type = std::string(ops::opname::QConv);
       for (const char* a : {"auto_pad", "pads", "strides", "dilations", "group", "kernel_shape"})
         if (auto it = from.attrs.find(a); it != from.attrs.end()) r.attrs[a] = it->second;
-      r.SetInt((ops::attr::kQuantMode), mode);
+      r.SetInt(ops::attr::kQuantMode, mode);
       ops::SetNodeEpilogue(&r, ep);
     } else {
+      // A matrix product: QConvNhwc as a 1x1 convolution over the rows.
       r.op_type = std::string(ops::opname::QConvNhwc);
-      ops::SetNodeEpilogue(&r, ep);
-      r.SetInt((ops::attr::kMatrix), 1);
-      r.SetInt((ops::attr::kQuantMode), mode);
-      r.SetInts((ops::attr::kKernelShape), {1, 1});
-      r.SetInts((ops::attr::kStrides), {1, 1});
-      r.SetInts((ops::attr::kDilations), {1, 1});
-      r.SetInts((ops::attr::kPads), {0, 0, 0, 0});
-      r.SetInt((ops::attr::kGroup), 1);
-      r.SetInt((ops::attr::kOutChannels), g_.values[In(r, 3)].shape[1]);
-      r.SetInt((ops::attr::kDepthwise), 0);
+      ops::lowered::QConvParams p;
+      p.matrix = 1;
+      p.mode = mode;
+      p.out_channels = g_.values[In(r, 3)].shape[1];
+      p.ep = ep;
+      ops::SetNodeParams(&r, p);
     }
     return r;
   }
@@ -263,6 +245,7 @@ class Fuser {
       return;
     const int dx = DqOfActivation(In(n, 0));
     if (dx < 0) return;
+    if (!conv && g_.values[In(g_.nodes[dx], 0)].shape.size() < 2) return;  // MatMul of a vector drops a dimension
     // Weights: DequantizeLinear of a constant int8/uint8 tensor, scales per
     // output channel (conv axis 0; matrix [K][N] axis 1; Gemm transB [N][K] axis 0).
     const int wv = In(n, 1);
@@ -304,12 +287,10 @@ class Fuser {
         if (!bq || bq->dtype != DType::kI32 || bq->numel() != oc || !bs || bs->dtype != DType::kF32) return;
         if (bs->numel() != 1 && bs->numel() != oc) return;
         if (In(db, 2) >= 0 && !bz) return;
-        std::vector<float> f(static_cast<size_t>(oc));
-        for (int64_t o = 0; o < oc; ++o) {
-          const int64_t zp = bz ? bz->GetInt(bz->numel() == 1 ? 0 : o) : 0;
-          f[o] = static_cast<float>(bq->GetInt(o) - zp) * bs->data<float>()[bs->numel() == 1 ? 0 : o];
-        }
-        bias = g_.AddConstant(n.name + "_qbias", ir::TensorData::FromFloats({oc}, f));
+        // The float bias is what that DequantizeLinear computes.
+        auto f = ops::Evaluate(db.op_type, ops::AttrsFromNode(db), {bq, bs, bz}, 1);
+        if (!f.ok() || f.value()[0]->dtype != DType::kF32 || f.value()[0]->numel() != oc) return;
+        bias = Flatten(g_.AddConstant(n.name + "_qbias", f.value()[0]), oc);
         const ir::TensorData* sxt = Const(In(g_.nodes[dx], 1));
         bool ok = sxt && sxt->dtype == DType::kF32;
         for (int64_t o = 0; ok && o < oc; ++o) {
@@ -373,12 +354,11 @@ class Fuser {
       }
     }
     const Node& d = g_.nodes[dx];
-    if (!conv && g_.values[In(d, 0)].shape.size() < 2) return;
     Commit(chain, MakeNode(n, conv, mode, {In(d, 0), In(d, 1), In(d, 2), w, wsv, wzv, bias, ys, yz, -1}, out, ep));
   }
 
-  // A constant one-element tensor of type t (or any quantized type when t is
-  // kUndefined), or -1 absent when `optional`.
+  // Whether v is a constant one-element tensor of type t (any 8-bit integer
+  // type when t is kUndefined).
   bool ScalarConst(int v, DType t) const {
     const ir::TensorData* c = Const(v);
     return c && c->numel() == 1 && (t == DType::kUndefined ? IsQ(c->dtype) : c->dtype == t);

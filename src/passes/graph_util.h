@@ -5,8 +5,14 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "kernels/kernels.h"
 
 namespace fcb::passes {
+
+// The activation node `n` computes, as a fused epilogue (Relu, Clip with
+// constant bounds, Sigmoid, Tanh, HardSwish, HardSigmoid, LeakyRelu); kNone
+// for anything else (fuse_activations.cc).
+kernels::Epilogue ActivationEpilogue(const ir::Graph& g, const ir::Node& n);
 
 inline bool IsGraphOutput(const ir::Graph& g, int id) {
   return std::find(g.outputs.begin(), g.outputs.end(), id) != g.outputs.end();

@@ -11,7 +11,7 @@ namespace {
 
 constexpr int64_t kOnnxFloat = 1, kOnnxInt32 = 6;  // TensorProto element types (Cast "to")
 
-bool IsQuantType(ir::DType t) { return t == ir::DType::kU8 || t == ir::DType::kI8; }
+constexpr auto IsQuantType = ir::IsInt8Type;
 
 // A constant one-element float32 scale that is finite and positive.
 bool ScalarScale(const ir::TensorData* t, float* s) {

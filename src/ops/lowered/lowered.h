@@ -121,6 +121,22 @@ void EmitConvStep(LowerContext& c, std::string_view op, const ir::Node& n, int32
 // constants and which has no residual: its weights, else null.
 const ir::TensorData* ConstConvWeights(const LowerContext& c, const ir::Node& n);
 
+// ---- QConvNhwc (qconv_nhwc.cc, which documents the modes; made by passes/fuse_quantized.cc)
+
+enum QConvMode : int64_t { kQInt32 = 0, kQScaled = 1, kQMultiplier = 2, kQQdq = 3, kQLinear = 4 };
+
+// The NHWC convolutions' parameters, whether the input is a matrix (rows of
+// any leading shape, a 1x1 convolution over them) and the mode.
+struct QConvParams : ConvParams {
+  int64_t matrix = 0, mode = kQInt32;
+  template <typename V>
+  void Fields(V& v) {
+    ConvParams::Fields(v);
+    v.Int(attr::kMatrix, matrix, 0, 1);
+    v.Int(attr::kQuantMode, mode, 0, kQLinear);
+  }
+};
+
 // ---- ConvTransposeNhwc (conv_transpose_nhwc.cc)
 
 // ONNX ConvTranspose weights [ic][ocg][kh][kw] -> the packed layout the

@@ -38,32 +38,21 @@ namespace {
 using kernels::kPanel;
 constexpr std::string_view kOp = opname::QConvNhwc;
 
-enum Mode : int64_t { kInt32 = 0, kScaled = 1, kMultiplier = 2, kQdq = 3, kQLinear = 4 };
+using Params = lowered::QConvParams;
+enum Mode : int64_t {
+  kInt32 = lowered::kQInt32,
+  kScaled = lowered::kQScaled,
+  kMultiplier = lowered::kQMultiplier,
+  kQdq = lowered::kQQdq,
+  kQLinear = lowered::kQLinear,
+};
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// The NHWC convolutions' parameters, and whether the input is a matrix
-// (rows of any leading shape, a 1x1 convolution over them) and the mode.
-struct Params : lowered::ConvParams {
-  int64_t matrix = 0, mode = 0;
-  template <typename V>
-  void Fields(V& v) {
-    ConvParams::Fields(v);
-    v.Int(attr::kMatrix, matrix, 0, 1);
-    v.Int(attr::kQuantMode, mode, 0, 4);
-  }
-};
-
 Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
 
-bool IsQ(ir::DType t) { return t == ir::DType::kU8 || t == ir::DType::kI8; }
+constexpr auto IsQ = ir::IsInt8Type;
 
-int32_t IntAt(ir::DType t, const void* p) {
-  if (!p) return 0;
-  if (t == ir::DType::kU8) return *static_cast<const uint8_t*>(p);
-  if (t == ir::DType::kI8) return *static_cast<const int8_t*>(p);
-  return *static_cast<const int32_t*>(p);
-}
 
 struct Config {
   kernels::ConvGeom g{};
@@ -166,23 +155,30 @@ Status Infer(const InferContext& ctx, std::vector<TensorInfo>* out) {
 
 class QConvKernel : public Kernel {
  public:
-  explicit QConvKernel(Config c, std::vector<ir::DType> in) : c_(std::move(c)), in_(std::move(in)) {}
+  // m_numel: elements of the multiplier (mode kMultiplier); colsum: the
+  // packed weights' column sums (not depthwise).
+  QConvKernel(Config c, std::vector<ir::DType> in, int64_t m_numel, std::vector<int32_t> colsum)
+      : c_(std::move(c)),
+        in_(std::move(in)),
+        m_numel_(m_numel),
+        colsum_(std::move(colsum)),
+        zeros_(static_cast<size_t>(c_.columns), 0) {}
 
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     const auto& g = c_.g;
     const int64_t mode = c_.p.mode;
-    const int32_t zx = in_.size() > 2 && in[2] ? IntAt(in_[2], in[2]) : 0;
+    const int32_t zx = in_.size() > 2 && in[2] ? IntAt(in_[2], in[2], 0) : 0;
     const float sx = (mode == kScaled || mode == kQdq || mode == kQLinear) ? *static_cast<const float*>(in[1]) : 1.f;
     const float sy = (mode == kQdq || mode == kQLinear) ? *static_cast<const float*>(in[9]) : 1.f;
     if ((mode == kQdq || mode == kQLinear) && !(sy > 0.f)) return Err("y scale must be positive");
-    const int32_t zy = (mode == kQdq || mode == kQLinear) ? IntAt(in_[10], in[10]) : 0;
+    const int32_t zy = (mode == kQdq || mode == kQLinear) ? IntAt(in_[10], in[10], 0) : 0;
     const int32_t* colsum = colsum_.data();
     const auto* bzp = in_.size() > 5 && in[5] ? static_cast<const int32_t*>(in[5]) : nullptr;
     const auto* wscale = in_.size() > 6 && in[6] ? static_cast<const float*>(in[6]) : nullptr;
     const auto* bias_f = in_.size() > 7 && in[7] ? static_cast<const float*>(in[7]) : nullptr;
     const auto* bias_i = in_.size() > 8 && in[8] ? static_cast<const int32_t*>(in[8]) : nullptr;
     const float* m = mode == kMultiplier ? static_cast<const float*>(in[11]) : nullptr;
-    const bool m_scalar = m && in_m_numel_ == 1;
+    const bool m_scalar = m && m_numel_ == 1;
 
     // Per-run column terms, in thread 0's scratch after the kernels' part
     // (read by every thread once written).
@@ -239,36 +235,31 @@ class QConvKernel : public Kernel {
     return Status::Ok();
   }
 
-  int64_t in_m_numel_ = 1;
-  std::vector<int32_t> colsum_;  // of the packed weights, per padded column (not depthwise)
-  std::vector<int32_t> zeros_;   // weight zero points when the plan has none
 
  private:
   Config c_;
   std::vector<ir::DType> in_;
-
- public:
-  const Config& config() const { return c_; }
+  int64_t m_numel_;
+  std::vector<int32_t> colsum_;  // per padded column
+  std::vector<int32_t> zeros_;   // weight zero points when the plan has none
 };
 
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
   std::vector<ir::DType> dt;
   for (const auto& t : c.inputs) dt.push_back(t.dtype);
-  auto k = std::make_unique<QConvKernel>(std::move(cfg), std::move(dt));
-  if (c.inputs.size() > 11 && c.inputs[11].present()) k->in_m_numel_ = c.inputs[11].numel();
-  const Config& cfg2 = k->config();
-  k->zeros_.assign(static_cast<size_t>(cfg2.columns), 0);
-  if (!cfg2.p.depthwise) {
+  const int64_t m_numel = c.inputs.size() > 11 && c.inputs[11].present() ? c.inputs[11].numel() : 1;
+  std::vector<int32_t> colsum;
+  if (!cfg.p.depthwise) {
     // The column sums are a function of the stored weights: computed here
     // once instead of stored (4 bytes per output channel).
     const void* w = c.input_data ? (*c.input_data)[3] : nullptr;
     if (!w) return Unsupported(std::string(kOp) + ": the packed weights must be stored in the file");
-    const auto& g = cfg2.g;
-    k->colsum_ = kernels::QPackedColumnSums(static_cast<const int8_t*>(w), g.kh * g.kw * (g.ic / g.groups),
-                                            cfg2.ocg, g.groups);
+    const auto& g = cfg.g;
+    colsum = kernels::QPackedColumnSums(static_cast<const int8_t*>(w), g.kh * g.kw * (g.ic / g.groups), cfg.ocg,
+                                        g.groups);
   }
-  return std::unique_ptr<Kernel>(std::move(k));
+  return std::unique_ptr<Kernel>(new QConvKernel(std::move(cfg), std::move(dt), m_numel, std::move(colsum)));
 }
 
 Result<uint64_t> Scratch(const CreateContext& c) {

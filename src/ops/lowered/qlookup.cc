@@ -21,7 +21,7 @@ namespace {
 
 constexpr std::string_view kOp = opname::QLookup;
 
-bool IsQ(ir::DType t) { return t == ir::DType::kU8 || t == ir::DType::kI8; }
+constexpr auto IsQ = ir::IsInt8Type;
 
 Status Check(const std::vector<TensorInfo>& in) {
   if (in.size() != 2) return InvalidArgument(std::string(kOp) + ": needs an input and a table");
