@@ -36,7 +36,7 @@ struct AttrDesc {
   // Floats compare by their bits: equal descriptions encode to equal bytes.
   bool operator==(const AttrDesc& o) const {
     return name == o.name && ints == o.ints && str == o.str && floats.size() == o.floats.size() &&
-           std::memcmp(floats.data(), o.floats.data(), floats.size() * sizeof(float)) == 0;
+           (floats.empty() || std::memcmp(floats.data(), o.floats.data(), floats.size() * sizeof(float)) == 0);
   }
 };
 
