@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -259,6 +260,81 @@ TEST(QKernels, TableLookupOfEveryVariantMatchesTheTable) {
         }
   }
   EXPECT_GT(runs, 0);
+}
+
+// quantize() of every target against the definition with a true division:
+// saturate(round_half_even(x / scale) + zp), NaN to the zero point. The
+// vector code divides through the reciprocal where the target has a fused
+// multiply-add; values within an ulp or two of every half-integer quotient,
+// infinities, quotients that overflow, and scales whose reciprocal is
+// subnormal or infinite check that it still rounds exactly as the division.
+TEST(QKernels, QuantizeOfEveryTargetEqualsTheDivisionDefinition) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const float scales[] = {1.f, 0.0173f, 3.7e-3f, 0.5f, 0.1f, 255.f / 7.f, 6.1e-5f, 1e-30f, 0x1p-130f, 3e38f, 2e-39f};
+  for (const auto& info : KnownTargets()) {
+    if (!HostCanRun(info.id)) continue;
+    const QKernelTable& t = GetQKernelTable(info.id);
+    for (float scale : scales)
+      for (auto [to_signed, zp] : {std::pair{false, 0}, {false, 3}, {false, 128}, {false, 255}, {true, -128},
+                                   {true, 0}, {true, 5}}) {
+        std::vector<float> x;
+        for (int k = -300; k <= 300; ++k) {
+          float tie = (static_cast<float>(k) + 0.5f) * scale;
+          uint32_t b;
+          std::memcpy(&b, &tie, 4);
+          for (int d = -2; d <= 2; ++d) {
+            uint32_t bd = b + static_cast<uint32_t>(d);
+            float v;
+            std::memcpy(&v, &bd, 4);
+            x.push_back(v);
+          }
+        }
+        for (int i = 0; i < 2000; ++i) x.push_back(u(rng) * 300.f * scale);
+        for (float v : {INFINITY, -INFINITY, NAN, 3e38f, -3e38f, 0.f, -0.f, 1e-45f}) x.push_back(v);
+        for (size_t n : {x.size(), size_t{1}, size_t{15}, size_t{17}}) {
+          std::vector<uint8_t> y(n + 1, 0xEE);
+          t.quantize(x.data(), static_cast<int64_t>(n), scale, zp, to_signed, y.data());
+          const float lo = to_signed ? -128.f : 0.f, hi = to_signed ? 127.f : 255.f;
+          for (size_t i = 0; i < n; ++i) {
+            const float q = x[i] / scale;
+            float want = std::isnan(q) ? static_cast<float>(zp)
+                                       : std::clamp(RoundHalfEven(q) + static_cast<float>(zp), lo, hi);
+            if (std::isinf(q)) want = q > 0 ? hi : lo;
+            const int got = to_signed ? static_cast<int>(static_cast<int8_t>(y[i])) : static_cast<int>(y[i]);
+            ASSERT_EQ(got, static_cast<int>(want)) << info.name << " x " << x[i] << " (" << std::hexfloat << x[i]
+                                                   << std::defaultfloat << ") scale " << scale << " zp " << zp;
+          }
+          EXPECT_EQ(y[n], 0xEE) << "wrote past the end";
+        }
+      }
+  }
+}
+
+// minmax() of every target: the smallest and largest non-NaN value, NaN
+// anywhere (first, last, inside the unrolled part, in the tail) never counts.
+TEST(QKernels, MinMaxOfEveryTargetSkipsNaN) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-50.f, 50.f);
+  for (const auto& info : KnownTargets()) {
+    if (!HostCanRun(info.id)) continue;
+    const QKernelTable& t = GetQKernelTable(info.id);
+    for (int64_t n : {1, 3, 16, 63, 64, 65, 200, 1031}) {
+      for (int nan_at : {-1, 0, 1, 17, 40, 63, 64, 130, 1030}) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (auto& v : x) v = u(rng);
+        if (nan_at >= 0 && nan_at < n) x[nan_at] = NAN;
+        if (n > 5) x[n / 2] = -INFINITY;
+        float want_lo = HUGE_VALF, want_hi = -HUGE_VALF;
+        for (float v : x)
+          if (!std::isnan(v)) want_lo = std::min(want_lo, v), want_hi = std::max(want_hi, v);
+        float lo = 0, hi = 0;
+        t.minmax(x.data(), n, &lo, &hi);
+        ASSERT_EQ(lo, want_lo) << info.name << " n " << n << " NaN at " << nan_at;
+        ASSERT_EQ(hi, want_hi) << info.name << " n " << n << " NaN at " << nan_at;
+      }
+    }
+  }
 }
 
 TEST(QKernels, PackingIsTargetNeutralAndPadsWithZeros) {

@@ -146,9 +146,30 @@ template <typename Q>
 HWY_INLINE void QuantizeLanes(DFI df, hn::Vec<DFI> q, int32_t zp, Q* dst, int64_t n) {
   const DI di;
   constexpr float lo = std::is_signed_v<Q> ? -128.f : 0.f, hi = std::is_signed_v<Q> ? 127.f : 255.f;
+#if HWY_TARGET == HWY_AVX3
+  // NaN to +0 without a mask register (fix-up table: quiet and signaling NaN
+  // -> +0, every other class -> the value itself).
+  q = hn::Vec<DFI>{_mm512_fixupimm_ps(q.raw, q.raw, _mm512_set1_epi32(0x11111188), 0)};
+#else
   q = hn::IfThenElseZero(hn::Eq(q, q), q);
+#endif
   q = hn::Min(hn::Max(q, hn::Set(df, lo - static_cast<float>(zp))), hn::Set(df, hi - static_cast<float>(zp)));
+#if HWY_TARGET == HWY_AVX3
+  // The clamped value converts with rounding to nearest even given in the
+  // instruction (whatever MXCSR says) and the sum fits Q, so one truncating
+  // narrow-and-store replaces the generic path's overflow fix-up, two packs
+  // and a permute (half the time of the whole quantize loop).
+  (void)di;
+  const __m512i v = _mm512_add_epi32(_mm512_cvt_roundps_epi32(q.raw, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                     _mm512_set1_epi32(zp));
+  if (HWY_LIKELY(n >= 16)) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(v));  // a register narrow: the
+  } else {                                                                      // memory form is slower
+    _mm512_mask_cvtepi32_storeu_epi8(dst, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+#else
   StoreQ(di, hn::Add(hn::ConvertTo(di, hn::Round(q)), hn::Set(di, zp)), dst, n);
+#endif
 }
 
 template <Act A, QOut O>
@@ -184,8 +205,11 @@ HWY_INLINE void EpilogueRow(const QEpilogue& ep, const int32_t* raw, int64_t cou
 template <Act A, QOut O>
 void EpilogueT(const QEpilogue& ep, const int32_t* raw, int64_t raw_stride, int rows, int64_t count, int64_t col0,
                const int32_t* rowsum, void* y_row0, int64_t ldy) {
+  // A local copy: the output stores could alias `ep` for all the compiler
+  // knows, which made it reload every pointer and constant per vector.
+  const QEpilogue e = ep;
   for (int r = 0; r < rows; ++r)
-    EpilogueRow<A, O>(ep, raw + r * raw_stride, count, col0, rowsum ? rowsum[r] : 0,
+    EpilogueRow<A, O>(e, raw + r * raw_stride, count, col0, rowsum ? rowsum[r] : 0,
                       static_cast<char*>(y_row0) + r * ldy * QOutBytes(O));
 }
 
@@ -260,15 +284,40 @@ void Depthwise(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, const
   }
 }
 
+// QuantizeLinear's x / scale, correctly rounded as the division gives it.
+// With a native fused multiply-add the quotient comes from the reciprocal and
+// one correction (Markstein: for inv = RN(1/s) and q = RN(x * inv) within an
+// ulp of x / s, r = x - q*s is exact and RN(q + r*inv) is RN(x / s)), at
+// several times the division's throughput. The correction gives NaN where the
+// quotient is not finite (x infinite or NaN, or a quotient that overflows);
+// q1 - q1 accumulates that without mask registers, and such a range is done
+// again with the division (rare: only non-finite values take that path).
+// A scale whose reciprocal is not a normal float takes the division too.
 template <typename Q>
 void QuantizeT(const float* x, int64_t n, float scale, int32_t zp, Q* y) {
   const DFI df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto vs = hn::Set(df, scale);
-  for (int64_t i = 0; i < n; i += N) {
-    const int64_t m = std::min(N, n - i);
-    QuantizeLanes(df, hn::Div(LoadN(df, x + i, m), vs), zp, y + i, m);
+#if HWY_NATIVE_FMA
+  const float inv = 1.0f / scale;
+  if (std::isnormal(inv) && std::isnormal(scale)) {
+    const auto vi = hn::Set(df, inv);
+    auto nonfinite = hn::Zero(df);
+    auto divide = [&](hn::Vec<DFI> v) {
+      const auto q = hn::Mul(v, vi);
+      const auto q1 = hn::MulAdd(hn::NegMulAdd(q, vs, v), vi, q);
+      nonfinite = hn::Add(nonfinite, hn::Sub(q1, q1));
+      return q1;
+    };
+    int64_t i = 0;
+    for (; i + N <= n; i += N) QuantizeLanes(df, divide(hn::LoadU(df, x + i)), zp, y + i, N);
+    if (i < n) QuantizeLanes(df, divide(LoadN(df, x + i, n - i)), zp, y + i, n - i);
+    if (HWY_LIKELY(hn::AllTrue(df, hn::Eq(nonfinite, nonfinite)))) return;
   }
+#endif
+  int64_t i = 0;
+  for (; i + N <= n; i += N) QuantizeLanes(df, hn::Div(hn::LoadU(df, x + i), vs), zp, y + i, N);
+  if (i < n) QuantizeLanes(df, hn::Div(LoadN(df, x + i, n - i), vs), zp, y + i, n - i);
 }
 
 void Quantize(const float* x, int64_t n, float scale, int32_t zp, bool to_signed, void* y) {
@@ -301,18 +350,37 @@ void Dequantize(const void* x, bool x_signed, int64_t n, float scale, int32_t zp
   }
 }
 
+// NaN never counts. On x86, MINPS/MAXPS return their second operand when
+// either is NaN, so Min(v, acc) keeps acc with no mask; elsewhere (NEON's
+// FMIN propagates NaN) a NaN lane is masked out. Four accumulator pairs keep
+// the loop throughput-bound instead of waiting on one dependency chain.
+HWY_INLINE void MinMaxStep(hn::Vec<DFI> v, hn::Vec<DFI>& lo, hn::Vec<DFI>& hi) {
+#if HWY_ARCH_X86
+  lo = hn::Min(v, lo);
+  hi = hn::Max(v, hi);
+#else
+  const auto ok = hn::Eq(v, v);
+  lo = hn::IfThenElse(ok, hn::Min(lo, v), lo);
+  hi = hn::IfThenElse(ok, hn::Max(hi, v), hi);
+#endif
+}
+
 void MinMax(const float* x, int64_t n, float* mn, float* mx) {
   const DFI df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto vmn = hn::Set(df, HUGE_VALF), vmx = hn::Set(df, -HUGE_VALF);
+  auto lo0 = hn::Set(df, HUGE_VALF), hi0 = hn::Set(df, -HUGE_VALF);
+  auto lo1 = lo0, lo2 = lo0, lo3 = lo0, hi1 = hi0, hi2 = hi0, hi3 = hi0;
   int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    const auto ok = hn::Eq(v, v);
-    vmn = hn::IfThenElse(ok, hn::Min(vmn, v), vmn);
-    vmx = hn::IfThenElse(ok, hn::Max(vmx, v), vmx);
+  for (; i + 4 * N <= n; i += 4 * N) {
+    MinMaxStep(hn::LoadU(df, x + i), lo0, hi0);
+    MinMaxStep(hn::LoadU(df, x + i + N), lo1, hi1);
+    MinMaxStep(hn::LoadU(df, x + i + 2 * N), lo2, hi2);
+    MinMaxStep(hn::LoadU(df, x + i + 3 * N), lo3, hi3);
   }
-  float lo = hn::GetLane(hn::MinOfLanes(df, vmn)), hi = hn::GetLane(hn::MaxOfLanes(df, vmx));
+  for (; i + N <= n; i += N) MinMaxStep(hn::LoadU(df, x + i), lo0, hi0);
+  lo0 = hn::Min(hn::Min(lo0, lo1), hn::Min(lo2, lo3));  // accumulators hold no NaN
+  hi0 = hn::Max(hn::Max(hi0, hi1), hn::Max(hi2, hi3));
+  float lo = hn::GetLane(hn::MinOfLanes(df, lo0)), hi = hn::GetLane(hn::MaxOfLanes(df, hi0));
   for (; i < n; ++i) {
     if (x[i] < lo) lo = x[i];
     if (x[i] > hi) hi = x[i];
