@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -28,6 +29,15 @@ enum class StatusCode : int {
 };
 
 FCB_API const char* StatusCodeName(StatusCode code);
+
+// `text` made safe to print to a terminal: every byte that is a C0 control
+// character (except '\n' when keep_newlines), DEL, part of a C1 control
+// (U+0080..U+009F) or not part of well-formed UTF-8 appears as "\xNN"; all
+// else is kept. Names from files (node, tensor, input, output, method) go
+// through this wherever fcb prints them, so a hostile model cannot send
+// terminal control sequences; Status messages are escaped when made
+// (keeping newlines, which multi-line messages use).
+FCB_API std::string EscapeForDisplay(std::string_view text, bool keep_newlines = false);
 
 class [[nodiscard]] FCB_API Status {
  public:

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fcb/fcb.h"
 
 namespace fcb::cli {
@@ -39,6 +41,11 @@ int CmdOps(bool json);
 int Fail(const Status& s);
 int Fail(const std::string& msg, int code = 1);
 void Warn(const std::string& msg);
+// A name from a file (method, input, output, target) made safe to print
+// (fcb::EscapeForDisplay): control bytes and invalid UTF-8 as \xNN.
+std::string Shown(const std::string& name);
+// JSON text that never throws on invalid UTF-8 in strings from files.
+std::string Json(const nlohmann::ordered_json& j, int indent = -1);
 
 // Splits "NAME=VALUE" at the last '=' ... first '='; errors name the flag.
 Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, const std::string& flag);

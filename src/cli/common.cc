@@ -6,16 +6,24 @@
 namespace fcb::cli {
 
 int Fail(const Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
+  std::cerr << "error: " << EscapeForDisplay(s.message(), true) << "\n";
   return 1;
 }
 
 int Fail(const std::string& msg, int code) {
-  std::cerr << "error: " << msg << "\n";
+  std::cerr << "error: " << EscapeForDisplay(msg, true) << "\n";
   return code;
 }
 
-void Warn(const std::string& msg) { std::cerr << "warning: " << msg << "\n"; }
+void Warn(const std::string& msg) { std::cerr << "warning: " << EscapeForDisplay(msg, true) << "\n"; }
+
+std::string Shown(const std::string& name) { return EscapeForDisplay(name); }
+
+std::string Json(const nlohmann::ordered_json& j, int indent) {
+  // Strings from files may hold any bytes: invalid UTF-8 becomes U+FFFD
+  // instead of an exception; control characters are escaped by JSON itself.
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
 
 Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, const std::string& flag) {
   const auto eq = s.find('=');

@@ -16,7 +16,7 @@ namespace {
 
 void ShowProgress(void* user, const std::string& stage, const std::string& method, const std::string& target) {
   std::string line = "[fcb] " + stage;
-  if (!method.empty()) line += " " + method;
+  if (!method.empty()) line += " " + Shown(method);
   if (!target.empty()) line += " for " + target;
   std::cerr << "\r\033[K" << line << std::flush;
 }
@@ -112,7 +112,7 @@ int CmdCompile(const CompileArgs& a) {
       line += " (this host runs none of the int8 targets; measured on its best target compiled with precision int8)";
     else if (acc.int8_targets.size() > 1)
       line += " (stands for all " + std::to_string(acc.int8_targets.size()) + " int8 targets)";
-    std::cout << line << "\n";
+    std::cout << EscapeForDisplay(line) << "\n";
   }
   return 0;
 }

@@ -31,7 +31,7 @@ unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
 void PrintShares(const char* what, const std::vector<std::pair<std::string, WeightShare>>& groups) {
   std::printf("\n%-12s %12s %14s %12s %14s\n", what, "plan", "weights ref.", "unique", "sharing saved");
   for (const auto& [name, g] : groups)
-    std::printf("%-12s %12llu %14llu %12llu %14llu\n", name.c_str(), U(g.plan_bytes), U(g.weight_bytes_referenced),
+    std::printf("%-12s %12llu %14llu %12llu %14llu\n", Shown(name).c_str(), U(g.plan_bytes), U(g.weight_bytes_referenced),
                 U(g.weight_bytes_unique), U(g.bytes_saved_by_sharing));
 }
 
@@ -87,21 +87,21 @@ int CmdInspect(const std::string& file, bool as_json) {
   if (!inspected.ok()) return Fail(inspected.status());
   const FileSummary& s = inspected.value();
   if (as_json) {
-    std::cout << InspectJson(s).dump(2) << "\n";
+    std::cout << Json(InspectJson(s), 2) << "\n";
     return 0;
   }
-  std::printf("%s: %llu bytes, format v%u, plan v%u, produced by %s\n", file.c_str(), U(s.file_size),
-              s.format_version, s.plan_version, s.producer.c_str());
+  std::printf("%s: %llu bytes, format v%u, plan v%u, produced by %s\n", Shown(file).c_str(), U(s.file_size),
+              s.format_version, s.plan_version, Shown(s.producer).c_str());
   std::printf("targets: ");
-  for (size_t i = 0; i < s.targets.size(); ++i) std::printf("%s%s", i ? ", " : "", s.targets[i].c_str());
+  for (size_t i = 0; i < s.targets.size(); ++i) std::printf("%s%s", i ? ", " : "", Shown(s.targets[i]).c_str());
   std::printf("\nmethods: ");
-  for (size_t i = 0; i < s.methods.size(); ++i) std::printf("%s%s", i ? ", " : "", s.methods[i].c_str());
+  for (size_t i = 0; i < s.methods.size(); ++i) std::printf("%s%s", i ? ", " : "", Shown(s.methods[i]).c_str());
   std::printf("\n\n%-12s %-10s %6s %12s %12s %10s %14s %12s  %s\n", "target", "method", "steps", "arena",
               "scratch/thr", "plan", "weights ref.", "unique", "options");
   for (const auto& c : s.contexts)
-    std::printf("%-12s %-10s %6llu %12llu %12llu %10llu %14llu %12llu  %s\n", c.target.c_str(), c.method.c_str(),
+    std::printf("%-12s %-10s %6llu %12llu %12llu %10llu %14llu %12llu  %s\n", Shown(c.target).c_str(), Shown(c.method).c_str(),
                 U(c.steps), U(c.arena_bytes), U(c.scratch_bytes), U(c.share.plan_bytes), U(c.share.weight_bytes_referenced),
-                U(c.share.weight_bytes_unique), ordered_json::parse(c.options_json, nullptr, false).dump().c_str());
+                U(c.share.weight_bytes_unique), Json(ordered_json::parse(c.options_json, nullptr, false)).c_str());
   PrintShares("per target", s.per_target);
   PrintShares("per method", s.per_method);
   const WeightPoolSummary& p = s.weight_pool;
@@ -125,7 +125,7 @@ int CmdTargets(bool as_json) {
     for (const auto& t : targets)
       j.push_back({{"name", t.name}, {"arch", t.arch}, {"description", t.description},
                    {"host_can_run", t.host_can_run}, {"why_not", t.why_not}});
-    std::cout << ordered_json{{"targets", j}, {"auto", best}}.dump(2) << "\n";
+    std::cout << Json(ordered_json{{"targets", j}, {"auto", best}}, 2) << "\n";
     return 0;
   }
   // "here": whether this host can run it; "auto" marks the one auto picks.
@@ -144,7 +144,7 @@ int CmdOps(bool as_json) {
   for (const auto& op : ListOperators())
     if (!op.internal) names.push_back(op.name);
   if (as_json) {
-    std::cout << ordered_json{{"operators", names}, {"count", names.size()}}.dump(2) << "\n";
+    std::cout << Json(ordered_json{{"operators", names}, {"count", names.size()}}, 2) << "\n";
     return 0;
   }
   for (const auto& n : names) std::cout << n << "\n";

@@ -84,10 +84,10 @@ int CmdRun(const RunArgs& a) {
   if (!ex.ok()) return Fail(ex.status());
   if (Status s = BindInputs(*ex.value(), a.inputs, false); !s.ok()) return Fail(s);
   if (Status s = ex.value()->Run(); !s.ok()) return Fail(s);
-  std::cout << "target: " << l.program->target() << (a.target == "auto" ? " (auto-selected)" : " (forced)")
+  std::cout << "target: " << Shown(l.program->target()) << (a.target == "auto" ? " (auto-selected)" : " (forced)")
             << "; file holds:";
-  for (const auto& t : l.program->targets_in_file()) std::cout << " " << t;
-  std::cout << "\nmethod: " << l.method << "\n";
+  for (const auto& t : l.program->targets_in_file()) std::cout << " " << Shown(t);
+  std::cout << "\nmethod: " << Shown(l.method) << "\n";
   std::error_code ec;
   std::filesystem::create_directories(a.output_dir, ec);
   const auto& outs = ex.value()->info().outputs;
@@ -101,7 +101,7 @@ int CmdRun(const RunArgs& a) {
     if (Status s = WriteNpy(path, arr); !s.ok()) return Fail(s);
     std::string dims;
     for (auto d : outs[i].shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-    std::cout << "output: " << outs[i].name << " " << DTypeName(outs[i].dtype) << " " << dims << " -> " << path << "\n";
+    std::cout << "output: " << Shown(outs[i].name) << " " << DTypeName(outs[i].dtype) << " " << dims << " -> " << Shown(path) << "\n";
   }
   return 0;
 }
@@ -136,9 +136,9 @@ int CmdBench(const BenchArgs& a) {
     j["min_ms"] = times.front();
     j["median_ms"] = med;
     j["max_ms"] = times.back();
-    std::cout << j.dump() << "\n";
+    std::cout << Json(j) << "\n";
   } else {
-    std::printf("target %s, method %s, %d thread(s), %d iterations\n", l.program->target().c_str(), l.method.c_str(),
+    std::printf("target %s, method %s, %d thread(s), %d iterations\n", Shown(l.program->target()).c_str(), Shown(l.method).c_str(),
                 a.threads, a.iterations);
     std::printf("load %.2f ms, first run %.2f ms, min %.3f ms, median %.3f ms, max %.3f ms\n", l.load_ms, first,
                 times.front(), med, times.back());
