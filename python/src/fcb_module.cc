@@ -67,6 +67,19 @@ const py::dtype& NumpyDType(fcb::DType t) {
   return *it->second;
 }
 
+// str(obj) as a std::string.
+std::string Str(py::handle h) {
+  PyObject* s = PyObject_Str(h.ptr());
+  if (!s) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s).cast<std::string>();
+}
+
+std::string Repr(py::handle h) {
+  PyObject* s = PyObject_Repr(h.ptr());
+  if (!s) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s).cast<std::string>();
+}
+
 std::string Dims(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -134,19 +147,19 @@ std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handl
     const bool shape_ok = a.ndim() == static_cast<py::ssize_t>(spec.shape.size()) &&
                           std::equal(spec.shape.begin(), spec.shape.end(), a.shape());
     if (!a.dtype().is(want) && !a.dtype().equal(want))
-      RaiseValue("method '" + info.name + "': input '" + spec.name + "' must be " + std::string(py::str(want)) +
-                 " " + Dims(spec.shape) + ", but the given array is " + std::string(py::str(a.dtype())) + " " +
+      RaiseValue("method '" + info.name + "': input '" + spec.name + "' must be " + Str(want) +
+                 " " + Dims(spec.shape) + ", but the given array is " + Str(a.dtype()) + " " +
                  Dims(a));
     if (!shape_ok)
       RaiseValue("method '" + info.name + "': input '" + spec.name + "' must have shape " + Dims(spec.shape) +
-                 " (" + std::string(py::str(want)) + "), but the given array has shape " + Dims(a));
+                 " (" + Str(want) + "), but the given array has shape " + Dims(a));
     if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
     if (!a) throw py::error_already_set();
     bound.push_back(BoundInput{&spec.name, std::move(a)});
   }
   if (static_cast<size_t>(PyDict_Size(given.ptr())) != info.inputs.size()) {
     for (const auto& item : given) {
-      const std::string key = py::str(item.first);
+      const std::string key = Str(item.first);
       bool known = false;
       for (const auto& spec : info.inputs) known = known || spec.name == key;
       if (!known)
@@ -356,8 +369,8 @@ PYBIND11_MODULE(_fcb, m) {
                     "Its element type as a numpy.dtype (bfloat16 tensors are uint16 bit patterns).")
       .def_readonly("shape", &TensorInfo::shape, "Its dimensions, a tuple of ints.")
       .def("__repr__", [](const TensorInfo& t) {
-        return "TensorInfo(name=" + std::string(py::repr(py::str(t.name))) +
-               ", dtype=" + std::string(py::str(t.dtype)) + ", shape=" + std::string(py::repr(t.shape)) + ")";
+        return "TensorInfo(name=" + Repr(py::str(t.name)) + ", dtype=" + Str(t.dtype) + ", shape=" + Repr(t.shape) +
+               ")";
       });
 
   py::class_<MethodInfoPy>(m, "MethodInfo", "A method of a program: its name, inputs and outputs.")
@@ -365,12 +378,12 @@ PYBIND11_MODULE(_fcb, m) {
       .def_readonly("inputs", &MethodInfoPy::inputs, "list[TensorInfo], in the model's order.")
       .def_readonly("outputs", &MethodInfoPy::outputs, "list[TensorInfo], in the model's order.")
       .def("__repr__", [](const MethodInfoPy& mi) {
-        std::string s = "MethodInfo(name=" + std::string(py::repr(py::str(mi.name))) + ", inputs=[";
+        std::string s = "MethodInfo(name=" + Repr(py::str(mi.name)) + ", inputs=[";
         for (size_t i = 0; i < mi.inputs.size(); ++i)
-          s += (i ? ", " : "") + std::string(py::repr(py::cast(mi.inputs[i])));
+          s += (i ? ", " : "") + Repr(py::cast(mi.inputs[i]));
         s += "], outputs=[";
         for (size_t i = 0; i < mi.outputs.size(); ++i)
-          s += (i ? ", " : "") + std::string(py::repr(py::cast(mi.outputs[i])));
+          s += (i ? ", " : "") + Repr(py::cast(mi.outputs[i]));
         return s + "])";
       });
 
