@@ -19,8 +19,6 @@ their messages are those of the C++ library. The GIL is released while
 compiling, loading and running.
 """
 
-from __future__ import annotations
-
 import json as _json
 import operator as _operator
 import os as _os
@@ -48,7 +46,7 @@ __all__ = [
     "__version__",
 ]
 
-PathLike = Union[str, "_os.PathLike[str]"]
+PathLike = Union[str, _os.PathLike]
 
 
 class CompileWarning(UserWarning):

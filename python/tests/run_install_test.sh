@@ -5,6 +5,7 @@
 # 2. `pip install --no-build-isolation --target T ./python` (offline): a
 #    self-contained T/fcb holding libfcb.so.0 and the importer plugin.
 # Each: fcb.targets(), then compile, load and run the demo model.
+# 3. `pip install --no-build-isolation ./python` into a virtual environment.
 # usage: run_install_test.sh BUILD_DIR SOURCE_DIR PYTHON PYDIR
 set -euo pipefail
 build="$1"; src="$2"; py="$3"; pydir="$4"
@@ -43,7 +44,10 @@ runpath="$(readelf -d "$tmp/prefix/$pydir"/fcb/_fcb*.so | grep -E 'RUNPATH|RPATH
 case "$runpath" in *"$build"*) echo "installed module's RUNPATH names the build tree: $runpath" >&2; exit 1 ;; esac
 echo "cmake --install: ok"
 
-# 2. pip install --target (offline: no index, no build isolation)
+# 2. pip install --target, and 3. plain pip install into an interpreter's own
+# site directory (a virtual environment's, with Debian's pip and NumPy from
+# the system site: Debian marks /usr/bin/python3 itself externally managed).
+# Offline: no index, no build isolation.
 before="$(cd "$src/python" && find . -path ./tests -prune -o -print | sort)"
 FCB_BUILD_DIR="$build" FCB_JOBS=2 "$py" -m pip install --no-build-isolation --no-index --no-deps \
   --disable-pip-version-check --quiet --target "$tmp/pip" "$src/python" >"$tmp/pip.log" 2>&1 \
@@ -61,3 +65,11 @@ if [ "$before" != "$after" ]; then
   exit 1
 fi
 echo "pip install --target: ok"
+
+"$py" -m venv --without-pip --system-site-packages "$tmp/venv"
+FCB_BUILD_DIR="$build" FCB_JOBS=2 "$tmp/venv/bin/python" -m pip install --no-build-isolation --no-index --no-deps \
+  --disable-pip-version-check --quiet "$src/python" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log" >&2; exit 1; }
+site="$("$tmp/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("platlib"))')"
+test -f "$site/fcb/libfcb.so.0"
+py="$tmp/venv/bin/python" check "$site"
+echo "pip install (site directory): ok"
