@@ -335,6 +335,9 @@ PyObject* NewException(py::module_& m, const char* name, const char* doc, PyObje
 
 PYBIND11_MODULE(_fcb, m) {
   m.doc() = "The compiled core of the fcb package; use the `fcb` package, not this module.";
+  // The docstrings below start with their Python signatures (types as in _fcb.pyi).
+  py::options options;
+  options.disable_function_signatures();
   py::module_::import("numpy");  // fail at import, not at the first run, without NumPy
 
   for (auto [t, name] : std::vector<std::pair<fcb::DType, const char*>>{
@@ -392,7 +395,7 @@ PYBIND11_MODULE(_fcb, m) {
                       "Program.session(). run() may be called any number of times; calls from several\n"
                       "threads take turns. Keeps its program alive.")
       .def("run", &Session::Run, py::arg("inputs"),
-           "run(inputs) -> dict[str, numpy.ndarray]\n\n"
+           "run(inputs: dict[str, numpy.ndarray]) -> dict[str, numpy.ndarray]\n\n"
            "Runs the method once. `inputs` maps every input name to a NumPy array of exactly\n"
            "the method's dtype and shape (ValueError names the input, the expected and the\n"
            "given dtype/shape otherwise). Returns new arrays, one per output, by name.\n"
@@ -425,7 +428,7 @@ PYBIND11_MODULE(_fcb, m) {
             return ToPy(info.value());
           },
           py::arg("name"),
-          "method(name) -> MethodInfo\n\nThe inputs and outputs (names, dtypes, shapes) of method `name`;\n"
+          "method(name: str) -> MethodInfo\n\nThe inputs and outputs (names, dtypes, shapes) of method `name`;\n"
           "fcb.NotFoundError lists the methods when there is no such method.")
       .def(
           "run",
@@ -459,7 +462,8 @@ PYBIND11_MODULE(_fcb, m) {
             return out;
           },
           py::arg("inputs"), py::arg("method") = py::none(), py::arg("threads") = 1,
-          "run(inputs, method=None, threads=1) -> dict[str, numpy.ndarray]\n\n"
+          "run(inputs: dict[str, numpy.ndarray], method: str | None = None, threads: int = 1)\n"
+          "    -> dict[str, numpy.ndarray]\n\n"
           "Runs `method` (None: the file's only method) once on a fresh execution with\n"
           "`threads` threads and returns its outputs by name. `inputs` maps every input name\n"
           "to a NumPy array of exactly the method's dtype and shape. Safe to call from many\n"
@@ -472,7 +476,7 @@ PYBIND11_MODULE(_fcb, m) {
             return std::make_unique<Session>(h.p, CreateExecution(h.p, name, threads));
           },
           py::arg("method") = py::none(), py::arg("threads") = 1,
-          "session(method=None, threads=1) -> Session\n\n"
+          "session(method: str | None = None, threads: int = 1) -> Session\n\n"
           "A reusable execution of `method` (None: the file's only method) with `threads`\n"
           "threads; Session.run(inputs) runs it without re-creating it.")
       .def("__repr__", [](const ProgramHandle& h) {
@@ -482,8 +486,10 @@ PYBIND11_MODULE(_fcb, m) {
       });
 
   m.def("compile", &Compile, py::arg("methods"), py::arg("spec_json"), py::arg("out_path"),
-        py::arg("progress") = py::none(), "Compiles {method: onnx_path} with a JSON spec; see fcb.compile.");
+        py::arg("progress") = py::none(), "compile(methods: dict[str, str], spec_json: str, out_path: str, progress=None) -> dict\n\n"
+        "Compiles {method: onnx_path} with a JSON spec; see fcb.compile.");
   m.def("load", &Load, py::arg("path"), py::arg("target") = "auto", py::arg("verify_checksums") = true,
+        "load(path: str, target: str = 'auto', verify_checksums: bool = True) -> Program\n\n"
         "Loads a .fcb file; see fcb.load.");
   m.def(
       "inspect_json",
@@ -496,7 +502,7 @@ PYBIND11_MODULE(_fcb, m) {
         if (!s.ok()) Raise(s.status());
         return fcb::FileSummaryJson(s.value(), -1);
       },
-      py::arg("path"), "The JSON text of `fcb inspect --json`; see fcb.inspect.");
+      py::arg("path"), "inspect_json(path: str) -> str\n\nThe JSON text of `fcb inspect --json`; see fcb.inspect.");
   m.def(
       "targets",
       []() {
@@ -514,7 +520,7 @@ PYBIND11_MODULE(_fcb, m) {
         }
         return out;
       },
-      "Every known target as a dict; see fcb.targets.");
+      "targets() -> list[dict]\n\nEvery known target as a dict; see fcb.targets.");
   m.def(
       "ops",
       [](bool internal) {
@@ -523,6 +529,8 @@ PYBIND11_MODULE(_fcb, m) {
           if (internal || !op.internal) names.push_back(op.name);
         return names;
       },
-      py::arg("internal") = false, "Operator names; see fcb.ops.");
+      py::arg("internal") = false, "ops(internal: bool = False) -> list[str]\n\nOperator names; see fcb.ops.");
   m.attr("__version__") = fcb::Version();
+  // The classes are the package's (help(fcb.Program) names fcb.Program).
+  for (const char* name : {"Program", "Session", "MethodInfo", "TensorInfo"}) m.attr(name).attr("__module__") = "fcb";
 }
