@@ -11,11 +11,12 @@ syms() { nm -D --defined-only --demangle "$1" | sed -E 's/^[0-9a-fA-F]+ [A-Za-z]
 # The qualified names alone (parameter lists dropped: they name std:: types).
 names() { sed -E 's/\(.*//'; }
 
-# What include/fcb/ declares: these classes' members and these functions.
+# What include/fcb/ declares: these classes' members and these functions, and
+# the C API (fcb/fcb_c.h), fcb_* with C linkage (unmangled).
 public_classes='Status|Program|Execution|TensorSpec'
-public_functions='StatusCodeName|EscapeForDisplay|InvalidArgument|NotFound|Unsupported|IoError|CorruptFile|ResourceExhausted|Unavailable|Internal|Compile|CompileMethods|ParseSpecJson|ParseTargetOptionsJson|ValidateSpec|DTypeName|DTypeSize|Version|ListTargets|ListOperators|InspectFile|NpyElementSize|ReadNpy|ParseNpy|SerializeNpy|WriteNpy'
+public_functions='StatusCodeName|EscapeForDisplay|FileSummaryJson|InvalidArgument|NotFound|Unsupported|IoError|CorruptFile|ResourceExhausted|Unavailable|Internal|Compile|CompileMethods|ParseSpecJson|ParseTargetOptionsJson|ValidateSpec|DTypeName|DTypeSize|Version|ListTargets|ListOperators|InspectFile|NpyElementSize|ReadNpy|ParseNpy|SerializeNpy|WriteNpy'
 abi='(\[abi:cxx11\])?'
-allowed="^(fcb::(${public_classes})::(~?[A-Za-z_][A-Za-z0-9_]*|operator=)${abi}|fcb::(${public_functions})${abi}|_init|_fini|_edata|_end|__bss_start)$"
+allowed="^(fcb::(${public_classes})::(~?[A-Za-z_][A-Za-z0-9_]*|operator=)${abi}|fcb::(${public_functions})${abi}|fcb_[a-z0-9_]+|_init|_fini|_edata|_end|__bss_start)$"
 
 all="$(syms "$lib")"
 count="$(printf '%s\n' "$all" | grep -c . || true)"
@@ -37,6 +38,15 @@ for want in 'fcb::Program::Load(' 'fcb::Execution::Run()' 'fcb::CompileMethods('
             'fcb::ListTargets()' 'fcb::ListOperators()' 'fcb::ReadNpy(' 'fcb::Status::message'; do
   if ! printf '%s\n' "$all" | grep -qF "$want"; then
     echo "libfcb.so does not export $want" >&2
+    fail=1
+  fi
+done
+# Every function fcb_c.h declares, under its C name (a missing extern "C"
+# would export it mangled, as fcb_...(...) after demangling).
+header="$(dirname "$0")/../include/fcb/fcb_c.h"
+for fn in $(grep -oE '^FCB_C_API [^(]*[ *](fcb_[a-z0-9_]+)\(' "$header" | sed -E 's/.*[ *](fcb_[a-z0-9_]+)\(/\1/'); do
+  if ! printf '%s\n' "$all" | grep -qx "$fn"; then
+    echo "libfcb.so does not export the C function $fn (with C linkage)" >&2
     fail=1
   fi
 done

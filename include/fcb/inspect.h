@@ -104,4 +104,10 @@ struct FileSummary {
 // whether this host can run it or not. Errors: NotFound, IoError, CorruptFile.
 FCB_API Result<FileSummary> InspectFile(const std::string& path);
 
+// The summary as JSON text, the document `fcb inspect --json` prints (and the
+// Python fcb.inspect() and C fcb_inspect_json() return): every number of
+// FileSummary under the same names. indent < 0: one line; otherwise pretty-
+// printed with that many spaces per level.
+FCB_API std::string FileSummaryJson(const FileSummary& summary, int indent = 2);
+
 }  // namespace fcb

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/target.h"
 #include "format/fcb_file.h"
 #include "format/fcb_header.h"
@@ -33,6 +35,66 @@ WeightShare ShareOf(const format::FileDesc& d, const std::vector<std::set<int32_
 
 void AddOnce(std::vector<std::string>& v, const std::string& s) {
   if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+using nlohmann::ordered_json;
+
+ordered_json ShareJson(const WeightShare& w) {
+  return {{"plan_bytes", w.plan_bytes},
+          {"weight_bytes_referenced", w.weight_bytes_referenced},
+          {"weight_bytes_unique", w.weight_bytes_unique},
+          {"bytes_saved_by_sharing", w.bytes_saved_by_sharing}};
+}
+
+ordered_json IoJson(const std::vector<TensorSpec>& v) {
+  ordered_json a = ordered_json::array();
+  for (const auto& t : v) a.push_back({{"name", t.name}, {"shape", t.shape}});
+  return a;
+}
+
+ordered_json SummaryJson(const FileSummary& s) {
+  ordered_json j;
+  j["file"] = s.path;
+  j["producer"] = s.producer;
+  j["format_version"] = s.format_version;
+  j["plan_version"] = s.plan_version;
+  j["targets"] = s.targets;
+  j["methods"] = s.methods;
+  j["contexts"] = ordered_json::array();
+  for (const auto& c : s.contexts) {
+    ordered_json cj;
+    cj["target"] = c.target;
+    cj["method"] = c.method;
+    cj["options"] = ordered_json::parse(c.options_json, nullptr, false);
+    cj["steps"] = c.steps;
+    cj["tensors"] = c.tensors;
+    cj["arena_bytes"] = c.arena_bytes;
+    cj["scratch_bytes_per_thread"] = c.scratch_bytes;
+    cj.update(ShareJson(c.share));
+    cj["inputs"] = IoJson(c.inputs);
+    cj["outputs"] = IoJson(c.outputs);
+    j["contexts"].push_back(cj);
+  }
+  ordered_json per_target = ordered_json::object(), per_method = ordered_json::object();
+  for (const auto& [t, w] : s.per_target) per_target[t] = ShareJson(w);
+  for (const auto& [m, w] : s.per_method) per_method[m] = ShareJson(w);
+  j["per_target"] = per_target;
+  j["per_method"] = per_method;
+  j["weight_pool"] = {{"blobs", s.weight_pool.blobs},
+                      {"bytes", s.weight_pool.bytes},
+                      {"bytes_referenced_by_contexts", s.weight_pool.bytes_referenced_by_contexts},
+                      {"bytes_saved_by_sharing", s.weight_pool.bytes_saved_by_sharing}};
+  const FileLayout& l = s.layout;
+  j["layout"] = {{"header_bytes", l.header_bytes},
+                 {"metadata_bytes", l.metadata_bytes},
+                 {"metadata_plan_bytes", l.metadata_plan_bytes},
+                 {"metadata_other_bytes", l.metadata_other_bytes},
+                 {"metadata_padding_bytes", l.metadata_padding_bytes},
+                 {"pool_offset", l.pool_offset},
+                 {"pool_blob_bytes", l.pool_blob_bytes},
+                 {"pool_padding_bytes", l.pool_padding_bytes}};
+  j["file_size"] = s.file_size;
+  return j;
 }
 
 }  // namespace
@@ -134,6 +196,12 @@ Result<FileSummary> InspectFile(const std::string& path) {
   s.layout.pool_blob_bytes = pool_bytes;
   s.layout.pool_padding_bytes = pool_region - pool_bytes;
   return s;
+}
+
+std::string FileSummaryJson(const FileSummary& summary, int indent) {
+  // Names from the file may hold any bytes: invalid UTF-8 becomes U+FFFD
+  // instead of an exception (control characters JSON escapes itself).
+  return SummaryJson(summary).dump(indent < 0 ? -1 : indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace fcb

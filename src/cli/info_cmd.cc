@@ -13,19 +13,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-ordered_json ShareJson(const WeightShare& w) {
-  return {{"plan_bytes", w.plan_bytes},
-          {"weight_bytes_referenced", w.weight_bytes_referenced},
-          {"weight_bytes_unique", w.weight_bytes_unique},
-          {"bytes_saved_by_sharing", w.bytes_saved_by_sharing}};
-}
-
-ordered_json IoJson(const std::vector<TensorSpec>& v) {
-  ordered_json a = ordered_json::array();
-  for (const auto& t : v) a.push_back({{"name", t.name}, {"shape", t.shape}});
-  return a;
-}
-
 unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
 
 void PrintShares(const char* what, const std::vector<std::pair<std::string, WeightShare>>& groups) {
@@ -35,51 +22,6 @@ void PrintShares(const char* what, const std::vector<std::pair<std::string, Weig
                 U(g.weight_bytes_unique), U(g.bytes_saved_by_sharing));
 }
 
-ordered_json InspectJson(const FileSummary& s) {
-  ordered_json j;
-  j["file"] = s.path;
-  j["producer"] = s.producer;
-  j["format_version"] = s.format_version;
-  j["plan_version"] = s.plan_version;
-  j["targets"] = s.targets;
-  j["methods"] = s.methods;
-  j["contexts"] = ordered_json::array();
-  for (const auto& c : s.contexts) {
-    ordered_json cj;
-    cj["target"] = c.target;
-    cj["method"] = c.method;
-    cj["options"] = ordered_json::parse(c.options_json, nullptr, false);
-    cj["steps"] = c.steps;
-    cj["tensors"] = c.tensors;
-    cj["arena_bytes"] = c.arena_bytes;
-    cj["scratch_bytes_per_thread"] = c.scratch_bytes;
-    cj.update(ShareJson(c.share));
-    cj["inputs"] = IoJson(c.inputs);
-    cj["outputs"] = IoJson(c.outputs);
-    j["contexts"].push_back(cj);
-  }
-  ordered_json per_target = ordered_json::object(), per_method = ordered_json::object();
-  for (const auto& [t, w] : s.per_target) per_target[t] = ShareJson(w);
-  for (const auto& [m, w] : s.per_method) per_method[m] = ShareJson(w);
-  j["per_target"] = per_target;
-  j["per_method"] = per_method;
-  j["weight_pool"] = {{"blobs", s.weight_pool.blobs},
-                      {"bytes", s.weight_pool.bytes},
-                      {"bytes_referenced_by_contexts", s.weight_pool.bytes_referenced_by_contexts},
-                      {"bytes_saved_by_sharing", s.weight_pool.bytes_saved_by_sharing}};
-  const FileLayout& l = s.layout;
-  j["layout"] = {{"header_bytes", l.header_bytes},
-                 {"metadata_bytes", l.metadata_bytes},
-                 {"metadata_plan_bytes", l.metadata_plan_bytes},
-                 {"metadata_other_bytes", l.metadata_other_bytes},
-                 {"metadata_padding_bytes", l.metadata_padding_bytes},
-                 {"pool_offset", l.pool_offset},
-                 {"pool_blob_bytes", l.pool_blob_bytes},
-                 {"pool_padding_bytes", l.pool_padding_bytes}};
-  j["file_size"] = s.file_size;
-  return j;
-}
-
 }  // namespace
 
 int CmdInspect(const std::string& file, bool as_json) {
@@ -87,7 +29,7 @@ int CmdInspect(const std::string& file, bool as_json) {
   if (!inspected.ok()) return Fail(inspected.status());
   const FileSummary& s = inspected.value();
   if (as_json) {
-    std::cout << Json(InspectJson(s), 2) << "\n";
+    std::cout << FileSummaryJson(s, 2) << "\n";
     return 0;
   }
   std::printf("%s: %llu bytes, format v%u, plan v%u, produced by %s\n", Shown(file).c_str(), U(s.file_size),

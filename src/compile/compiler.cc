@@ -343,6 +343,9 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   }
   Progress(hooks, "write", "", "");
   FCB_RETURN_IF_ERROR(format::WriteFcbFile(desc, pool, out_path));
+  std::error_code size_error;
+  report.file_size = std::filesystem::file_size(out_path, size_error);
+  if (size_error) return IoError("cannot read the size of the written '" + out_path + "': " + size_error.message());
   // Blob sizes are filled in by the writer; recompute from the pool for the warning.
   desc.blobs.resize(pool.size());
   for (size_t b = 0; b < pool.size(); ++b) desc.blobs[b].size = pool.bytes(static_cast<int32_t>(b)).size();

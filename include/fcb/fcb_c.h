@@ -1,0 +1,177 @@
+/* fcb C API: compile, load, describe and run .fcb programs from C or from any
+ * language with a C foreign-function interface.
+ *
+ * The same library as the C++ API (libfcb.so; pkg-config module "fcb"), seen
+ * through plain C: opaque handles, explicit create/destroy, and a status for
+ * every call that can fail. No C++ type and no exception crosses this header.
+ *
+ * Status convention. A function that can fail returns fcb_status_t*: NULL
+ * means success; otherwise the caller owns the returned status, reads its
+ * code (fcb_status_code, the numbers of fcb::StatusCode) and its message
+ * (fcb_status_message, the C++ Status message: it names what failed and
+ * where), and releases it with fcb_status_destroy. Output parameters are
+ * written only on success. A NULL handle or a NULL required pointer is an
+ * FCB_STATUS_INVALID_ARGUMENT status, never a crash.
+ *
+ * Ownership. Every fcb_*_create / fcb_program_load has its fcb_*_destroy;
+ * destroy functions accept NULL. Strings returned as `char**` are the
+ * caller's and are released with fcb_string_destroy. `const char*` and
+ * `const void*` results point into the handle they came from and stay valid
+ * as stated for each function.
+ *
+ * Threads. A program is immutable and may be used by any number of threads
+ * at once (including creating executions from it); an execution is used by
+ * one thread at a time. An execution keeps its program alive: the program
+ * handle may be destroyed before the executions created from it.
+ *
+ * Stability. FCB_C_API_VERSION_MAJOR changes only when a declaration here
+ * changes incompatibly; within a major version, minor versions only add
+ * functions and enum values (appended). Structures passed to the library
+ * (fcb_tensor_info_t) never change within a major version: new information
+ * comes through new functions. Programs built against x.y run with every
+ * x.z, z >= y. The library's own version is fcb_version().
+ */
+#ifndef FCB_FCB_C_H_
+#define FCB_FCB_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FCB_C_API __attribute__((visibility("default")))
+#else
+#define FCB_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FCB_C_API_VERSION_MAJOR 1
+#define FCB_C_API_VERSION_MINOR 0
+
+/* The C API version the library implements: major * 1000 + minor. */
+FCB_C_API int fcb_c_api_version(void);
+/* The library version, e.g. "0.1.0". Static storage. */
+FCB_C_API const char* fcb_version(void);
+
+/* ------------------------------------------------------------- statuses */
+
+/* The codes of fcb::StatusCode (fcb/status.h), with the same numbers. */
+typedef enum fcb_status_code {
+  FCB_STATUS_OK = 0,
+  FCB_STATUS_INVALID_ARGUMENT = 1, /* malformed request: bad spec, shape, name, NULL pointer */
+  FCB_STATUS_NOT_FOUND = 2,        /* a named file, method, input or target does not exist */
+  FCB_STATUS_UNSUPPORTED = 3,      /* a valid model or request fcb does not implement */
+  FCB_STATUS_IO_ERROR = 4,         /* the OS refused a read, write, rename, mmap */
+  FCB_STATUS_CORRUPT_FILE = 5,     /* a file failed a structural or checksum check */
+  FCB_STATUS_RESOURCE_EXHAUSTED = 6,
+  FCB_STATUS_UNAVAILABLE = 7, /* this host cannot run what was asked (target) */
+  FCB_STATUS_INTERNAL = 8     /* a bug in fcb */
+} fcb_status_code_t;
+
+typedef struct fcb_status fcb_status_t;
+
+/* FCB_STATUS_OK for NULL. */
+FCB_C_API fcb_status_code_t fcb_status_code(const fcb_status_t* status);
+/* "" for NULL; otherwise valid until fcb_status_destroy(status). */
+FCB_C_API const char* fcb_status_message(const fcb_status_t* status);
+/* "ok", "invalid argument", ... (static storage). */
+FCB_C_API const char* fcb_status_code_name(fcb_status_code_t code);
+FCB_C_API void fcb_status_destroy(fcb_status_t* status);
+
+/* Releases a string the library returned through a char** parameter. */
+FCB_C_API void fcb_string_destroy(char* s);
+
+/* ------------------------------------------------------------ compiling */
+
+/* Compiles ONNX models into one .fcb file at out_path.
+ * method_names[i] / model_paths[i], i < num_methods: the methods and their
+ * ONNX files (one method: name it "main" for the CLI's default).
+ * spec_json: a compile spec as JSON text, the format of `fcb compile --spec`
+ * (README "Compile specs"), e.g.
+ *   {"targets": ["generic", "x86-64-v3"], "input_shapes": {"input": [1, 3, 224, 224]}}
+ * or NULL for every known target with default options.
+ * report_json: NULL, or receives the compile report (release it with
+ * fcb_string_destroy):
+ *   {"file_size": N, "warnings": ["..."], "int8_accuracy": [{"method": ..., ...}]} */
+FCB_C_API fcb_status_t* fcb_compile(const char* const* method_names, const char* const* model_paths,
+                                    size_t num_methods, const char* spec_json, const char* out_path,
+                                    char** report_json);
+
+/* --------------------------------------------------------------- programs */
+
+typedef struct fcb_program fcb_program_t;
+
+/* Loads and verifies `path`. target: NULL or "auto" for the best target this
+ * host runs, or a target name to force (FCB_STATUS_UNAVAILABLE when the host
+ * cannot run it). verify_checksums: nonzero to verify the weights' checksums. */
+FCB_C_API fcb_status_t* fcb_program_load(const char* path, const char* target, int verify_checksums,
+                                         fcb_program_t** program);
+FCB_C_API void fcb_program_destroy(fcb_program_t* program);
+
+/* The selected target. Valid while the program lives; NULL for a NULL program. */
+FCB_C_API const char* fcb_program_target(const fcb_program_t* program);
+/* The targets the file holds, in file order; index >= count gives NULL. */
+FCB_C_API size_t fcb_program_num_targets_in_file(const fcb_program_t* program);
+FCB_C_API const char* fcb_program_target_in_file(const fcb_program_t* program, size_t index);
+/* The methods, in file order; index >= count gives NULL. */
+FCB_C_API size_t fcb_program_num_methods(const fcb_program_t* program);
+FCB_C_API const char* fcb_program_method_name(const fcb_program_t* program, size_t index);
+
+/* One input or output of a method. The pointers stay valid while the
+ * program (or execution) it was read from lives. */
+typedef struct fcb_tensor_info {
+  const char* name;
+  int32_t dtype;        /* fcb::DType: ONNX TensorProto.DataType codes (1 = float32, 7 = int64, ...) */
+  const char* dtype_name; /* "float32", "int64", ... */
+  size_t rank;
+  const int64_t* shape; /* rank dimensions */
+  uint64_t bytes;       /* the size of its data */
+} fcb_tensor_info_t;
+
+/* A method's inputs and outputs. method: NULL for the only method (an
+ * FCB_STATUS_INVALID_ARGUMENT status listing them when there are several). */
+FCB_C_API fcb_status_t* fcb_program_method_io_count(const fcb_program_t* program, const char* method,
+                                                    size_t* num_inputs, size_t* num_outputs);
+FCB_C_API fcb_status_t* fcb_program_method_input(const fcb_program_t* program, const char* method, size_t index,
+                                                 fcb_tensor_info_t* info);
+FCB_C_API fcb_status_t* fcb_program_method_output(const fcb_program_t* program, const char* method,
+                                                  size_t index, fcb_tensor_info_t* info);
+
+/* ------------------------------------------------------------- executions */
+
+typedef struct fcb_execution fcb_execution_t;
+
+/* An execution of one method: its arena, inputs and outputs. method: NULL
+ * for the only method. num_threads >= 1 (1 = the calling thread only). */
+FCB_C_API fcb_status_t* fcb_execution_create(const fcb_program_t* program, const char* method, int num_threads,
+                                             fcb_execution_t** execution);
+FCB_C_API void fcb_execution_destroy(fcb_execution_t* execution);
+
+FCB_C_API size_t fcb_execution_num_inputs(const fcb_execution_t* execution);
+FCB_C_API size_t fcb_execution_num_outputs(const fcb_execution_t* execution);
+FCB_C_API fcb_status_t* fcb_execution_input_info(const fcb_execution_t* execution, size_t index,
+                                                 fcb_tensor_info_t* info);
+FCB_C_API fcb_status_t* fcb_execution_output_info(const fcb_execution_t* execution, size_t index,
+                                                  fcb_tensor_info_t* info);
+
+/* Copies `bytes` bytes into input `name`; bytes must equal its size. */
+FCB_C_API fcb_status_t* fcb_execution_set_input(fcb_execution_t* execution, const char* name, const void* data,
+                                                size_t bytes);
+FCB_C_API fcb_status_t* fcb_execution_run(fcb_execution_t* execution);
+/* Output `index`'s bytes, valid until the next run or destruction. */
+FCB_C_API fcb_status_t* fcb_execution_output(const fcb_execution_t* execution, size_t index, const void** data,
+                                             size_t* bytes);
+
+/* ------------------------------------------------------------ describing */
+
+/* The file's description as JSON, the document `fcb inspect --json` prints
+ * (without its final newline). Release it with fcb_string_destroy. */
+FCB_C_API fcb_status_t* fcb_inspect_json(const char* path, char** json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FCB_FCB_C_H_ */

@@ -1,0 +1,217 @@
+"""fcb: compile ONNX models ahead of time into one .fcb file and run them.
+
+One .fcb file holds a compiled context per CPU target (and per method), with
+the weights stored once; loading it picks the best target this host runs.
+
+Quick start::
+
+    import fcb, numpy as np
+    fcb.compile("model.onnx", "model.fcb", input_shapes={"input": [1, 3, 224, 224]})
+    program = fcb.load("model.fcb")
+    outputs = program.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
+
+Functions: compile, load, inspect, targets, ops. Classes: Program (from load),
+Session (Program.session(): a reusable execution), MethodInfo, TensorInfo,
+CompileReport. Errors: ValueError for invalid arguments and specs (the message
+names the fix), fcb.UnsupportedError, fcb.CorruptFileError,
+fcb.TargetUnavailableError, fcb.NotFoundError (all subclasses of fcb.Error);
+their messages are those of the C++ library. The GIL is released while
+compiling, loading and running.
+"""
+
+import json as _json
+import operator as _operator
+import os as _os
+import warnings as _warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _fcb
+from ._fcb import (
+    CorruptFileError,
+    Error,
+    MethodInfo,
+    NotFoundError,
+    Program,
+    Session,
+    TargetUnavailableError,
+    TensorInfo,
+    UnsupportedError,
+    __version__,
+)
+
+__all__ = [
+    "compile", "load", "inspect", "targets", "ops",
+    "Program", "Session", "MethodInfo", "TensorInfo", "CompileReport", "CompileWarning",
+    "Error", "UnsupportedError", "CorruptFileError", "TargetUnavailableError", "NotFoundError",
+    "__version__",
+]
+
+PathLike = Union[str, _os.PathLike]
+
+
+class CompileWarning(UserWarning):
+    """A compile warning (e.g. "weight sharing defeated: ..."), also kept in CompileReport.warnings."""
+
+
+class CompileReport:
+    """What fcb.compile() produced.
+
+    Attributes:
+        file_size: the size of the written .fcb file in bytes.
+        warnings: the compile's warnings, already formatted (each also issued
+            as a CompileWarning through the warnings module).
+        int8_accuracy: one dict per (method, int8 options) when a target has
+            precision "int8": method, target, on_int8_target, int8_targets,
+            inputs, float_outputs, rel_l2 (||y_int8 - y_fp32|| / ||y_fp32||;
+            NaN when not measured) and error (empty when measured).
+    """
+
+    __slots__ = ("file_size", "warnings", "int8_accuracy")
+
+    def __init__(self, file_size: int, warnings: List[str], int8_accuracy: List[Dict[str, Any]]):
+        self.file_size = file_size
+        self.warnings = warnings
+        self.int8_accuracy = int8_accuracy
+
+    def __repr__(self) -> str:
+        return f"CompileReport(file_size={self.file_size}, warnings={self.warnings!r})"
+
+
+def _jsonable(value: Any) -> Any:
+    # Integers of other types (numpy.int64, ...) and arrays (numpy dims) in specs.
+    if hasattr(value, "__index__"):
+        return _operator.index(value)
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} cannot be used in a compile spec: use str, int, bool, list or dict")
+
+
+def _listed(value: Any) -> Any:
+    # Tuples are lists in a spec; everything else is passed on as given, so
+    # the library checks it and its error names the fix.
+    return list(value) if isinstance(value, tuple) else value
+
+
+def compile(
+    model: Union[PathLike, Mapping[str, PathLike]],
+    out_path: PathLike,
+    targets: Union[str, Sequence[str]] = "all",
+    target_options: Union[None, Mapping[str, Any], Sequence[Mapping[str, Any]]] = None,
+    weight_sharing: bool = True,
+    input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    progress: Optional[Callable[[str, str, str], None]] = None,
+) -> CompileReport:
+    """Compile ONNX model(s) into one .fcb file at out_path.
+
+    Args:
+        model: the path of an ONNX file (the method is named "main"), or a dict
+            {method_name: onnx_path} to put several methods in one file, with
+            one weight pool.
+        out_path: where to write the .fcb file (written atomically).
+        targets: a target name or a list of them ("generic", "x86-64-v2",
+            "x86-64-v3", "x86-64-v4", ...; see fcb.targets()), or "all" (alone)
+            for every known target.
+        target_options: None (defaults for every target); one dict such as
+            {"optimization_level": 1, "precision": "bf16"} when `targets` is a
+            single target or "all"; or a list with one dict per target, in
+            the same order. Keys: optimization_level (0-3, default 2),
+            precision ("fp32", "bf16", "int8"; default "fp32").
+        weight_sharing: False stores a separate copy of the weights for every
+            context (for comparison).
+        input_shapes: fixes symbolic input dimensions: {"NAME": [1, 3, 224, 224]}
+            for every method, {"METHOD:NAME": [...]} for one.
+        progress: None, or a callable (stage, method, target) called as the
+            compile goes on (from the compiling thread, with the GIL). An
+            exception it raises is re-raised when compiling has finished.
+
+    The arguments follow the rules of the JSON compile spec (README "Compile
+    specs"): a one-element list behaves exactly as the scalar (the files are
+    byte-identical). Everything is validated before any work.
+
+    Returns:
+        A CompileReport (file_size, warnings, int8_accuracy).
+
+    Raises:
+        ValueError: an invalid spec (empty or unequal lists, a duplicate or
+            unknown target, an unknown option key, an invalid value); the
+            message names the fix.
+        fcb.UnsupportedError: the model uses something fcb does not implement.
+        fcb.NotFoundError: a model file does not exist.
+        fcb.CorruptFileError: a model file is not a valid ONNX model.
+        fcb.Error: any other failure (I/O, ...).
+    """
+    if isinstance(model, Mapping):
+        methods = {str(name): _os.fspath(path) for name, path in model.items()}
+        if not methods:
+            raise ValueError("model is an empty dict; give an ONNX path, or {method_name: onnx_path} with at least one method")
+    else:
+        methods = {"main": _os.fspath(model)}
+    spec: Dict[str, Any] = {"targets": _listed(targets), "weight_sharing": weight_sharing}
+    if target_options is not None:
+        spec["target_options"] = _listed(target_options)
+    if input_shapes is not None:
+        if not isinstance(input_shapes, Mapping):
+            raise ValueError("input_shapes must be a dict mapping input name to dims, e.g. {\"input\": [1, 3, 224, 224]}")
+        spec["input_shapes"] = {str(name): _listed(dims) for name, dims in input_shapes.items()}
+    text = _json.dumps(spec, default=_jsonable)
+    raw = _fcb.compile(methods, text, _os.fspath(out_path), progress)
+    report = CompileReport(raw["file_size"], list(raw["warnings"]), list(raw["int8_accuracy"]))
+    for message in report.warnings:
+        _warnings.warn(message, CompileWarning, stacklevel=2)
+    return report
+
+
+def load(path: PathLike, target: str = "auto", verify_checksums: bool = True) -> Program:
+    """Load a .fcb file for running.
+
+    Args:
+        path: the .fcb file; it is memory-mapped and verified.
+        target: "auto" for the best target this host runs among those the
+            file holds, or a target name to force one.
+        verify_checksums: verify the weights' checksums (on a background
+            thread; the first run waits for it).
+
+    Returns:
+        A Program: .target, .targets_in_file, .methods, .method(name),
+        .run(inputs), .session().
+
+    Raises:
+        fcb.NotFoundError: no such file.
+        fcb.CorruptFileError: the file failed a structural or checksum check
+            (the message gives the byte offset).
+        fcb.TargetUnavailableError: the forced target cannot run here, or
+            the file holds no target this host runs (the message lists both).
+    """
+    return _fcb.load(_os.fspath(path), target, bool(verify_checksums))
+
+
+def inspect(path: PathLike) -> Dict[str, Any]:
+    """Describe a .fcb file: the dict of `fcb inspect --json`, the same numbers.
+
+    Keys: file, producer, format_version, plan_version, targets, methods,
+    contexts (one per (method, target): options, steps, arena and scratch
+    bytes, weight accounting, inputs, outputs), per_target, per_method,
+    weight_pool, layout, file_size. Any target may be described, whether this
+    host runs it or not.
+
+    Raises:
+        fcb.NotFoundError, fcb.CorruptFileError, fcb.Error (I/O).
+    """
+    return _json.loads(_fcb.inspect_json(_os.fspath(path)))
+
+
+def targets() -> List[Dict[str, Any]]:
+    """Every target fcb knows, in a fixed order (generic first), as dicts.
+
+    Keys: name, arch ("any", "x86-64", "aarch64"), description (the
+    instruction set), score, host_can_run, auto (True for the one "auto"
+    picks from a file that holds every target), why_not (why this host cannot
+    run it, when it cannot). The same list as `fcb targets`.
+    """
+    return _fcb.targets()
+
+
+def ops(internal: bool = False) -> List[str]:
+    """The operators fcb implements, sorted: the ONNX op_types (`fcb ops`), and
+    with internal=True also the compiler's own lowered operators."""
+    return _fcb.ops(internal)

@@ -1,0 +1,75 @@
+# Type stubs of fcb._fcb, the extension module behind the fcb package
+# (python/src/fcb_module.cc). Use the package: `import fcb`.
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy
+
+__version__: str
+
+class Error(Exception):
+    """Base class of the errors fcb raises (besides ValueError and MemoryError)."""
+
+class UnsupportedError(Error):
+    """The model or request is valid but fcb does not implement it."""
+
+class CorruptFileError(Error):
+    """A file failed a structural or checksum check; the message names where."""
+
+class TargetUnavailableError(Error):
+    """This host cannot run what was asked: a forced target, or no target in the file."""
+
+class NotFoundError(Error, LookupError):
+    """A named thing does not exist: a file, a method, an input or output name."""
+
+class TensorInfo:
+    """An input or output of a method: its name, NumPy dtype and shape."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> numpy.dtype[Any]: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+
+class MethodInfo:
+    """A method of a program: its name, inputs and outputs."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def inputs(self) -> List[TensorInfo]: ...
+    @property
+    def outputs(self) -> List[TensorInfo]: ...
+
+class Session:
+    """A reusable execution of one method, made by Program.session()."""
+    def run(self, inputs: Mapping[str, numpy.ndarray[Any, Any]]) -> Dict[str, numpy.ndarray[Any, Any]]: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def inputs(self) -> List[TensorInfo]: ...
+    @property
+    def outputs(self) -> List[TensorInfo]: ...
+
+class Program:
+    """A loaded .fcb file (made by fcb.load()): immutable, safe to share between threads."""
+    @property
+    def target(self) -> str: ...
+    @property
+    def targets_in_file(self) -> List[str]: ...
+    @property
+    def methods(self) -> List[str]: ...
+    def method(self, name: str) -> MethodInfo: ...
+    def run(
+        self, inputs: Mapping[str, numpy.ndarray[Any, Any]], method: Optional[str] = None, threads: int = 1
+    ) -> Dict[str, numpy.ndarray[Any, Any]]: ...
+    def session(self, method: Optional[str] = None, threads: int = 1) -> Session: ...
+
+def compile(
+    methods: Mapping[str, str],
+    spec_json: str,
+    out_path: str,
+    progress: Optional[Callable[[str, str, str], None]] = None,
+) -> Dict[str, Any]: ...
+def load(path: str, target: str = "auto", verify_checksums: bool = True) -> Program: ...
+def inspect_json(path: str) -> str: ...
+def targets() -> List[Dict[str, Any]]: ...
+def ops(internal: bool = False) -> List[str]: ...

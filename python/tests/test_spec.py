@@ -1,0 +1,99 @@
+"""fcb.compile's spec arguments follow the JSON spec's rules and raise
+ValueError with the library's message, which names the fix."""
+
+import json
+import warnings
+
+import pytest
+
+import fcb
+from conftest import run_cli
+
+SHAPES = {"input": [1, 3, 64, 64]}
+
+# (keyword arguments, the JSON spec with the same content, words of the fix)
+INVALID = [
+    ({"targets": []}, {"targets": []}, "give at least one"),
+    ({"targets": ["generic", "x86-64-v2"], "target_options": [{}]},
+     {"targets": ["generic", "x86-64-v2"], "target_options": [{}]}, "give one options object per target"),
+    ({"targets": ["generic", "generic"]}, {"targets": ["generic", "generic"]}, "list each target once"),
+    ({"targets": ["generik"]}, {"targets": ["generik"]}, "did you mean 'generic'?"),
+    ({"targets": "generic", "target_options": {"optimisation_level": 1}},
+     {"targets": "generic", "target_options": {"optimisation_level": 1}}, "did you mean 'optimization_level'?"),
+    ({"targets": "generic", "target_options": {"optimization_level": 7}},
+     {"targets": "generic", "target_options": {"optimization_level": 7}}, "use an integer from 0 to 3"),
+    ({"targets": ["all", "generic"]}, {"targets": ["all", "generic"]}, "use 'all' alone"),
+    ({"targets": "generic", "weight_sharing": "yes"}, {"targets": "generic", "weight_sharing": "yes"},
+     "must be true or false"),
+]
+
+
+@pytest.mark.parametrize("kwargs,spec,fix", INVALID, ids=[f[2] for f in INVALID])
+def test_invalid_specs_raise_value_error_with_the_clis_message(kwargs, spec, fix, demo_model, cli, tmp_path):
+    out = tmp_path / "never.fcb"
+    with pytest.raises(ValueError) as e:
+        fcb.compile(demo_model, out, input_shapes=SHAPES, **kwargs)
+    message = str(e.value)
+    assert fix in message, message
+    assert not out.exists()
+    # The same spec as a JSON file: the CLI prints the same message (after naming the file).
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(dict(spec, input_shapes=SHAPES)))
+    r = run_cli(cli, "compile", demo_model, "-o", out, "--spec", spec_path, check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip() == f"error: spec '{spec_path}': {message}"
+
+
+def test_scalar_and_one_element_list_give_identical_files(demo_model, tmp_path):
+    a, b = tmp_path / "scalar.fcb", tmp_path / "list.fcb"
+    fcb.compile(demo_model, a, targets="x86-64-v2", target_options={"optimization_level": 1}, input_shapes=SHAPES)
+    fcb.compile(demo_model, b, targets=["x86-64-v2"], target_options=[{"optimization_level": 1}],
+                input_shapes={"input": (1, 3, 64, 64)})
+    assert a.read_bytes() == b.read_bytes()
+    assert fcb.inspect(a)["contexts"][0]["options"]["optimization_level"] == 1
+
+
+def test_methods_dict_weight_sharing_and_progress(demo_model, tmp_path):
+    stages = []
+    out = tmp_path / "two.fcb"
+    report = fcb.compile({"small": demo_model, "big": demo_model}, out, targets="generic",
+                         input_shapes={"small:input": [1, 3, 64, 64], "big:input": [2, 3, 64, 64]},
+                         progress=lambda stage, method, target: stages.append((stage, method, target)))
+    assert report.file_size == out.stat().st_size and report.warnings == []
+    assert stages and {m for _, m, _ in stages} >= {"small", "big"}
+    program = fcb.load(out)
+    assert sorted(program.methods) == ["big", "small"]
+    assert program.method("big").inputs[0].shape == (2, 3, 64, 64)
+    with pytest.raises(ValueError, match="several methods|choose|big"):
+        program.run({})
+    unshared = tmp_path / "unshared.fcb"
+    fcb.compile({"small": demo_model, "big": demo_model}, unshared, targets="generic", weight_sharing=False,
+                input_shapes={"small:input": [1, 3, 64, 64], "big:input": [2, 3, 64, 64]})
+    assert unshared.stat().st_size > out.stat().st_size
+
+
+def test_progress_exception_is_raised_after_compiling(demo_model, tmp_path):
+    def fail(stage, method, target):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        fcb.compile(demo_model, tmp_path / "p.fcb", targets="generic", input_shapes=SHAPES, progress=fail)
+
+
+def test_warnings_are_issued_and_reported(demo_model, tmp_path):
+    # Different options per target defeat weight sharing: a warning with its cost.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = fcb.compile(demo_model, tmp_path / "w.fcb", targets=["generic", "x86-64-v2"],
+                             target_options=[{"optimization_level": 0}, {"optimization_level": 2}],
+                             input_shapes=SHAPES)
+    assert report.warnings, "expected a weight-sharing warning"
+    assert [str(w.message) for w in caught if issubclass(w.category, fcb.CompileWarning)] == report.warnings
+    assert all(w.filename == __file__ for w in caught)
+
+
+def test_non_json_values_are_type_errors(demo_model, tmp_path):
+    with pytest.raises(TypeError, match="compile spec"):
+        fcb.compile(demo_model, tmp_path / "x.fcb", targets="generic", input_shapes={"input": object()})
+    with pytest.raises(ValueError, match="empty dict"):
+        fcb.compile({}, tmp_path / "x.fcb")

@@ -1,0 +1,295 @@
+// The C API (include/fcb/fcb_c.h): the demo model compiled, loaded and run
+// through it matches ONNX Runtime; every failure comes back as a status with
+// the C++ API's code and message (no crash on NULL, corrupt files, bad sizes
+// or indices); handles are released on every path (run under LeakSanitizer
+// in CI: .ci/sanitized_tests).
+#include "fcb/fcb_c.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fcb/fcb.h"
+#include "fcb/inspect.h"
+#include "fcb/npy.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+using testing::TempDir;
+
+// Owns a status; the test reads it and it is released at scope end.
+struct StatusPtr {
+  fcb_status_t* s;
+  explicit StatusPtr(fcb_status_t* status) : s(status) {}
+  ~StatusPtr() { fcb_status_destroy(s); }
+  StatusPtr(const StatusPtr&) = delete;
+  StatusPtr& operator=(const StatusPtr&) = delete;
+  bool ok() const { return s == nullptr; }
+  fcb_status_code_t code() const { return fcb_status_code(s); }
+  std::string message() const { return fcb_status_message(s); }
+};
+
+struct ProgramDeleter {
+  void operator()(fcb_program_t* p) const { fcb_program_destroy(p); }
+};
+struct ExecutionDeleter {
+  void operator()(fcb_execution_t* e) const { fcb_execution_destroy(e); }
+};
+using ProgramHandle = std::unique_ptr<fcb_program_t, ProgramDeleter>;
+using ExecutionHandle = std::unique_ptr<fcb_execution_t, ExecutionDeleter>;
+
+const char kSpec[] = R"({"targets": ["generic", "x86-64-v2"], "input_shapes": {"input": [1, 3, 64, 64]}})";
+
+class CApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const char* names[] = {"main"};
+    const char* models[] = {FCB_SOURCE_DIR "/models/demo_cnn.onnx"};
+    char* report = nullptr;
+    StatusPtr s(fcb_compile(names, models, 1, kSpec, dir_->File("demo.fcb").c_str(), &report));
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_NE(report, nullptr);
+    report_ = report;
+    fcb_string_destroy(report);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static ProgramHandle Load(const std::string& path, const char* target = nullptr) {
+    fcb_program_t* p = nullptr;
+    StatusPtr s(fcb_program_load(path.c_str(), target, 1, &p));
+    EXPECT_TRUE(s.ok()) << s.message();
+    return ProgramHandle(p);
+  }
+
+  static TempDir* dir_;
+  static std::string report_;
+};
+
+TempDir* CApiTest::dir_ = nullptr;
+std::string CApiTest::report_;
+
+TEST_F(CApiTest, VersionsAndNullStatus) {
+  EXPECT_STREQ(fcb_version(), fcb::Version());
+  EXPECT_EQ(fcb_c_api_version(), FCB_C_API_VERSION_MAJOR * 1000 + FCB_C_API_VERSION_MINOR);
+  EXPECT_EQ(fcb_status_code(nullptr), FCB_STATUS_OK);
+  EXPECT_STREQ(fcb_status_message(nullptr), "");
+  EXPECT_STREQ(fcb_status_code_name(FCB_STATUS_CORRUPT_FILE), StatusCodeName(StatusCode::kCorruptFile));
+  fcb_status_destroy(nullptr);
+  fcb_program_destroy(nullptr);
+  fcb_execution_destroy(nullptr);
+  fcb_string_destroy(nullptr);
+}
+
+TEST_F(CApiTest, ReportNamesTheFileSize) {
+  const uint64_t size = testing::ReadBytes(dir_->File("demo.fcb")).size();
+  EXPECT_NE(report_.find("\"file_size\":" + std::to_string(size)), std::string::npos) << report_;
+  EXPECT_NE(report_.find("\"warnings\":[]"), std::string::npos) << report_;
+}
+
+TEST_F(CApiTest, RunMatchesOnnxRuntime) {
+  auto input = ReadNpy(testing::TestDataDir() + "/demo_cnn.input.npy");
+  auto want = ReadNpy(testing::TestDataDir() + "/demo_cnn.ref/output.npy");
+  ASSERT_TRUE(input.ok() && want.ok()) << "run scripts/prepare_testdata.sh";
+  for (const auto& t : ListTargets()) {
+    if (!t.host_can_run || (t.name != "generic" && t.name != "x86-64-v2")) continue;
+    SCOPED_TRACE(t.name);
+    ProgramHandle p = Load(dir_->File("demo.fcb"), t.name.c_str());
+    ASSERT_TRUE(p);
+    EXPECT_EQ(std::string(fcb_program_target(p.get())), t.name);
+    ASSERT_EQ(fcb_program_num_targets_in_file(p.get()), 2u);
+    EXPECT_STREQ(fcb_program_target_in_file(p.get(), 0), "generic");
+    EXPECT_STREQ(fcb_program_target_in_file(p.get(), 1), "x86-64-v2");
+    EXPECT_EQ(fcb_program_target_in_file(p.get(), 2), nullptr);
+    ASSERT_EQ(fcb_program_num_methods(p.get()), 1u);
+    EXPECT_STREQ(fcb_program_method_name(p.get(), 0), "main");
+
+    size_t n_in = 0, n_out = 0;
+    StatusPtr c(fcb_program_method_io_count(p.get(), nullptr, &n_in, &n_out));
+    ASSERT_TRUE(c.ok()) << c.message();
+    ASSERT_EQ(n_in, 1u);
+    ASSERT_EQ(n_out, 1u);
+    fcb_tensor_info_t in{};
+    StatusPtr i(fcb_program_method_input(p.get(), "main", 0, &in));
+    ASSERT_TRUE(i.ok()) << i.message();
+    EXPECT_STREQ(in.name, "input");
+    EXPECT_EQ(in.dtype, static_cast<int32_t>(DType::kF32));
+    EXPECT_STREQ(in.dtype_name, "float32");
+    ASSERT_EQ(std::vector<int64_t>(in.shape, in.shape + in.rank), (std::vector<int64_t>{1, 3, 64, 64}));
+    EXPECT_EQ(in.bytes, input.value().data.size());
+
+    fcb_execution_t* raw = nullptr;
+    StatusPtr e(fcb_execution_create(p.get(), nullptr, 2, &raw));
+    ASSERT_TRUE(e.ok()) << e.message();
+    ExecutionHandle ex(raw);
+    p.reset();  // the execution keeps the program alive
+    StatusPtr si(fcb_execution_set_input(ex.get(), "input", input.value().data.data(), input.value().data.size()));
+    ASSERT_TRUE(si.ok()) << si.message();
+    StatusPtr r(fcb_execution_run(ex.get()));
+    ASSERT_TRUE(r.ok()) << r.message();
+    fcb_tensor_info_t out{};
+    StatusPtr oi(fcb_execution_output_info(ex.get(), 0, &out));
+    ASSERT_TRUE(oi.ok()) << oi.message();
+    ASSERT_EQ(std::vector<int64_t>(out.shape, out.shape + out.rank), want.value().shape);
+    const void* data = nullptr;
+    size_t bytes = 0;
+    StatusPtr o(fcb_execution_output(ex.get(), 0, &data, &bytes));
+    ASSERT_TRUE(o.ok()) << o.message();
+    ASSERT_EQ(bytes, want.value().data.size());
+    std::vector<float> got(bytes / 4), ref(bytes / 4);
+    std::memcpy(got.data(), data, bytes);
+    std::memcpy(ref.data(), want.value().data.data(), bytes);
+    auto d = testing::Compare(got, ref);
+    EXPECT_LT(d.rel_l2, 1e-4);
+    EXPECT_LT(d.max_abs, 1e-3);
+  }
+}
+
+TEST_F(CApiTest, InspectJsonIsTheCliDocument) {
+  char* json = nullptr;
+  StatusPtr s(fcb_inspect_json(dir_->File("demo.fcb").c_str(), &json));
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::string got(json);
+  fcb_string_destroy(json);
+  auto r = testing::RunCommand(testing::CliPath() + " inspect '" + dir_->File("demo.fcb") + "' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(got + "\n", r.out);
+}
+
+TEST_F(CApiTest, NullArgumentsAreStatusesNotCrashes) {
+  const char* names[] = {"main"};
+  const char* models[] = {FCB_SOURCE_DIR "/models/demo_cnn.onnx"};
+  fcb_program_t* p = nullptr;
+  for (fcb_status_t* raw :
+       {fcb_compile(nullptr, models, 1, kSpec, "x.fcb", nullptr), fcb_compile(names, nullptr, 1, kSpec, "x.fcb", nullptr),
+        fcb_compile(names, models, 1, kSpec, nullptr, nullptr), fcb_compile(names, models, 0, kSpec, "x.fcb", nullptr),
+        fcb_program_load(nullptr, nullptr, 1, &p), fcb_program_load("x.fcb", nullptr, 1, nullptr),
+        fcb_program_method_io_count(nullptr, nullptr, nullptr, nullptr),
+        fcb_execution_create(nullptr, nullptr, 1, nullptr), fcb_execution_run(nullptr),
+        fcb_execution_set_input(nullptr, "input", nullptr, 0), fcb_execution_output(nullptr, 0, nullptr, nullptr),
+        fcb_inspect_json(nullptr, nullptr)}) {
+    StatusPtr s(raw);
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT) << s.message();
+    EXPECT_FALSE(s.message().empty());
+  }
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(fcb_program_target(nullptr), nullptr);
+  EXPECT_EQ(fcb_program_num_methods(nullptr), 0u);
+  EXPECT_EQ(fcb_execution_num_inputs(nullptr), 0u);
+}
+
+TEST_F(CApiTest, SpecErrorsCarryTheCppMessage) {
+  const char* names[] = {"main"};
+  const char* models[] = {FCB_SOURCE_DIR "/models/demo_cnn.onnx"};
+  for (const char* spec : {R"({"targets": []})", R"({"targets": ["generik"]})", R"({"targets": "generic", "target_options": {"optimisation_level": 1}})",
+                           R"({"targets": ["generic", "generic"]})", "not json"}) {
+    SCOPED_TRACE(spec);
+    StatusPtr s(fcb_compile(names, models, 1, spec, dir_->File("never.fcb").c_str(), nullptr));
+    auto cpp = ParseSpecJson(spec);
+    ASSERT_FALSE(cpp.ok());
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(s.message(), cpp.status().message());
+    EXPECT_FALSE(testing::FileExists(dir_->File("never.fcb")));
+  }
+  const char* twice[] = {"a", "a"};
+  const char* two_models[] = {models[0], models[0]};
+  StatusPtr dup(fcb_compile(twice, two_models, 2, kSpec, dir_->File("never.fcb").c_str(), nullptr));
+  EXPECT_EQ(dup.code(), FCB_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(dup.message().find("'a' is given twice"), std::string::npos) << dup.message();
+}
+
+TEST_F(CApiTest, CorruptAndMissingFilesAreRefusedLikeTheCppApi) {
+  const auto good = testing::ReadBytes(dir_->File("demo.fcb"));
+  const std::string bad = dir_->File("bad.fcb");
+  testing::WriteBytes(bad, std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(good.size() / 2)));
+  fcb_program_t* p = nullptr;
+  {
+    StatusPtr s(fcb_program_load(bad.c_str(), nullptr, 1, &p));
+    auto cpp = Program::Load(bad);
+    ASSERT_FALSE(cpp.ok());
+    EXPECT_EQ(s.code(), FCB_STATUS_CORRUPT_FILE) << s.message();
+    EXPECT_EQ(s.message(), cpp.status().message());
+    EXPECT_EQ(p, nullptr);
+  }
+  {
+    char* json = nullptr;
+    StatusPtr s(fcb_inspect_json(bad.c_str(), &json));
+    EXPECT_EQ(s.code(), FCB_STATUS_CORRUPT_FILE) << s.message();
+    EXPECT_EQ(json, nullptr);
+  }
+  {
+    StatusPtr s(fcb_program_load(dir_->File("missing.fcb").c_str(), nullptr, 1, &p));
+    EXPECT_EQ(s.code(), FCB_STATUS_NOT_FOUND) << s.message();
+    EXPECT_NE(s.message().find("missing.fcb"), std::string::npos) << s.message();
+  }
+  // A flipped weight byte: refused at load or, after the background check, at run.
+  auto flipped = good;
+  flipped[good.size() - 1] ^= 0x5a;
+  testing::WriteBytes(bad, flipped);
+  StatusPtr s(fcb_program_load(bad.c_str(), nullptr, 1, &p));
+  ProgramHandle owned(p);
+  if (s.ok()) {
+    fcb_execution_t* raw = nullptr;
+    StatusPtr c(fcb_execution_create(p, nullptr, 1, &raw));
+    ASSERT_TRUE(c.ok()) << c.message();
+    ExecutionHandle ex(raw);
+    std::vector<float> zeros(3 * 64 * 64);
+    StatusPtr si(fcb_execution_set_input(ex.get(), "input", zeros.data(), zeros.size() * 4));
+    ASSERT_TRUE(si.ok());
+    StatusPtr r(fcb_execution_run(ex.get()));
+    EXPECT_EQ(r.code(), FCB_STATUS_CORRUPT_FILE) << r.message();
+  } else {
+    EXPECT_EQ(s.code(), FCB_STATUS_CORRUPT_FILE) << s.message();
+  }
+}
+
+TEST_F(CApiTest, WrongNamesSizesAndIndices) {
+  ProgramHandle p = Load(dir_->File("demo.fcb"));
+  ASSERT_TRUE(p);
+  fcb_tensor_info_t info{};
+  {
+    StatusPtr s(fcb_program_method_input(p.get(), "decode", 0, &info));
+    auto cpp = Program::Load(dir_->File("demo.fcb")).value()->method("decode");
+    EXPECT_EQ(s.code(), FCB_STATUS_NOT_FOUND);
+    EXPECT_EQ(s.message(), cpp.status().message());
+  }
+  {
+    StatusPtr s(fcb_program_method_output(p.get(), nullptr, 1, &info));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("index 1 is out of range"), std::string::npos) << s.message();
+  }
+  {
+    fcb_execution_t* raw = nullptr;
+    StatusPtr s(fcb_execution_create(p.get(), nullptr, 0, &raw));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT) << s.message();
+    EXPECT_EQ(raw, nullptr);
+  }
+  fcb_execution_t* raw = nullptr;
+  StatusPtr c(fcb_execution_create(p.get(), "main", 1, &raw));
+  ASSERT_TRUE(c.ok()) << c.message();
+  ExecutionHandle ex(raw);
+  std::vector<float> buf(3 * 64 * 64);
+  {
+    StatusPtr s(fcb_execution_set_input(ex.get(), "input", buf.data(), 12));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT) << s.message();
+  }
+  {
+    StatusPtr s(fcb_execution_set_input(ex.get(), "image", buf.data(), buf.size() * 4));
+    EXPECT_NE(s.code(), FCB_STATUS_OK);
+    EXPECT_NE(s.message().find("image"), std::string::npos) << s.message();
+  }
+  {
+    const void* data = nullptr;
+    StatusPtr s(fcb_execution_output(ex.get(), 3, &data, nullptr));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(data, nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace fcb
