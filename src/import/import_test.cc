@@ -1,7 +1,9 @@
 // Import unit tests: small models built with the ONNX protobuf API.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <fstream>
 
 #include "import/onnx_builder_test.h"
@@ -366,6 +368,70 @@ TEST(Import, UndefinedInputIsAnError) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("node 'r' (Relu): input 'nope'"), std::string::npos)
       << g.status().ToString();
+}
+
+// ONNX requires producers before consumers; some exporters write nodes in
+// another order and ONNX Runtime sorts them. fcb sorts too: the reversed node
+// list imports to the same computation, in an order that computes every
+// input first, and an already sorted model keeps its order.
+TEST(Import, NodesInAnyOrderAreSortedTopologically) {
+  auto build = [](bool reversed) {
+    auto m = MakeModel(13);
+    AddInput(m, "x", {4});
+    std::vector<std::function<void()>> adds = {
+        [&] { AddNode(m, "Relu", {"x"}, {"a"}, "relu"); },
+        [&] { AddNode(m, "Mul", {"a", "a"}, {"b"}, "square"); },
+        [&] { AddNode(m, "Neg", {"x"}, {"c"}, "neg"); },
+        [&] { AddNode(m, "Add", {"b", "c"}, {"y"}, "add"); },
+        [&] { AddNode(m, "Sub", {"y", "a"}, {"z"}, "sub"); },
+    };
+    if (reversed) std::reverse(adds.begin(), adds.end());
+    for (auto& f : adds) f();
+    AddOutput(m, "z");
+    return m;
+  };
+  auto sorted = Import(build(false));
+  ASSERT_TRUE(sorted.ok()) << sorted.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& n : sorted->nodes) names.push_back(n.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"relu", "square", "neg", "add", "sub"}));  // unchanged
+
+  auto shuffled = Import(build(true));
+  ASSERT_TRUE(shuffled.ok()) << shuffled.status().ToString();
+  ASSERT_EQ(shuffled->nodes.size(), 5u);
+  const float xs[4] = {-2.f, -0.5f, 1.f, 3.f};
+  const ir::TensorPtr x = ir::TensorData::FromFloats({4}, {xs[0], xs[1], xs[2], xs[3]});
+  auto run = [&](const ir::Graph& g) {
+    auto vals = Interpret(g, {{g.inputs.at(0), x}});
+    EXPECT_TRUE(vals.ok()) << vals.status().ToString();  // an unsorted graph fails: input not computed
+    return vals.ok() ? Floats((*vals)[g.outputs[0]]) : std::vector<float>{};
+  };
+  const std::vector<float> want = run(*sorted);
+  ASSERT_EQ(want.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const float a = std::max(xs[i], 0.f);
+    EXPECT_EQ(want[i], a * a - xs[i] - a);
+  }
+  EXPECT_EQ(run(*shuffled), want);
+}
+
+TEST(Import, ACycleIsAnErrorNamingItsNodes) {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {4});
+  AddNode(m, "Relu", {"x"}, {"r"}, "before");
+  AddNode(m, "Add", {"r", "c"}, {"a"}, "loop_add");
+  AddNode(m, "Mul", {"a", "a"}, {"b"}, "loop_mul");
+  AddNode(m, "Neg", {"b"}, {"c"}, "loop_neg");
+  AddNode(m, "Relu", {"a"}, {"y"}, "after");
+  AddOutput(m, "y");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'loop_add' (Add) -> 'loop_mul' (Mul) -> 'loop_neg' (Neg) -> 'loop_add' (Add)"),
+            std::string::npos) << msg;
+  EXPECT_EQ(msg.find("'before'"), std::string::npos) << msg;  // not on the cycle
+  EXPECT_NE(msg.find("4 nodes cannot be ordered"), std::string::npos) << msg;  // the cycle and 'after'
 }
 
 // PyTorch-style dynamic reshape: x.view(x.size(0), -1).

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <queue>
 #include <set>
+#include <unordered_map>
 
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -150,7 +152,8 @@ class Importer {
       for (const auto& o : n.output()) s_.ReserveName(o);
     FCB_RETURN_IF_ERROR(AddInitializers());
     FCB_RETURN_IF_ERROR(AddInputs());
-    for (int i = 0; i < g_.node_size(); ++i) FCB_RETURN_IF_ERROR(AddNode(g_.node(i), i));
+    FCB_ASSIGN_OR_RETURN(std::vector<int> order, TopologicalOrder());
+    for (int i : order) FCB_RETURN_IF_ERROR(AddNode(g_.node(i), i));
     if (!s_.unsupported.empty()) {
       std::string msg = "model uses " + std::to_string(s_.unsupported.size()) +
                         " unsupported operator" + (s_.unsupported.size() > 1 ? "s" : "") + ": ";
@@ -268,6 +271,78 @@ class Importer {
       }
     }
     return shape;
+  }
+
+  // The name a node is known by in messages (as ir::Node::Describe words it).
+  std::string NodeLabel(int i) const {
+    const auto& p = g_.node(i);
+    return "'" + (p.name().empty() ? p.op_type() + "_" + std::to_string(i) : p.name()) + "' (" + p.op_type() + ")";
+  }
+
+  // The nodes in an order where every node comes after the producers of its
+  // inputs, as ONNX requires and some exporters do not write: the model's
+  // own order wherever it already is one (Kahn's algorithm taking the lowest
+  // index that is ready), so a well-ordered model imports unchanged. An input
+  // that no node produces is left to AddNode (a graph input, an initializer,
+  // or the "not ... an output of an earlier node" error). Nodes on a cycle
+  // are an error that names them in order around the cycle.
+  Result<std::vector<int>> TopologicalOrder() const {
+    const int n = g_.node_size();
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < n; ++i)
+      for (const auto& o : g_.node(i).output())
+        if (!o.empty()) producer.emplace(o, i);  // a second producer is AddNamed's error
+    std::vector<std::vector<int>> users(n);
+    std::vector<int> waiting(n, 0);
+    for (int i = 0; i < n; ++i) {
+      std::vector<int> deps;
+      for (const auto& in : g_.node(i).input()) {
+        auto it = in.empty() ? producer.end() : producer.find(in);
+        if (it != producer.end() && std::find(deps.begin(), deps.end(), it->second) == deps.end())
+          deps.push_back(it->second);
+      }
+      waiting[i] = static_cast<int>(deps.size());
+      for (int d : deps) users[d].push_back(i);
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int i = 0; i < n; ++i)
+      if (waiting[i] == 0) ready.push(i);
+    std::vector<int> order;
+    order.reserve(n);
+    while (!ready.empty()) {
+      const int i = ready.top();
+      ready.pop();
+      order.push_back(i);
+      for (int u : users[i])
+        if (--waiting[u] == 0) ready.push(u);
+    }
+    if (static_cast<int>(order.size()) == n) return order;
+    // Every node left waits on another one left: walk back through waiting
+    // producers until a node repeats; the walk from its first visit is a cycle.
+    int at = 0;
+    while (waiting[at] == 0) ++at;
+    std::vector<int> path;
+    std::unordered_map<int, size_t> seen;
+    while (!seen.count(at)) {
+      seen[at] = path.size();
+      path.push_back(at);
+      for (const auto& in : g_.node(at).input()) {
+        auto it = in.empty() ? producer.end() : producer.find(in);
+        if (it != producer.end() && waiting[it->second] > 0) {
+          at = it->second;
+          break;
+        }
+      }
+    }
+    std::vector<int> cycle(path.begin() + seen[at], path.end());
+    std::reverse(cycle.begin(), cycle.end());  // producer before consumer
+    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());  // first in the file first
+    std::string msg;
+    for (int i : cycle) msg += NodeLabel(i) + " -> ";
+    msg += NodeLabel(cycle.front());
+    return InvalidArgument("the graph has a cycle, so no order of its nodes computes every input first: " + msg +
+                           " (" + std::to_string(n - order.size()) + " node" + (n - order.size() > 1 ? "s" : "") +
+                           " cannot be ordered)");
   }
 
   Status AddNode(const onnx::NodeProto& p, int index) {
