@@ -50,6 +50,16 @@ for e in $("$py" "$repo/scripts/export_quant_models.py" --list); do
   entries+=("${e%%:*}=$dir/${e%%:*}.onnx:${e#*:}")
 done
 
+gstamp="$dir/.export_graph.stamp"
+gwant="$(sha256sum "$repo/scripts/export_graph_models.py" | cut -d' ' -f1)"
+if [ ! -f "$gstamp" ] || [ "$(cat "$gstamp")" != "$gwant" ]; then
+  "$py" "$repo/scripts/export_graph_models.py" --out "$dir"
+  printf '%s' "$gwant" >"$gstamp"
+fi
+for e in $("$py" "$repo/scripts/export_graph_models.py" --list); do
+  entries+=("${e%%:*}=$dir/${e%%:*}.onnx:${e#*:}")
+done
+
 for e in "${entries[@]}"; do
   name="${e%%=*}"
   rest="${e#*=}"

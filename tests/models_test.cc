@@ -183,7 +183,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"squeezenet1_1", "squeezenet1_1.onnx", ""},
                       ModelCase{"mobilenet_v2", "mobilenet_v2.onnx", ""},
                       ModelCase{"efficientnet_b0", "efficientnet_b0.onnx", ""},
-                      ModelCase{"resnet18_dynamic", "resnet18_dynamic.onnx", ""}),
+                      ModelCase{"resnet18_dynamic", "resnet18_dynamic.onnx", ""},
+                      // scripts/export_graph_models.py: an NHWC input made NCHW by a
+                      // Reshape, 1x3/3x1 convolutions, asymmetric pads, pools.
+                      ModelCase{"kws_cnn", "kws_cnn.onnx", ""}),
     [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

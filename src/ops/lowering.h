@@ -71,6 +71,10 @@ class LayoutContext {
  public:
   virtual ~LayoutContext() = default;
   virtual const ir::Graph& graph() const = 0;
+  // The shape of `v` as plain NCHW shape inference gave it, whatever layout
+  // `v` has by now: graph().values[v].shape is NHWC once a rule emitted `v`
+  // in that layout, so rules read an input's dims through this.
+  virtual ir::Shape LogicalShape(int v) const = 0;
   // The value holding `v` in NHWC layout (a Transpose is added once).
   virtual int ToNhwc(int v) = 0;
   // Appends `n`, whose output 0 is marked NHWC (its shape permuted).

@@ -40,11 +40,17 @@ const std::map<std::string, ops::LayoutFn, std::less<>>& LayoutRules() {
 
 class LayoutRewriter final : public ops::LayoutContext {
  public:
-  explicit LayoutRewriter(Graph& g) : g_(g), nhwc_(g.values.size(), false) {}
+  explicit LayoutRewriter(Graph& g) : g_(g), nhwc_(g.values.size(), false) {
+    for (const auto& v : g.values) logical_.push_back(v.shape);
+  }
 
   // ops::LayoutContext
   const Graph& graph() const override { return g_; }
   int ToNhwc(int v) override { return Convert(v, true); }
+  Shape LogicalShape(int v) const override {
+    if (v < static_cast<int>(logical_.size())) return logical_[v];
+    return IsNhwc(v) ? Permute(g_.values[v].shape, kToNchw) : g_.values[v].shape;
+  }
   void EmitNhwc(Node n) override {
     MarkNhwc(n.outputs[0]);
     g_.nodes.push_back(std::move(n));
@@ -53,7 +59,20 @@ class LayoutRewriter final : public ops::LayoutContext {
   Status Run() {
     std::vector<Node> old = std::move(g_.nodes);
     g_.nodes.clear();
-    for (Node& n : old) FCB_RETURN_IF_ERROR(Rewrite(std::move(n)));
+    for (Node& n : old) {
+      const std::string where = n.Describe();
+      FCB_RETURN_IF_ERROR(Rewrite(std::move(n)).Annotate(where));
+    }
+    // Every layout decision agrees with plain NCHW shape inference: a value
+    // now NHWC holds its logical shape permuted, any other value keeps it.
+    for (size_t v = 0; v < logical_.size(); ++v) {
+      if (g_.values[v].shape.size() != 4 && !IsNhwc(static_cast<int>(v))) continue;
+      const Shape want = IsNhwc(static_cast<int>(v)) ? Permute(logical_[v], kToNhwc) : logical_[v];
+      if (g_.values[v].shape != want)
+        return Internal("layout: value '" + g_.values[v].name + "' has shape " + ir::ShapeToString(g_.values[v].shape) +
+                        ", but its NCHW shape " + ir::ShapeToString(logical_[v]) + " implies " +
+                        ir::ShapeToString(want));
+    }
     // Graph outputs return to NCHW under their original names.
     for (int& o : g_.outputs) {
       if (!IsNhwc(o)) continue;
@@ -239,6 +258,7 @@ class LayoutRewriter final : public ops::LayoutContext {
   }
 
   Graph& g_;
+  std::vector<Shape> logical_;  // every value's shape before the pass (plain NCHW inference)
   std::vector<bool> nhwc_;
   std::map<int, int> to_nhwc_, to_nchw_;
 };

@@ -184,7 +184,7 @@ Result<bool> FromConv(LayoutContext& c, const ir::Node& n) {
   const ir::Graph& g = c.graph();
   auto is_const = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0 && g.values[n.inputs[i]].is_constant(); };
   if (!is_const(1) || (n.inputs.size() > 2 && n.inputs[2] >= 0 && !is_const(2))) return false;
-  const ir::Shape& xs = g.values[n.inputs[0]].shape;  // logical NCHW
+  const ir::Shape xs = c.LogicalShape(n.inputs[0]);  // NCHW, whatever the input's layout now
   const ir::Shape& ws = g.values[n.inputs[1]].shape;
   if (ws.size() != 4) return false;
   FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], ws[2], ws[3], false));

@@ -168,7 +168,7 @@ Result<bool> FromConvTranspose(LayoutContext& c, const ir::Node& n) {
   if (!w || w->dtype != ir::DType::kF32 || w->shape.size() != 4) return false;
   const bool has_bias = n.inputs.size() > 2 && n.inputs[2] >= 0;
   if (has_bias && (!konst(2) || konst(2)->dtype != ir::DType::kF32)) return false;
-  const ir::Shape& xs = g.values[n.inputs[0]].shape;  // logical NCHW
+  const ir::Shape xs = c.LogicalShape(n.inputs[0]);  // NCHW, whatever the input's layout now
   auto geom = ResolveConvTranspose2d(AttrsFromNode(n), xs, w->shape);
   if (!geom.ok()) return false;  // the reference kernel reports it
   const ConvTranspose2d& t = geom.value();

@@ -74,7 +74,7 @@ Result<std::unique_ptr<Kernel>> CreatePool(const CreateContext& c) {
 // ONNX MaxPool / AveragePool -> the NHWC form with explicit pads.
 Result<bool> FromPool(LayoutContext& c, const ir::Node& n) {
   if (n.op_type == "MaxPool" && (n.outputs.size() != 1 || n.GetInt("storage_order", 0) != 0)) return false;
-  const ir::Shape& xs = c.graph().values[n.inputs[0]].shape;  // logical NCHW
+  const ir::Shape xs = c.LogicalShape(n.inputs[0]);  // NCHW, whatever the input's layout now
   FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], 1, 1, true));
   PoolParams p;
   p.Set(w);

@@ -272,7 +272,7 @@ Result<uint64_t> Scratch(const CreateContext& c) {
 // ONNX-layout graph QConv -> NHWC graph QConvNhwc.
 Result<bool> FromQConv(LayoutContext& c, const ir::Node& n) {
   const ir::Graph& g = c.graph();
-  const ir::Shape& xs = g.values[n.inputs[0]].shape;
+  const ir::Shape xs = c.LogicalShape(n.inputs[0]);  // NCHW, whatever the input's layout now
   const ir::TensorData* w = g.values[n.inputs[3]].constant.get();
   if (!w || w->shape.size() != 4 || xs.size() != 4) return false;
   FCB_ASSIGN_OR_RETURN(Window2d win, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], w->shape[2], w->shape[3], false));
