@@ -11,6 +11,12 @@ that exporters produce and the torchvision models do not have.
            whatever layout its input has by then (the layout pass once read
            the NHWC dims of a pool's input and refused this model).
 
+  lstm_features, lstm_input_forget, gru_features, rnn_features
+           one recurrent node each, with the attributes PyTorch never
+           writes: explicit activations with alpha/beta per direction,
+           clip, peepholes, input_forget, sequence_lens, reverse,
+           linear_before_reset 0; Y, Y_h (and Y_c) concatenated as the output.
+
 Weights are seeded; ONNX Runtime gives the reference (prepare_testdata.sh).
 
   --out DIR   write every model into DIR
@@ -72,7 +78,86 @@ def kws_cnn(np, onnx):
     return model
 
 
-MODELS = {"kws_cnn": (kws_cnn, "1,76,32,1")}
+def recurrent(np, onnx, op, seq, batch, inp, hidden, attrs, lens=None, layout=0, peepholes=False, state=True):
+    """One RNN/GRU/LSTM node with every other input a seeded constant; the
+    output is Y and Y_h (and Y_c) flattened and concatenated, so one tensor
+    checks them all."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(SEED + hash(op) % 1000 + seq * 7 + hidden)
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    inits, ins = [], ["input"]
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    scale = 1.0 / np.sqrt(hidden)
+    ins.append(const("W", (rng.standard_normal((dirs, gates * hidden, inp)) * scale).astype(np.float32)))
+    ins.append(const("R", (rng.standard_normal((dirs, gates * hidden, hidden)) * scale).astype(np.float32)))
+    ins.append(const("B", (rng.standard_normal((dirs, 2 * gates * hidden)) * 0.2).astype(np.float32)))
+    ins.append(const("lens", np.array(lens, np.int32)) if lens else "")
+    st = (dirs, batch, hidden) if layout == 0 else (batch, dirs, hidden)
+    ins.append(const("h0", (rng.standard_normal(st) * 0.5).astype(np.float32)) if state else "")
+    if op == "LSTM":
+        ins.append(const("c0", (rng.standard_normal(st) * 0.5).astype(np.float32)) if state else "")
+        ins.append(const("P", (rng.standard_normal((dirs, 3 * hidden)) * 0.3).astype(np.float32)) if peepholes else "")
+    while ins[-1] == "":
+        ins.pop()
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    nodes = [helper.make_node(op, ins, outs, hidden_size=hidden, layout=layout, **attrs)]
+    flat = const("flat", np.array([1, -1], np.int64))
+    for o in outs:
+        nodes.append(helper.make_node("Reshape", [o, flat], [o + "_flat"]))
+    nodes.append(helper.make_node("Concat", [o + "_flat" for o in outs], ["output"], axis=1))
+    xs = (seq, batch, inp) if layout == 0 else (batch, seq, inp)
+    total = seq * dirs * batch * hidden + (len(outs) - 1) * dirs * batch * hidden
+    graph = helper.make_graph(nodes, op.lower() + "_features",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(xs))],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, total])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def lstm_features(np, onnx):
+    # Bidirectional, peepholes, clip, explicit activations with alpha/beta for
+    # each direction, per-row sequence lengths (one row runs no step).
+    return recurrent(np, onnx, "LSTM", 5, 3, 6, 8, dict(
+        direction="bidirectional", clip=2.5,
+        activations=["HardSigmoid", "LeakyRelu", "Tanh", "Sigmoid", "ScaledTanh", "Softsign"],
+        activation_alpha=[0.25, 0.1, 0.8], activation_beta=[0.45, 1.2]), lens=[5, 0, 4], peepholes=True)
+
+
+def lstm_input_forget(np, onnx):
+    # input_forget couples the gates; no initial state. (layout 1 is checked by
+    # the ONNX node tests *_batchwise: ONNX Runtime refuses it.)
+    return recurrent(np, onnx, "LSTM", 4, 2, 5, 6, dict(input_forget=1), state=False)
+
+
+def gru_features(np, onnx):
+    # Reverse, reset applied before the linear map (the ONNX
+    # default; PyTorch exports linear_before_reset=1), sequence lengths, clip.
+    return recurrent(np, onnx, "GRU", 6, 2, 4, 7, dict(
+        direction="reverse", clip=3.0, activations=["Sigmoid", "Elu"], activation_alpha=[0.7]),
+        lens=[3, 6])
+
+
+def rnn_features(np, onnx):
+    # Bidirectional with different functions per direction.
+    return recurrent(np, onnx, "RNN", 4, 2, 3, 5, dict(
+        direction="bidirectional", activations=["Affine", "ThresholdedRelu"], activation_alpha=[0.6, 0.1],
+        activation_beta=[0.2]), lens=[4, 1])
+
+
+MODELS = {
+    "kws_cnn": (kws_cnn, "1,76,32,1"),
+    "lstm_features": (lstm_features, "5,3,6"),
+    "lstm_input_forget": (lstm_input_forget, "4,2,5"),
+    "gru_features": (gru_features, "6,2,4"),
+    "rnn_features": (rnn_features, "4,2,3"),
+}
 
 
 def main():

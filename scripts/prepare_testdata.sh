@@ -60,6 +60,30 @@ for e in $("$py" "$repo/scripts/export_graph_models.py" --list); do
   entries+=("${e%%:*}=$dir/${e%%:*}.onnx:${e#*:}")
 done
 
+# Recurrent models run as 10-call streams (state outputs fed back as inputs):
+# their reference is the stream under ONNX Runtime (tools/oracle/ort_stream.js).
+rstamp="$dir/.export_recurrent.stamp"
+rwant="$(sha256sum "$repo/scripts/export_recurrent_models.py" "$oracle/ort_stream.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ]; then
+  "$py" "$repo/scripts/export_recurrent_models.py" --out "$dir"
+  for name in $("$py" "$repo/scripts/export_recurrent_models.py" --list); do
+    args=()
+    while IFS= read -r a; do args+=("$a"); done < <("$py" - "$dir/$name.stream" <<'EOF'
+import json, sys
+d = sys.argv[1]
+j = json.load(open(d + "/stream.json"))
+a = [str(j["calls"])] + [f"{k}={d}/{v}" for k, v in j["chunks"].items()]
+for k, v in j["state"].items(): a += ["--state", f"{k}={d}/{v}"]
+for k, v in j["feed"].items(): a += ["--feed", f"{k}={v}"]
+print("\n".join(a))
+EOF
+)
+    rm -rf "$dir/$name.stream_ref"
+    node "$oracle/ort_stream.js" "$dir/$name.onnx" "$dir/$name.stream_ref" "${args[@]}"
+  done
+  printf '%s' "$rwant" >"$rstamp"
+fi
+
 for e in "${entries[@]}"; do
   name="${e%%=*}"
   rest="${e#*=}"

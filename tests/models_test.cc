@@ -186,7 +186,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"resnet18_dynamic", "resnet18_dynamic.onnx", ""},
                       // scripts/export_graph_models.py: an NHWC input made NCHW by a
                       // Reshape, 1x3/3x1 convolutions, asymmetric pads, pools.
-                      ModelCase{"kws_cnn", "kws_cnn.onnx", ""}),
+                      ModelCase{"kws_cnn", "kws_cnn.onnx", ""},
+                      // One recurrent node each, with what PyTorch never writes (explicit
+                      // activations, clip, peepholes, input_forget, sequence_lens, reverse).
+                      ModelCase{"lstm_features", "lstm_features.onnx", ""},
+                      ModelCase{"lstm_input_forget", "lstm_input_forget.onnx", ""},
+                      ModelCase{"gru_features", "gru_features.onnx", ""},
+                      ModelCase{"rnn_features", "rnn_features.onnx", ""}),
     [](const ::testing::TestParamInfo<ModelCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -24,6 +24,7 @@ void RegisterLayerNormOps(std::vector<OpDef>* ops);    // layernorm.cc: LayerNor
 
 // Conformance coverage (one file each; conformance engineer's files).
 void RegisterActivationExtraOps(std::vector<OpDef>* ops);  // activations_extra.cc: PRelu, Celu, Mish, ThresholdedRelu, Shrink, trig, IsNaN, IsInf
+void RegisterRecurrentOps(std::vector<OpDef>* ops);       // recurrent.cc: RNN, GRU, LSTM
 void RegisterScanOneHotOps(std::vector<OpDef>* ops);       // scan_onehot.cc: CumSum, OneHot
 void RegisterGatherScatterOps(std::vector<OpDef>* ops);    // gather_scatter.cc: GatherElements, GatherND, ScatterElements, ScatterND
 void RegisterSpaceDepthOps(std::vector<OpDef>* ops);       // space_depth.cc: DepthToSpace, SpaceToDepth

@@ -93,6 +93,7 @@ const std::vector<OpDef>& AllOps() {
 #undef FCB_ADD_LOWERED
     RegisterActivationExtraOps(&v);
     RegisterScanOneHotOps(&v);
+    RegisterRecurrentOps(&v);
     RegisterGatherScatterOps(&v);
     RegisterSpaceDepthOps(&v);
     RegisterNormOps(&v);
