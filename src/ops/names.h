@@ -43,8 +43,9 @@
   X(kDepthwise, "depthwise", true)                             \
   X(kColumns, "columns", true)                                 \
   X(kActivation, "activation", true)                           \
-  X(kActivationAlpha, "activation_alpha", true)                \
-  X(kActivationBeta, "activation_beta", true)                  \
+  /* also ONNX attributes of RNN, GRU and LSTM: */             \
+  X(kActivationAlpha, "activation_alpha", false)               \
+  X(kActivationBeta, "activation_beta", false)                 \
   X(kExpandActivation, "expand_activation", true)              \
   X(kExpandActivationAlpha, "expand_activation_alpha", true)   \
   X(kExpandActivationBeta, "expand_activation_beta", true)     \
