@@ -222,5 +222,55 @@ TEST_F(PlanVersionTest, TooLittleScratchIsRefused) {
   EXPECT_NE(p.status().message().find("scratch"), std::string::npos) << p.status().message();
 }
 
+// Resource limits: what a file asks for is checked before it is allocated.
+// A file whose context declares a 1 TiB arena (a few bytes of metadata
+// changed, checksums valid) is refused at load, naming the limit and the
+// bytes asked for; LoadOptions::max_memory_bytes sets the limit, and an
+// execution whose threads' scratch would pass it is refused too.
+TEST_F(PlanVersionTest, HugeArenaIsRefusedAtLoadNamingTheLimit) {
+  const uint64_t tib = uint64_t{1} << 40;
+  const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("huge.fcb"), [](format::FileDesc* d) {
+    for (auto& c : d->contexts) c.arena_bytes = uint64_t{1} << 40;
+  });
+  auto p = Program::Load(path);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find(std::to_string(tib) + "-byte arena"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("memory limit"), std::string::npos) << p.status().message();
+  LoadOptions lo;
+  lo.max_memory_bytes = UINT64_MAX;  // a limit that allows it: then it loads (nothing is allocated yet)
+  EXPECT_TRUE(Program::Load(path, lo).ok());
+  auto r = RunCommand(CliPath() + " run '" + path + "' --output-dir '" + dir_.File("o") + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("memory limit"), std::string::npos) << r.err;
+}
+
+TEST_F(PlanVersionTest, MaxMemoryBytesBoundsLoadAndExecution) {
+  auto f = format::LoadFcbFile(dir_.File("good.fcb"));
+  ASSERT_TRUE(f.ok());
+  const auto& c = f.value()->desc().contexts.at(0);
+  const uint64_t one = c.arena_bytes + c.scratch_bytes;
+  LoadOptions lo;
+  lo.max_memory_bytes = one - 1;
+  auto refused = Program::Load(dir_.File("good.fcb"), lo);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("memory limit of " + std::to_string(one - 1) + " bytes"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("LoadOptions::max_memory_bytes"), std::string::npos);
+  lo.max_memory_bytes = one;  // exactly enough for one thread
+  auto p = Program::Load(dir_.File("good.fcb"), lo);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto ex = Execution::Create(p.value(), "main", 1);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  ASSERT_TRUE(ex.value()->Run().ok());
+  if (c.scratch_bytes > 0) {
+    auto two = Execution::Create(p.value(), "main", 2);
+    ASSERT_FALSE(two.ok());
+    EXPECT_EQ(two.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(two.status().message().find("(2 threads)"), std::string::npos) << two.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace fcb

@@ -119,6 +119,14 @@ struct MethodInfo {
 struct LoadOptions {
   std::string target = "auto";   // "auto" = best the host can run, or a target name to force
   bool verify_checksums = true;
+  // The most memory one execution may allocate: its arena plus every
+  // thread's scratch, as the file declares them (sizes come from the file,
+  // so they are checked before anything is allocated). 0 = the memory this
+  // host has available when the program loads (MemAvailable, else physical
+  // memory). Load refuses a method that cannot run within it even on one
+  // thread, Execution::Create a thread count that would pass it: both with
+  // ResourceExhausted naming the limit and the bytes asked for.
+  uint64_t max_memory_bytes = 0;
 };
 
 class ProgramImpl;

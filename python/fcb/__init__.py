@@ -161,7 +161,8 @@ def compile(
     return report
 
 
-def load(path: PathLike, target: str = "auto", verify_checksums: bool = True) -> Program:
+def load(path: PathLike, target: str = "auto", verify_checksums: bool = True,
+         max_memory_bytes: int = 0) -> Program:
     """Load a .fcb file for running.
 
     Args:
@@ -170,6 +171,10 @@ def load(path: PathLike, target: str = "auto", verify_checksums: bool = True) ->
             file holds, or a target name to force one.
         verify_checksums: verify the weights' checksums (on a background
             thread; the first run waits for it).
+        max_memory_bytes: the most memory one run may allocate (arena plus
+            every thread's scratch, as the file declares them); 0 = the
+            memory this host has available. A file asking for more is
+            refused here, a session whose threads would pass it when made.
 
     Returns:
         A Program: .target, .targets_in_file, .methods, .method(name),
@@ -181,8 +186,12 @@ def load(path: PathLike, target: str = "auto", verify_checksums: bool = True) ->
             (the message gives the byte offset).
         fcb.TargetUnavailableError: the forced target cannot run here, or
             the file holds no target this host runs (the message lists both).
+        MemoryError: the file asks for more memory than max_memory_bytes
+            (the message names the limit and the bytes asked for).
     """
-    return _fcb.load(_os.fspath(path), target, bool(verify_checksums))
+    if max_memory_bytes < 0:
+        raise ValueError(f"max_memory_bytes must be >= 0 (0 = the host's available memory), got {max_memory_bytes}")
+    return _fcb.load(_os.fspath(path), target, bool(verify_checksums), int(max_memory_bytes))
 
 
 def inspect(path: PathLike) -> Dict[str, Any]:

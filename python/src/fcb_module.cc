@@ -310,10 +310,12 @@ py::dict Compile(const std::map<std::string, std::string>& methods, const std::s
   return out;
 }
 
-ProgramHandle Load(const std::string& path, const std::string& target, bool verify_checksums) {
+ProgramHandle Load(const std::string& path, const std::string& target, bool verify_checksums,
+                   uint64_t max_memory_bytes) {
   fcb::LoadOptions options;
   options.target = target;
   options.verify_checksums = verify_checksums;
+  options.max_memory_bytes = max_memory_bytes;
   fcb::Result<ProgramPtr> p = fcb::Status();
   {
     py::gil_scoped_release release;
@@ -489,7 +491,8 @@ PYBIND11_MODULE(_fcb, m) {
         py::arg("progress") = py::none(), "compile(methods: dict[str, str], spec_json: str, out_path: str, progress=None) -> dict\n\n"
         "Compiles {method: onnx_path} with a JSON spec; see fcb.compile.");
   m.def("load", &Load, py::arg("path"), py::arg("target") = "auto", py::arg("verify_checksums") = true,
-        "load(path: str, target: str = 'auto', verify_checksums: bool = True) -> Program\n\n"
+        py::arg("max_memory_bytes") = 0,
+        "load(path: str, target: str = 'auto', verify_checksums: bool = True, max_memory_bytes: int = 0) -> Program\n\n"
         "Loads a .fcb file; see fcb.load.");
   m.def(
       "inspect_json",

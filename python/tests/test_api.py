@@ -165,3 +165,14 @@ def test_docstrings_and_stubs():
     assert public == stubbed
     assert Path(fcb.__file__).with_name("py.typed").exists()
     assert fcb.__version__.count(".") == 2
+
+
+def test_max_memory_bytes_bounds_what_a_file_may_ask_for(demo_fcb, demo_io):
+    x, want = demo_io
+    with pytest.raises(MemoryError, match="memory limit of 1000 bytes"):
+        fcb.load(demo_fcb, max_memory_bytes=1000)
+    with pytest.raises(ValueError, match="max_memory_bytes"):
+        fcb.load(demo_fcb, max_memory_bytes=-1)
+    # A limit that is enough: it runs as usual.
+    program = fcb.load(demo_fcb, max_memory_bytes=1 << 34)
+    assert rel_l2(program.run({"input": x})["output"], want) < 1e-4

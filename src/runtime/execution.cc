@@ -44,6 +44,10 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   // The activations, and each thread's scratch (both planned at compile time).
   const uint64_t arena_bytes = std::max<uint64_t>(m->context->arena_bytes, 64);
   const uint64_t scratch = m->context->scratch_bytes * static_cast<uint64_t>(num_threads);
+  const ProgramImpl& p = ProgramAccess::Of(*program);
+  if (ExecutionBytes(m->context->arena_bytes, m->context->scratch_bytes, num_threads) > p.memory_limit)
+    return ResourceExhausted(MemoryLimitError(method, m->context->arena_bytes, m->context->scratch_bytes,
+                                              num_threads, p.memory_limit, p.memory_limit_from_options));
   if (fault::Hit(fault::Kind::kArena, method) || !impl->arena.Allocate(arena_bytes) ||
       (scratch && !impl->scratch_memory.Allocate(scratch)))
     return ResourceExhausted("cannot allocate the " + std::to_string(arena_bytes) + "-byte arena and " +

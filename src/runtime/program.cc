@@ -1,4 +1,8 @@
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 
 #include "core/fault.h"
 #include "ops/names.h"
@@ -113,7 +117,37 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   return Status::Ok();
 }
 
+// MemAvailable from /proc/meminfo, else the physical memory, else no limit.
+uint64_t HostAvailableMemory() {
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+    std::fclose(f);
+    if (found && kb > 0 && kb < (UINT64_MAX >> 10)) return static_cast<uint64_t>(kb) << 10;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+  return UINT64_MAX;
+}
+
 }  // namespace
+
+std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t scratch, int threads,
+                             uint64_t limit, bool from_options) {
+  return "method '" + method + "' needs a " + std::to_string(arena) + "-byte arena and " +
+         std::to_string(scratch) + " bytes of scratch per thread (" + std::to_string(threads) + " thread" +
+         (threads > 1 ? "s" : "") + "), more than the memory limit of " + std::to_string(limit) + " bytes (" +
+         (from_options ? "LoadOptions::max_memory_bytes" : "this host's available memory; LoadOptions::max_memory_bytes sets another") +
+         ")";
+}
+
+uint64_t ExecutionBytes(uint64_t arena, uint64_t scratch, int threads) {
+  // scratch <= 2^30 (checked at load) and threads <= 1024: no overflow there.
+  const uint64_t s = scratch * static_cast<uint64_t>(threads);
+  return arena > UINT64_MAX - s ? UINT64_MAX : arena + s;
+}
 
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options) {
   auto impl = std::make_unique<ProgramImpl>();
@@ -137,9 +171,17 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   // Blobs that can steer control flow are verified as they are read
   // (PrepareMethod); the whole pool in the background, see below.
   std::vector<bool> checked(desc.blobs.size(), false);
+  impl->memory_limit = options.max_memory_bytes ? options.max_memory_bytes : HostAvailableMemory();
+  impl->memory_limit_from_options = options.max_memory_bytes != 0;
   for (const auto& c : desc.contexts) {
     if (c.target != impl->target_name) continue;
     if (impl->Find(c.method)) return CorruptFile("'" + path + "' holds method '" + c.method + "' twice for target " + c.target);
+    // Sizes from the file, checked before anything is allocated for them.
+    const uint64_t scratch = std::min<uint64_t>(c.scratch_bytes, uint64_t{1} << 30);  // more is refused below
+    if (ExecutionBytes(c.arena_bytes, scratch, 1) > impl->memory_limit)
+      return ResourceExhausted("'" + path + "', target " + c.target + ": " +
+                               MemoryLimitError(c.method, c.arena_bytes, c.scratch_bytes, 1, impl->memory_limit,
+                                                options.max_memory_bytes != 0));
     PreparedMethod m;
     Status s = PrepareMethod(*impl->file, c, &m, options.verify_checksums ? &checked : nullptr);
     if (!s.ok()) return s.Annotate("'" + path + "', target " + c.target + ", method '" + c.method + "'");

@@ -39,6 +39,8 @@ class ProgramImpl {
   const kernels::KernelTable* kernels = nullptr;
   std::vector<std::string> targets_in_file;
   std::vector<PreparedMethod> methods;
+  uint64_t memory_limit = 0;  // LoadOptions::max_memory_bytes, or the host's available memory
+  bool memory_limit_from_options = false;
   // Declared last: destroyed first, so its thread stops before `file` goes.
   PoolCheck pool_check;
 
@@ -54,6 +56,12 @@ class ProgramImpl {
 struct ProgramAccess {
   static const ProgramImpl& Of(const Program& p) { return *p.impl_; }
 };
+
+// The bytes one execution allocates (arena + threads x scratch), saturating.
+uint64_t ExecutionBytes(uint64_t arena, uint64_t scratch, int threads);
+// "method 'm' needs ..., more than the memory limit of ... bytes (...)".
+std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t scratch, int threads,
+                             uint64_t limit, bool from_options);
 
 // Loads, verifies and prepares; used by Program::Load.
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);
