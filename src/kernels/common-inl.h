@@ -111,6 +111,46 @@ HWY_INLINE VF Sigmoid(DF d, VF x) {
   return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r));
 }
 
+// GELU, x/2 * (1 + erf(x/sqrt(2))), to a few ulps everywhere: with
+// z = |x|/sqrt(2), 1 + erf(x/sqrt(2)) is erfc(z) for x < 0 and 2 - erfc(z)
+// otherwise, and erfc(z) = t e^(-z^2 + P(t)), t = 1/(1 + z/2), with the
+// Chebyshev fit P of Numerical Recipes' erfcc (fractional error below 1.2e-7
+// for every z >= 0). So the tail x -> -inf keeps its relative accuracy,
+// where 1 + erf(x) would cancel. z^2 = x^2/2 is split exactly (FMA) into
+// hi + lo, and e^(-hi) e^(P - lo) taken as two exponentials: rounding the
+// sum -z^2 + P (up to -87) would cost 30 ulps of the result's tail. |x| is
+// capped at 30, where erfc is far below float's range anyway. 1/(1 + z/2)
+// is the reciprocal estimate refined by Newton steps, as in Sigmoid.
+HWY_INLINE VF Gelu(DF d, VF x) {
+  const VF xa = hn::Min(hn::Abs(x), hn::Set(d, 30.f));
+  const VF z = hn::Mul(xa, hn::Set(d, 0.70710678118654752f));
+  const VF one = hn::Set(d, 1.f), two = hn::Set(d, 2.f), half = hn::Set(d, 0.5f);
+  const VF den = hn::MulAdd(z, half, one);
+  VF t = hn::ApproximateReciprocal(den);
+  t = hn::Mul(t, hn::NegMulAdd(den, t, two));
+  t = hn::Mul(t, hn::NegMulAdd(den, t, two));
+#if HWY_ARCH_ARM
+  t = hn::Mul(t, hn::NegMulAdd(den, t, two));  // FRECPE's 8-bit estimate needs a third step
+#endif
+  VF p = hn::Set(d, 0.17087277f);
+  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
+  const VF hi = hn::Mul(xa, xa);
+  const VF lo = hn::MulSub(xa, xa, hi);  // x^2 = hi + lo exactly
+  const VF e1 = ExpNonPositive(d, hn::Mul(hi, hn::Set(d, -0.5f)));
+  const VF e2 = ExpNonPositive(d, hn::Min(hn::NegMulAdd(lo, half, p), hn::Zero(d)));
+  const VF erfc = hn::Mul(hn::Mul(t, e1), e2);
+  const VF s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), erfc, hn::Sub(two, erfc));
+  return hn::Mul(hn::Mul(x, half), s);
+}
+
 // The activation A, chosen at compile time: epilogues that store many vectors
 // dispatch on ep.act once (WithAct) instead of once per vector, where the
 // jump table, the branch back and reloading the constants cost as much as a
@@ -135,6 +175,8 @@ HWY_INLINE VF ApplyActT(DF d, VF x, const Epilogue& ep) {
     return hn::Tanh(d, x);
   } else if constexpr (A == Act::kLeakyRelu) {
     return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), x, hn::Mul(x, hn::Set(d, ep.a)));
+  } else if constexpr (A == Act::kGelu) {
+    return Gelu(d, x);
   } else {
     static_assert(A == Act::kSilu, "every activation is handled");
     return hn::Mul(x, Sigmoid(d, x));
@@ -154,6 +196,7 @@ HWY_INLINE void WithAct(const Epilogue& ep, const Fn& fn) {
     case Act::kTanh: return fn.template operator()<Act::kTanh>();
     case Act::kLeakyRelu: return fn.template operator()<Act::kLeakyRelu>();
     case Act::kSilu: return fn.template operator()<Act::kSilu>();
+    case Act::kGelu: return fn.template operator()<Act::kGelu>();
   }
 }
 

@@ -50,7 +50,8 @@ enum class Act : int32_t {
   kTanh = 6,
   kLeakyRelu = 7,    // x >= 0 ? x : a*x
   kSilu = 8,         // x * sigmoid(x)
-  kLast = kSilu,
+  kGelu = 9,         // x/2 * (1 + erf(x / sqrt(2)))
+  kLast = kGelu,
 };
 
 struct Epilogue {

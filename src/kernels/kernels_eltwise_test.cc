@@ -90,7 +90,7 @@ TEST_P(EltwiseTest, GlobalAvgPool) {
 TEST_P(EltwiseTest, UnaryEveryActivationIsAccurate) {
   const Act acts[] = {Act::kNone,        Act::kRelu,      Act::kClip,
                       Act::kSigmoid,     Act::kHardSigmoid, Act::kHardSwish,
-                      Act::kTanh,        Act::kLeakyRelu, Act::kSilu};
+                      Act::kTanh,        Act::kLeakyRelu, Act::kSilu,  Act::kGelu};
   std::vector<float> x = Random(203, 5, -20.f, 20.f);
   for (float v : {0.f, -0.f, 1e-6f, -1e-6f, 88.f, -88.f, 100.f, -100.f, 1e-30f, 3.f, -3.f})
     x.push_back(v);

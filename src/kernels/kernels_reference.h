@@ -73,6 +73,7 @@ inline double Act(const Epilogue& ep, double x) {
     case Act::kTanh: return std::tanh(x);
     case Act::kLeakyRelu: return x >= 0 ? x : ep.a * x;
     case Act::kSilu: return x / (1.0 + std::exp(-x));
+    case Act::kGelu: return 0.5 * x * std::erfc(-x * 0.70710678118654752);
   }
   return x;
 }

@@ -33,7 +33,7 @@ Epilogue EpFor(Act act) {
 }
 constexpr Act kAllActs[] = {Act::kNone,        Act::kRelu,      Act::kClip,
                             Act::kSigmoid,     Act::kHardSigmoid, Act::kHardSwish,
-                            Act::kTanh,        Act::kLeakyRelu, Act::kSilu};
+                            Act::kTanh,        Act::kLeakyRelu, Act::kSilu,  Act::kGelu};
 
 // Compares the first `valid` floats of each of `rows` rows of `stride` floats
 // and requires the rest of each row to still hold kSentinel.

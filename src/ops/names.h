@@ -62,7 +62,8 @@ namespace fcb::ops {
 //   0: files written before plan versions were recorded (refused)
 //   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
 //   3: QConvNhwc (int8 panels, kernels/qgemm.h), QLookup
-inline constexpr uint32_t kPlanVersion = 3;
+//   4: the GELU activation (kernels::Act::kGelu) in epilogues
+inline constexpr uint32_t kPlanVersion = 4;
 
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;

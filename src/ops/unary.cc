@@ -106,6 +106,10 @@ bool KernelAct(const UnaryParams& p, Epilogue* ep) {
     case Un::kHardSigmoid: *ep = {Act::kHardSigmoid, p.alpha, p.beta}; return true;
     case Un::kHardSwish: *ep = {Act::kHardSwish, 0, 0}; return true;
     case Un::kTanh: *ep = {Act::kTanh, 0, 0}; return true;
+    case Un::kGelu:
+      if (p.gelu_tanh) return false;
+      *ep = {Act::kGelu, 0, 0};
+      return true;
     default: return false;
   }
 }

@@ -30,6 +30,8 @@ kernels::Epilogue ActivationEpilogue(const ir::Graph& g, const ir::Node& n) {
   } else if (op == "LeakyRelu") {
     a.act = kernels::Act::kLeakyRelu;
     a.a = n.GetFloat("alpha", 0.01f);
+  } else if (op == "Gelu" && n.GetString("approximate", "none") == "none") {
+    a.act = kernels::Act::kGelu;
   } else if (op == "Clip") {
     // Absent bounds are infinite; non-constant bounds cannot be fused.
     const float inf = std::numeric_limits<float>::infinity();

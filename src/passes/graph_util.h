@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ir/ir.h"
@@ -39,10 +41,70 @@ inline void EraseNodes(ir::Graph& g, const std::vector<bool>& erase) {
   g.nodes.resize(w);
 }
 
+// Removes the nodes flagged in `erase` and puts each new node of `at` (position
+// in g.nodes before the edit, node) in place of the node at that position,
+// which must be one of the erased ones: a fused pattern replaced by one node
+// where its last node was keeps the order topological.
+inline void ReplaceNodes(ir::Graph& g, const std::vector<bool>& erase, std::vector<std::pair<size_t, ir::Node>> at) {
+  std::sort(at.begin(), at.end(), [](const auto& p, const auto& q) { return p.first < q.first; });
+  std::vector<ir::Node> nodes;
+  nodes.reserve(g.nodes.size());
+  size_t f = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (f < at.size() && at[f].first == i) nodes.push_back(std::move(at[f++].second));
+    else if (!erase[i]) nodes.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(nodes);
+}
+
 // The constant tensor of input `k` of `n`, or null (absent or not constant).
 inline const ir::TensorData* ConstInput(const ir::Graph& g, const ir::Node& n, size_t k) {
   if (k >= n.inputs.size() || n.inputs[k] < 0) return nullptr;
   return g.values[n.inputs[k]].constant.get();
 }
+
+// Producers and use counts of every value, for pattern-matching passes: a
+// graph output counts as many uses, so it is never taken for an
+// intermediate. Built once; values added afterwards (constants) are not
+// indexed, and erasing nodes is left to the caller (EraseNodes).
+class UseIndex {
+ public:
+  explicit UseIndex(const ir::Graph& g) : g_(g), producer_(g.values.size(), -1), uses_(g.values.size(), 0) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (int o : g.nodes[i].outputs)
+        if (o >= 0) producer_[o] = static_cast<int>(i);
+      for (int in : g.nodes[i].inputs)
+        if (in >= 0) ++uses_[in];
+    }
+    for (int o : g.outputs) uses_[o] += 1000;
+  }
+  // The node producing `v` if it is an `op` node (ONNX domain), else null.
+  ir::Node* Producer(int v, std::string_view op) const {
+    if (v < 0 || v >= static_cast<int>(producer_.size()) || producer_[v] < 0) return nullptr;
+    ir::Node& n = const_cast<ir::Graph&>(g_).nodes[producer_[v]];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  }
+  // The one node reading `v` (v used once, by a node), if it is an `op` node.
+  ir::Node* OnlyConsumer(int v, std::string_view op) const {
+    if (v < 0 || v >= static_cast<int>(uses_.size()) || uses_[v] != 1) return nullptr;
+    for (auto& n : const_cast<ir::Graph&>(g_).nodes)
+      for (int in : n.inputs)
+        if (in == v) return n.op_type == op && n.domain.empty() ? &n : nullptr;
+    return nullptr;
+  }
+  int Index(const ir::Node* n) const { return static_cast<int>(n - g_.nodes.data()); }
+  int uses(int v) const { return uses_[v]; }
+  // The value of a one-element float constant, if `v` is one.
+  std::optional<float> ScalarConst(int v) const {
+    if (v < 0 || !g_.values[v].is_constant()) return std::nullopt;
+    const ir::TensorData& t = *g_.values[v].constant;
+    if (t.numel() != 1 || (t.dtype != ir::DType::kF32 && t.dtype != ir::DType::kF64)) return std::nullopt;
+    return static_cast<float>(t.GetDouble(0));
+  }
+
+ private:
+  const ir::Graph& g_;
+  std::vector<int> producer_, uses_;
+};
 
 }  // namespace fcb::passes

@@ -33,6 +33,17 @@ Status FoldBatchNorm(ir::Graph& g);
 // has just those two uses) becomes the kSilu epilogue.
 Status FuseActivations(ir::Graph& g);
 
+// The decomposed layer normalization of opsets < 17 (ReduceMean, Sub,
+// Pow(2) or Mul(d, d), ReduceMean, Add(eps), Sqrt, Div [, Mul(gamma)]
+// [, Add(beta)] over the last axis, intermediates used only there) becomes
+// one LayerNormalization node (fuse_layernorm.cc).
+Status FuseLayerNorm(ir::Graph& g);
+
+// GELU as written before opset 20, x/2 * (1 + Erf(x / sqrt(2))) in any of its
+// associations (intermediates used only there), becomes one Gelu node
+// (fuse_gelu.cc), which FuseActivations may then fold into a GEMM epilogue.
+Status FuseGelu(ir::Graph& g);
+
 // Removes nodes none of whose outputs is used, then every value no node or
 // graph input/output refers to (compacting the value table and remapping ids).
 Status EliminateDeadNodes(ir::Graph& g);

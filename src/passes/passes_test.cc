@@ -448,3 +448,166 @@ TEST(RunDefaultPasses, ExactQdqGlobalAveragePoolRunsAtLevelZero) {
 
 }  // namespace
 }  // namespace fcb::passes
+
+namespace fcb::passes {
+namespace {
+
+using testing::AddNode;
+using testing::AddTensor;
+using testing::Interpret;
+
+// x [2, 3, 8] -> the decomposed layer norm of opsets < 17; `pow` picks
+// Pow(d, 2) (torch.onnx) or Mul(d, d); gamma/beta optional. `leak` also makes
+// an intermediate a graph output; `axis` is the reduced axis.
+struct DecomposedLayerNorm {
+  ir::Graph g;
+  int x = -1, d = -1;
+  DecomposedLayerNorm(bool pow, bool affine, bool leak = false, int64_t axis = -1) {
+    g.opset = 13;
+    x = AddTensor(g, "x", {2, 3, 8});
+    g.inputs = {x};
+    const ir::Shape s{2, 3, 8}, r = axis == -1 ? ir::Shape{2, 3, 1} : ir::Shape{2, 1, 8};
+    int m = AddTensor(g, "m", r), sq = AddTensor(g, "sq", s), v = AddTensor(g, "v", r);
+    int ve = AddTensor(g, "ve", r), sd = AddTensor(g, "sd", r), y = AddTensor(g, "y", s);
+    d = AddTensor(g, "d", s);
+    AddNode(g, "ReduceMean", {x}, {m}, "mean").SetInts("axes", {axis});
+    AddNode(g, "Sub", {x, m}, {d}, "sub");
+    if (pow) {
+      AddNode(g, "Pow", {d, g.AddConstant("two", ir::TensorData::FromFloats({}, {2.f}))}, {sq}, "pow");
+    } else {
+      AddNode(g, "Mul", {d, d}, {sq}, "square");
+    }
+    AddNode(g, "ReduceMean", {sq}, {v}, "var").SetInts("axes", {axis});
+    AddNode(g, "Add", {v, g.AddConstant("eps", ir::TensorData::FromFloats({}, {1e-5f}))}, {ve}, "add_eps");
+    AddNode(g, "Sqrt", {ve}, {sd}, "sqrt");
+    AddNode(g, "Div", {d, sd}, {y}, "div");
+    int out = y;
+    if (affine) {
+      std::vector<float> gamma(8), beta(8);
+      for (int i = 0; i < 8; ++i) gamma[i] = 0.5f + 0.1f * i, beta[i] = 0.05f * i - 0.2f;
+      int yg = AddTensor(g, "yg", s), yb = AddTensor(g, "yb", s);
+      AddNode(g, "Mul", {y, g.AddConstant("gamma", ir::TensorData::FromFloats({1, 1, 8}, gamma))}, {yg}, "scale");
+      AddNode(g, "Add", {g.AddConstant("beta", ir::TensorData::FromFloats({8}, beta)), yg}, {yb}, "shift");
+      out = yb;
+    }
+    g.outputs = {out};
+    if (leak) g.outputs.push_back(d);
+  }
+  std::vector<float> Run() const {
+    std::vector<float> in(48);
+    for (int i = 0; i < 48; ++i) in[i] = std::sin(0.7f * i) * 3.f + (i % 8 == 0 ? 5.f : 0.f);
+    auto vals = Interpret(g, {{x, ir::TensorData::FromFloats({2, 3, 8}, in)}});
+    EXPECT_TRUE(vals.ok()) << vals.status().message();
+    return vals.ok() ? testing::Floats(vals.value()[g.outputs[0]]) : std::vector<float>{};
+  }
+  int Count(std::string_view op) const {
+    int c = 0;
+    for (const auto& n : g.nodes) c += n.op_type == op;
+    return c;
+  }
+};
+
+TEST(FuseLayerNorm, BothSquareFormsWithAndWithoutAffineBecomeOneNode) {
+  for (bool pow : {false, true})
+    for (bool affine : {false, true}) {
+      SCOPED_TRACE(std::string(pow ? "Pow" : "Mul") + (affine ? " + gamma/beta" : ""));
+      DecomposedLayerNorm t(pow, affine);
+      const std::vector<float> want = t.Run();
+      ASSERT_TRUE(FuseLayerNorm(t.g).ok());
+      ASSERT_TRUE(EliminateDeadNodes(t.g).ok());
+      ASSERT_TRUE(t.g.Validate().ok());
+      ASSERT_EQ(t.g.nodes.size(), 1u);
+      EXPECT_EQ(t.g.nodes[0].op_type, "LayerNormalization");
+      EXPECT_EQ(t.g.nodes[0].name, affine ? "shift" : "div");
+      EXPECT_EQ(t.g.nodes[0].inputs.size(), affine ? 3u : 2u);
+      EXPECT_EQ(t.g.values[t.g.outputs[0]].name, affine ? "yb" : "y");
+      const std::vector<float> got = t.Run();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
+    }
+}
+
+TEST(FuseLayerNorm, LeavesPatternsItCannotReplace) {
+  DecomposedLayerNorm leak(true, true, /*leak=*/true);  // d is also a graph output
+  ASSERT_TRUE(FuseLayerNorm(leak.g).ok());
+  EXPECT_EQ(leak.Count("LayerNormalization"), 0);
+  EXPECT_EQ(leak.Count("ReduceMean"), 2);
+  DecomposedLayerNorm middle(false, false, false, /*axis=*/1);  // not the last axis
+  ASSERT_TRUE(FuseLayerNorm(middle.g).ok());
+  EXPECT_EQ(middle.Count("LayerNormalization"), 0);
+}
+
+}  // namespace
+}  // namespace fcb::passes
+
+namespace fcb::passes {
+namespace {
+
+// x [4, 16] -> x/2 (1 + erf(x/sqrt 2)) in association `form`: 0 (x*a)*0.5
+// (torch.onnx), 1 (x*0.5)*a, 2 x*(a*0.5); `mul` scales by 1/sqrt 2 with a
+// Mul instead of dividing; `leak` makes Erf's output a graph output too.
+struct DecomposedGelu {
+  ir::Graph g;
+  int x = -1;
+  DecomposedGelu(int form, bool mul, bool leak = false) {
+    g.opset = 13;
+    const ir::Shape s{4, 16};
+    x = AddTensor(g, "x", s);
+    g.inputs = {x};
+    auto scalar = [&](const char* name, float v) { return g.AddConstant(name, ir::TensorData::FromFloats({}, {v})); };
+    int d = AddTensor(g, "d", s), e = AddTensor(g, "e", s), a = AddTensor(g, "a", s), t = AddTensor(g, "t", s);
+    int y = AddTensor(g, "y", s);
+    if (mul) AddNode(g, "Mul", {scalar("r2", 0.70710678f), x}, {d}, "scale");
+    else AddNode(g, "Div", {x, scalar("s2", 1.41421356f)}, {d}, "scale");
+    AddNode(g, "Erf", {d}, {e}, "erf");
+    AddNode(g, "Add", {scalar("one", 1.f), e}, {a}, "add1");
+    if (form == 0) {
+      AddNode(g, "Mul", {x, a}, {t}, "mul_x");
+      AddNode(g, "Mul", {t, scalar("half", 0.5f)}, {y}, "mul_half");
+    } else if (form == 1) {
+      AddNode(g, "Mul", {scalar("half", 0.5f), x}, {t}, "half_x");
+      AddNode(g, "Mul", {a, t}, {y}, "mul_half");
+    } else {
+      AddNode(g, "Mul", {a, scalar("half", 0.5f)}, {t}, "half_a");
+      AddNode(g, "Mul", {t, x}, {y}, "mul_half");
+    }
+    g.outputs = {y};
+    if (leak) g.outputs.push_back(e);
+  }
+  std::vector<float> Run() const {
+    std::vector<float> in(64);
+    for (int i = 0; i < 64; ++i) in[i] = (i - 32) * 0.23f;
+    auto vals = Interpret(g, {{x, ir::TensorData::FromFloats({4, 16}, in)}});
+    EXPECT_TRUE(vals.ok()) << vals.status().message();
+    return vals.ok() ? testing::Floats(vals.value()[g.outputs[0]]) : std::vector<float>{};
+  }
+};
+
+TEST(FuseGelu, EveryAssociationBecomesOneGeluNode) {
+  for (int form = 0; form < 3; ++form)
+    for (bool mul : {false, true}) {
+      SCOPED_TRACE("form " + std::to_string(form) + (mul ? " (Mul by 1/sqrt 2)" : " (Div by sqrt 2)"));
+      DecomposedGelu t(form, mul);
+      const std::vector<float> want = t.Run();
+      ASSERT_TRUE(FuseGelu(t.g).ok());
+      ASSERT_TRUE(EliminateDeadNodes(t.g).ok());
+      ASSERT_TRUE(t.g.Validate().ok());
+      ASSERT_EQ(t.g.nodes.size(), 1u);
+      EXPECT_EQ(t.g.nodes[0].op_type, "Gelu");
+      EXPECT_EQ(t.g.nodes[0].name, "mul_half");
+      EXPECT_EQ(t.g.values[t.g.outputs[0]].name, "y");
+      const std::vector<float> got = t.Run();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << i;
+    }
+}
+
+TEST(FuseGelu, LeavesAPatternWhoseIntermediateIsUsedElsewhere) {
+  DecomposedGelu t(0, false, /*leak=*/true);
+  ASSERT_TRUE(FuseGelu(t.g).ok());
+  for (const auto& n : t.g.nodes) EXPECT_NE(n.op_type, "Gelu");
+  EXPECT_EQ(t.g.nodes.size(), 5u);
+}
+
+}  // namespace
+}  // namespace fcb::passes
