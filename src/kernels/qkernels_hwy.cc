@@ -126,7 +126,7 @@ template <class D, typename T>
 HWY_INLINE void StoreLanes(D d, hn::Vec<D> v, T* dst, int64_t n) {
   if (n >= static_cast<int64_t>(hn::Lanes(d))) {
     hn::StoreU(v, d, dst);
-  } else {
+  } else if (n > 0) {
     alignas(64) T buf[HWY_MAX_BYTES / sizeof(T)];
     hn::StoreU(v, d, buf);
     std::memcpy(dst, buf, static_cast<size_t>(n) * sizeof(T));
