@@ -84,34 +84,22 @@ Status FuseLayerNorm(ir::Graph& g) {
     const ir::Value& xv = g.values[x];
     const int64_t D = xv.shape.back();
     if (D <= 0 || g.values[div.outputs[0]].shape != xv.shape) continue;
-    // Optional affine tail.
     std::vector<const ir::Node*> chain = {mean_node, sub, square, var, add_eps, sqrt, &div};
     int out = div.outputs[0];
     ir::TensorPtr gamma, beta;
-    if (m.uses(out) == 1) {
-      for (size_t k = 0; k < g.nodes.size(); ++k) {  // the one consumer of `out`
-        const ir::Node& c = g.nodes[k];
-        if (c.op_type != "Mul" || c.inputs.size() != 2 || c.outputs.size() != 1) continue;
-        const int other = c.inputs[0] == out ? c.inputs[1] : c.inputs[1] == out ? c.inputs[0] : -1;
-        if (other < 0 || !(gamma = PerLastAxis(g, other, D))) continue;
-        if (g.values[c.outputs[0]].shape != xv.shape) { gamma = nullptr; continue; }
-        chain.push_back(&c);
-        out = c.outputs[0];
-        break;
-      }
-    }
-    if (m.uses(out) == 1) {
-      for (size_t k = 0; k < g.nodes.size(); ++k) {
-        const ir::Node& c = g.nodes[k];
-        if (c.op_type != "Add" || c.inputs.size() != 2 || c.outputs.size() != 1) continue;
-        const int other = c.inputs[0] == out ? c.inputs[1] : c.inputs[1] == out ? c.inputs[0] : -1;
-        if (other < 0 || !(beta = PerLastAxis(g, other, D))) continue;
-        if (g.values[c.outputs[0]].shape != xv.shape) { beta = nullptr; continue; }
-        chain.push_back(&c);
-        out = c.outputs[0];
-        break;
-      }
-    }
+    // Optional affine tail: the one consumer of the output, times gamma, then plus beta.
+    auto tail = [&](std::string_view op, ir::TensorPtr* param) {
+      const ir::Node* c = m.OnlyConsumer(out, op);
+      if (!c || c->inputs.size() != 2 || c->outputs.size() != 1) return;
+      const int other = c->inputs[0] == out ? c->inputs[1] : c->inputs[0];
+      ir::TensorPtr t = PerLastAxis(g, other, D);
+      if (!t || g.values[c->outputs[0]].shape != xv.shape) return;
+      *param = std::move(t);
+      chain.push_back(c);
+      out = c->outputs[0];
+    };
+    tail("Mul", &gamma);
+    tail("Add", &beta);
     size_t last = 0;
     for (const ir::Node* n : chain) {
       erase[m.Index(n)] = true;
