@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fcb needs on a fresh Debian 12 machine: the build toolchain and
 # libraries (apt), the AArch64 cross compiler and qemu-user (apt; the ARM
-# targets' runtime is cross-built and tested under emulation), the Python side used to export test models
+# targets' runtime is cross-built and tested under emulation), clang and libFuzzer (apt;
+# the fuzzing and sanitizer build, scripts/fuzz.sh), the Python side used to export test models
 # and to build, install and test the Python package fcb (apt: pybind11, pip, setuptools, pytest), and the
 # ONNX Runtime oracle (npm). Idempotent: when everything is present it only
 # checks and returns.
@@ -18,6 +19,7 @@ packages=(
   python3-torch python3-torchvision python3-onnx python3-numpy
   pybind11-dev python3-dev python3-pip python3-setuptools python3-wheel python3-pytest
   g++-aarch64-linux-gnu qemu-user file
+  clang-14 libclang-rt-14-dev
 )
 # Node.js may come from elsewhere (e.g. NodeSource's nodejs bundles npm and
 # conflicts with Debian's npm package); any working node + npm will do.

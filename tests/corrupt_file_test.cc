@@ -2,8 +2,18 @@
 // "error: ..." and exit status 1: never a crash (signal), never a wrong answer.
 #include <gtest/gtest.h>
 
+#include <flatbuffers/flatbuffers.h>
+
+#include <fstream>
+#include <iterator>
+
 #include "fcb/fcb.h"
+#include "fcb/limits.h"
+#include "fcb_generated.h"
 #include "format/fcb_file.h"
+#include "format/format_test_util.h"
+#include "format/metadata.h"
+#include "ops/names.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -270,6 +280,163 @@ TEST_F(PlanVersionTest, MaxMemoryBytesBoundsLoadAndExecution) {
     EXPECT_EQ(two.status().code(), StatusCode::kResourceExhausted);
     EXPECT_NE(two.status().message().find("(2 threads)"), std::string::npos) << two.status().message();
   }
+}
+
+// The count limits (fcb/limits.h) and the load's own memory total.
+
+std::vector<uint8_t> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+void WriteAll(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// `good`'s header and weight pool around other metadata bytes, with every
+// checksum right: what a hostile writer can make that the fcb writer never would.
+std::vector<uint8_t> WithMetadata(const std::vector<uint8_t>& good, const std::vector<uint8_t>& meta) {
+  using namespace format::test;
+  const uint64_t po = Get64(good, kPoolOffAt), ps = Get64(good, kPoolSizeAt);
+  std::vector<uint8_t> out(good.begin(), good.begin() + kHdrSize);
+  out.insert(out.end(), meta.begin(), meta.end());
+  const uint64_t new_po = (out.size() + 4095) / 4096 * 4096;
+  out.resize(new_po, 0);
+  out.insert(out.end(), good.begin() + po, good.begin() + po + ps);
+  Put64(out, kMetaOffAt, kHdrSize);
+  Put64(out, kMetaSizeAt, meta.size());
+  Put64(out, kPoolOffAt, new_po);
+  Put64(out, kFileSizeAt, out.size());
+  Rehash(out);
+  return out;
+}
+
+// Contexts whose plans are equal share one tensor list and one step list in
+// the file, but decode to one copy each: a file of a few kilobytes more can
+// ask for many times its size. The load counts what decoding takes against
+// the memory limit before decoding.
+TEST_F(PlanVersionTest, MetadataThatDecodesPastTheLimitIsRefused) {
+  const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("shared.fcb"), [](format::FileDesc* d) {
+    const format::ContextDesc c = d->contexts.at(0);
+    for (int i = 0; i < 600; ++i) {
+      d->contexts.push_back(c);
+      d->contexts.back().method = "m" + std::to_string(i);
+    }
+  });
+  auto f = format::LoadFcbFile(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const uint64_t decoded = f.value()->decoded_bytes(), meta = f.value()->meta_bytes();
+  EXPECT_GT(decoded, 20 * meta) << "the shared lists should decode to far more than the metadata's size";
+  const uint64_t arena = f.value()->desc().contexts[0].arena_bytes + f.value()->desc().contexts[0].scratch_bytes;
+  LoadOptions lo;
+  lo.max_memory_bytes = std::max(arena, decoded / 2);  // enough for an execution, not for the load
+  ASSERT_LT(lo.max_memory_bytes, decoded);
+  auto p = Program::Load(path, lo);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("decoding it takes " + std::to_string(decoded) + " bytes"), std::string::npos)
+      << p.status().message();
+  EXPECT_NE(p.status().message().find("memory limit of " + std::to_string(lo.max_memory_bytes)), std::string::npos);
+  EXPECT_NE(p.status().message().find("LoadOptions::max_memory_bytes"), std::string::npos);
+  lo.max_memory_bytes = decoded + arena;  // enough for both
+  EXPECT_TRUE(Program::Load(path, lo).ok());
+}
+
+// The writer refuses what the loader would: more contexts than a file may
+// hold, a tensor of more dimensions than fcb handles.
+TEST_F(PlanVersionTest, WriterRefusesFilesPastTheCountLimits) {
+  auto f = format::LoadFcbFile(dir_.File("good.fcb"));
+  ASSERT_TRUE(f.ok());
+  format::WeightPoolBuilder pool;
+  for (size_t b = 0; b < f.value()->desc().blobs.size(); ++b)
+    pool.AddUnshared(f.value()->blob_data(static_cast<int32_t>(b)), f.value()->desc().blobs[b].size);
+  format::FileDesc many = f.value()->desc();
+  many.contexts.resize(limits::kMaxContexts + 1, many.contexts[0]);
+  Status s = format::WriteFcbFile(many, pool, dir_.File("many.fcb"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(std::to_string(limits::kMaxContexts + 1) + " compiled contexts, more than the limit of " +
+                             std::to_string(limits::kMaxContexts)),
+            std::string::npos)
+      << s.message();
+  EXPECT_FALSE(std::ifstream(dir_.File("many.fcb")).good()) << "nothing is left behind";
+  format::FileDesc deep = f.value()->desc();
+  deep.contexts[0].tensors[0].shape.assign(limits::kMaxRank + 1, 1);
+  s = format::WriteFcbFile(deep, pool, dir_.File("deep.fcb"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(std::to_string(limits::kMaxRank + 1) + " dimensions, more than the limit of " +
+                             std::to_string(limits::kMaxRank)),
+            std::string::npos)
+      << s.message();
+}
+
+// A hand-made file: one context whose step list holds kMaxStepsPerContext + 1
+// entries that all point at one step table (4 MiB of metadata; decoded, it
+// would take some hundreds of megabytes). Refused from the counts alone,
+// before anything is decoded; the same with tensors; and so are more
+// contexts than a file may hold.
+class CountLimitTest : public PlanVersionTest {
+ protected:
+  // Metadata of `contexts` contexts, each with `steps` steps and `tensors`
+  // tensors, all entries sharing one table.
+  static std::vector<uint8_t> Meta(uint64_t contexts, uint64_t steps, uint64_t tensors) {
+    flatbuffers::FlatBufferBuilder b;
+    const std::vector<int32_t> none;
+    auto step = fb::CreateStep(b, b.CreateString("Relu"), b.CreateString("n"), b.CreateVector(none),
+                                       b.CreateVector(none));
+    const std::vector<int64_t> shape = {1};
+    auto tensor = fb::CreateTensor(b, b.CreateString("t"), 1, b.CreateVector(shape));
+    std::vector<flatbuffers::Offset<fb::Step>> step_list(steps, step);
+    std::vector<flatbuffers::Offset<fb::Tensor>> tensor_list(tensors, tensor);
+    auto ctx = fb::CreateContext(b, b.CreateString("main"), b.CreateString("generic"), b.CreateString("{}"),
+                                         b.CreateVector(tensor_list), b.CreateVector(step_list), b.CreateVector(none),
+                                         b.CreateVector(none), 64, 0);
+    std::vector<flatbuffers::Offset<fb::Context>> ctxs(contexts, ctx);
+    std::vector<fb::Blob> blobs;
+    b.Finish(fb::CreateFile(b, b.CreateString("fcb test"), b.CreateVector(ctxs),
+                                    b.CreateVectorOfStructs(blobs), ops::kPlanVersion),
+             fb::FileIdentifier());
+    return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  }
+  Status LoadMeta(const std::vector<uint8_t>& meta, const std::string& name) {
+    const std::string path = dir_.File(name);
+    WriteAll(path, WithMetadata(ReadAll(dir_.File("good.fcb")), meta));
+    auto p = Program::Load(path);
+    return p.ok() ? Status::Ok() : p.status();
+  }
+};
+
+TEST_F(CountLimitTest, ShapedLikeTheLimitsButWithinThemLoadsAsFarAsThePlan) {
+  // Within every limit the file passes the format's checks (the plan check
+  // then refuses a Relu with no inputs): the limits are what refuse below.
+  Status s = LoadMeta(Meta(2, 3, 1), "small.fcb");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().find("limit"), std::string::npos) << s.message();
+}
+
+TEST_F(CountLimitTest, MoreStepsThanAContextMayHold) {
+  Status s = LoadMeta(Meta(1, limits::kMaxStepsPerContext + 1, 1), "steps.fcb");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
+  EXPECT_NE(s.message().find(std::to_string(limits::kMaxStepsPerContext + 1) + " steps; the limits are"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(CountLimitTest, MoreTensorsThanAContextMayHold) {
+  Status s = LoadMeta(Meta(1, 1, limits::kMaxTensorsPerContext + 1), "tensors.fcb");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
+  EXPECT_NE(s.message().find("holds " + std::to_string(limits::kMaxTensorsPerContext + 1) + " tensors"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(CountLimitTest, MoreContextsThanAFileMayHold) {
+  Status s = LoadMeta(Meta(limits::kMaxContexts + 1, 1, 1), "contexts.fcb");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
+  EXPECT_NE(s.message().find(std::to_string(limits::kMaxContexts + 1) + " compiled contexts, more than the limit"),
+            std::string::npos)
+      << s.message();
 }
 
 }  // namespace

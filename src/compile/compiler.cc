@@ -245,7 +245,10 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   desc.producer = std::string("fcb ") + Version();
   desc.plan_version = ops::kPlanVersion;
   format::WeightPoolBuilder pool;
-  for (const auto& [method, path] : methods) {
+  for (const auto& entry : methods) {
+    // Named copies: C++20 lambdas (clang 14) cannot capture structured bindings.
+    const std::string& method = entry.first;
+    const std::string& path = entry.second;
     Progress(hooks, "import", method, "");
     auto imported = importer(path, ImportOptionsFor(spec, method));
     if (!imported.ok()) {

@@ -131,7 +131,7 @@ const uint8_t* LoadedFile::blob_data(int32_t id) const {
 }
 
 Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
-                                               bool verify_checksums) {
+                                               bool verify_checksums, uint64_t max_decoded_bytes) {
   FCB_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> map, MappedFile::Open(path));
   const uint8_t* data = map->data();
   FCB_ASSIGN_OR_RETURN(FileHeader h, DecodeHeader(data, map->size(), path));
@@ -148,8 +148,9 @@ Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
                                       ", size " + std::to_string(h.meta_size) +
                                       "] checksum mismatch (stored " + Hex(h.meta_hash) +
                                       ", computed " + Hex(meta_hash) + ")");
+  uint64_t decoded_bytes = 0;
   Result<FileDesc> desc = DecodeMetadata(data + h.meta_offset, h.meta_size, h.meta_offset,
-                                         h.pool_offset, h.pool_size);
+                                         h.pool_offset, h.pool_size, max_decoded_bytes, &decoded_bytes);
   if (!desc.ok()) return desc.TakeStatus().Annotate("fcb file '" + path + "'");
 
   for (uint64_t i = h.meta_offset + h.meta_size; i < h.pool_offset; ++i) {
@@ -163,6 +164,7 @@ Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
   file->pool_offset_ = h.pool_offset;
   file->pool_size_ = h.pool_size;
   file->pool_hash_ = h.pool_hash;
+  file->decoded_bytes_ = decoded_bytes;
   file->path_ = path;
   file->desc_ = std::move(desc).value();
   if (verify_checksums) FCB_RETURN_IF_ERROR(file->VerifyPool());

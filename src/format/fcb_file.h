@@ -105,6 +105,8 @@ class LoadedFile {
   uint64_t meta_bytes() const { return meta_size_; }
   uint64_t pool_offset() const { return pool_offset_; }
   uint64_t pool_size() const { return pool_size_; }
+  // What the decoded metadata (desc()) takes in memory, near enough.
+  uint64_t decoded_bytes() const { return decoded_bytes_; }
 
   // The pool checksum (all pool bytes against the header's), hashing chunks
   // on up to `max_threads` threads (0: every core). CorruptFile names the
@@ -116,7 +118,7 @@ class LoadedFile {
   Status VerifyBlob(int32_t id, const std::string& what) const;
 
  private:
-  friend Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string&, bool);
+  friend Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string&, bool, uint64_t);
   LoadedFile();
   std::unique_ptr<MappedFile> map_;
   uint64_t size_ = 0;
@@ -125,6 +127,7 @@ class LoadedFile {
   uint64_t pool_offset_ = 0;
   uint64_t pool_size_ = 0;
   uint64_t pool_hash_ = 0;
+  uint64_t decoded_bytes_ = 0;
   std::string path_;
   FileDesc desc_;
 };
@@ -136,8 +139,10 @@ class LoadedFile {
 // the pool checksum (the one check whose cost grows with the weights).
 // Errors: CorruptFile naming the path and the byte offset of what failed;
 // NotFound when the file does not exist; IoError when it cannot be read
-// (a folder, no permission, mmap failure).
+// (a folder, no permission, mmap failure); ResourceExhausted when decoding
+// the metadata would take more than `max_decoded_bytes` (see DecodeMetadata).
 Result<std::unique_ptr<LoadedFile>> LoadFcbFile(const std::string& path,
-                                               bool verify_checksums = true);
+                                               bool verify_checksums = true,
+                                               uint64_t max_decoded_bytes = UINT64_MAX);
 
 }  // namespace fcb::format

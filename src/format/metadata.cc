@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fcb_generated.h"
+#include "fcb/limits.h"
 #include "format/fcb_header.h"
 
 namespace fcb::format {
@@ -166,9 +167,18 @@ std::string CheckIndex(int64_t index, size_t count, bool allow_absent) {
 
 std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
   const size_t n = c.tensors.size();
+  if (n > limits::kMaxTensorsPerContext)
+    return "holds " + std::to_string(n) + " tensors, more than the limit of " +
+           std::to_string(limits::kMaxTensorsPerContext) + " per context (fcb/limits.h)";
+  if (c.steps.size() > limits::kMaxStepsPerContext)
+    return "holds " + std::to_string(c.steps.size()) + " steps, more than the limit of " +
+           std::to_string(limits::kMaxStepsPerContext) + " per context (fcb/limits.h)";
   for (size_t i = 0; i < n; ++i) {
     const TensorDesc& t = c.tensors[i];
     std::string where = "tensor " + std::to_string(i) + " " + Quote(t.name) + ": ";
+    if (t.shape.size() > static_cast<size_t>(limits::kMaxRank))
+      return where + std::to_string(t.shape.size()) + " dimensions, more than the limit of " +
+             std::to_string(limits::kMaxRank) + " (fcb/limits.h)";
     if (t.storage != Storage::kArena && t.storage != Storage::kWeight)
       return where + "unknown storage kind " + std::to_string(static_cast<int>(t.storage));
     if (t.storage == Storage::kWeight &&
@@ -214,6 +224,24 @@ std::string CheckBlob(const BlobDesc& b, size_t id, uint64_t pool_offset, uint64
   return "";
 }
 
+// What DecodeContext allocates for `c`, near enough (the payloads and the
+// element structs; not the allocator's own overhead). Walks the same tables
+// the verifier visited, so it is bounded the same way.
+uint64_t DecodedBytes(const fb::Context& c) {
+  auto str = [](const flatbuffers::String* s) -> uint64_t { return s ? s->size() : 0; };
+  auto vec = [](const auto* v, uint64_t elem) -> uint64_t { return v ? uint64_t{v->size()} * elem : 0; };
+  uint64_t n = sizeof(ContextDesc) + str(c.method()) + str(c.target()) + str(c.options()) +
+               vec(c.inputs(), 4) + vec(c.outputs(), 4);
+  for (const fb::Tensor* t : *c.tensors()) n += sizeof(TensorDesc) + str(t->name()) + vec(t->shape(), 8);
+  for (const fb::Step* s : *c.steps()) {
+    n += sizeof(StepDesc) + str(s->op()) + str(s->node()) + vec(s->inputs(), 4) + vec(s->outputs(), 4);
+    if (s->attrs())
+      for (const fb::Attr* a : *s->attrs())
+        n += sizeof(AttrDesc) + str(a->name()) + vec(a->ints(), 8) + vec(a->floats(), 4) + str(a->str());
+  }
+  return n;
+}
+
 }  // namespace
 
 std::vector<uint8_t> EncodeMetadata(const FileDesc& desc) {
@@ -248,7 +276,8 @@ std::vector<uint64_t> ContextMetadataBytes(const FileDesc& desc, uint64_t* rest)
 }
 
 Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t meta_offset,
-                                uint64_t pool_offset, uint64_t pool_size) {
+                                uint64_t pool_offset, uint64_t pool_size, uint64_t max_decoded_bytes,
+                                uint64_t* decoded_bytes) {
   std::string where = "metadata [offset " + std::to_string(meta_offset) + ", size " +
                       std::to_string(size) + "]";
   if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
@@ -271,6 +300,25 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
                        "missing required field, or wrong file identifier)");
 
   const fb::File* file = fb::GetFile(data);
+  // Counts and the decoded size, before anything is allocated for them.
+  if (file->contexts()->size() > limits::kMaxContexts)
+    return CorruptFile(where + ": " + std::to_string(file->contexts()->size()) +
+                       " compiled contexts, more than the limit of " + std::to_string(limits::kMaxContexts) +
+                       " per file (fcb/limits.h)");
+  uint64_t decoded = sizeof(FileDesc) + uint64_t{file->blobs()->size()} * sizeof(BlobDesc);
+  for (flatbuffers::uoffset_t i = 0; i < file->contexts()->size(); ++i) {
+    const fb::Context* c = file->contexts()->Get(i);
+    const uint64_t nt = c->tensors()->size(), ns = c->steps()->size();
+    if (nt > limits::kMaxTensorsPerContext || ns > limits::kMaxStepsPerContext)
+      return CorruptFile(where + ": context " + std::to_string(i) + " holds " + std::to_string(nt) + " tensors and " +
+                         std::to_string(ns) + " steps; the limits are " + std::to_string(limits::kMaxTensorsPerContext) +
+                         " and " + std::to_string(limits::kMaxStepsPerContext) + " per context (fcb/limits.h)");
+    decoded += DecodedBytes(*c);
+  }
+  if (decoded_bytes) *decoded_bytes = decoded;
+  if (decoded > max_decoded_bytes)
+    return ResourceExhausted(where + ": decoding it takes " + std::to_string(decoded) +
+                             " bytes, more than the memory limit of " + std::to_string(max_decoded_bytes) + " bytes");
   FileDesc desc;
   desc.producer = ToString(file->producer());
   desc.plan_version = file->plan_version();
@@ -289,6 +337,9 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
 }
 
 std::string CheckDescStructure(const FileDesc& desc, uint64_t pool_offset, uint64_t pool_size) {
+  if (desc.contexts.size() > limits::kMaxContexts)
+    return std::to_string(desc.contexts.size()) + " compiled contexts, more than the limit of " +
+           std::to_string(limits::kMaxContexts) + " per file (fcb/limits.h)";
   for (size_t i = 0; i < desc.blobs.size(); ++i) {
     std::string err = CheckBlob(desc.blobs[i], i, pool_offset, pool_size);
     if (!err.empty()) return err;

@@ -27,14 +27,20 @@ std::vector<uint64_t> ContextMetadataBytes(const FileDesc& desc, uint64_t* rest)
 // Runs the FlatBuffers verifier over `data` (bounded depth and table count),
 // then converts it to a FileDesc and runs CheckDescStructure. `meta_offset` is
 // the file offset of `data`, used only in messages. Errors are CorruptFile
-// without the file name (the caller adds it).
+// without the file name (the caller adds it). Counts past fcb/limits.h are
+// refused before decoding; so, with ResourceExhausted, is metadata whose
+// decoded form would take more than `max_decoded_bytes` (contexts that share
+// their lists decode to one copy each, so that can exceed the file's size
+// many times over). `*decoded_bytes`, when given, gets that size.
 Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t meta_offset,
-                                uint64_t pool_offset, uint64_t pool_size);
+                                uint64_t pool_offset, uint64_t pool_size,
+                                uint64_t max_decoded_bytes = UINT64_MAX, uint64_t* decoded_bytes = nullptr);
 
 // Structure that the loader can check without knowing the operators: every
 // index (tensor, blob) in range, storage kinds known, every blob inside a pool
 // of `pool_size` bytes and aligned (64 bytes; 4096 for blobs >= 64 KiB).
-// Returns "" when fine, else what is wrong and where. Shapes, dtypes and step
+// Counts and ranks within fcb/limits.h. Returns "" when fine, else what is
+// wrong and where. Shapes, dtypes and step
 // semantics are the runtime's to validate.
 // `pool_offset` (the pool's file offset) only appears in messages.
 std::string CheckDescStructure(const FileDesc& desc, uint64_t pool_offset, uint64_t pool_size);

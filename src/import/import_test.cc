@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "import/onnx_builder_test.h"
+#include "fcb/limits.h"
 #include "import/onnx_import.h"
 #include "ops/op.h"
 #include "passes/test_interpreter.h"
@@ -320,6 +321,90 @@ TEST(Import, OpsetsOutsideOneToEighteenAreRejected) {
   EXPECT_TRUE(Import(m).ok());
   m.mutable_opset_import(0)->set_domain("ai.onnx.ml");
   EXPECT_FALSE(Import(m).ok());  // no default-domain opset at all
+}
+
+// Resource limits (fcb/limits.h) on what a model declares, checked before the
+// import allocates or walks anything for it.
+TEST(Import, AbsurdDeclaredInputShapesAreRefusedNamingTheInput) {
+  const int64_t big = int64_t{1} << 40;
+  auto g = Import(PassThroughModel({big, big, 3}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("input 'input' has shape 1099511627776x1099511627776x3, more than the limit of " +
+                                      std::to_string(limits::kMaxTensorElements) + " elements"),
+            std::string::npos)
+      << g.status().ToString();
+  std::vector<Dim> deep(limits::kMaxRank + 1, Dim(1));
+  auto g2 = Import(PassThroughModel(deep));
+  ASSERT_FALSE(g2.ok());
+  EXPECT_NE(g2.status().message().find(std::to_string(limits::kMaxRank + 1) + " dimensions, more than the limit"),
+            std::string::npos)
+      << g2.status().ToString();
+  // The same through input_shapes: a symbolic dim fixed to something absurd.
+  ImportOptions opts;
+  opts.input_shapes["input"] = {big, big, 4, 4};
+  auto g3 = Import(PassThroughModel({"batch", 3, 4, 4}), "", opts);
+  EXPECT_FALSE(g3.ok());
+  // Just within the limit imports (nothing is allocated for an input's shape).
+  auto g4 = Import(PassThroughModel({int64_t{1} << 24, int64_t{1} << 24}));
+  EXPECT_TRUE(g4.ok()) << g4.status().ToString();
+}
+
+// If nodes nested `depth` deep: each then_branch holds the next If, each
+// else_branch a leaf.
+onnx::ModelProto NestedIfModel(int depth) {
+  auto m = MakeModel(13);
+  AddInput(m, "c", {}, onnx::TensorProto::BOOL);
+  AddOutput(m, "y");
+  onnx::GraphProto inner;
+  inner.set_name("leaf");
+  {
+    auto* n = inner.add_node();
+    n->set_op_type("Constant");
+    n->add_output("y");
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = FloatTensor("v", {1}, {1.f});
+    inner.add_output()->set_name("y");
+  }
+  const onnx::GraphProto leaf = inner;
+  for (int d = 0; d < depth; ++d) {
+    onnx::GraphProto outer;
+    outer.set_name("level" + std::to_string(d));
+    auto* n = outer.add_node();
+    n->set_op_type("If");
+    n->set_name("if" + std::to_string(depth - 1 - d));
+    n->add_input("c");
+    n->add_output("y");
+    for (const char* branch : {"then_branch", "else_branch"}) {
+      auto* a = n->add_attribute();
+      a->set_name(branch);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      *a->mutable_g() = branch[0] == 't' ? inner : leaf;  // one nested branch: linear size
+    }
+    outer.add_output()->set_name("y");
+    inner = outer;
+  }
+  *m.mutable_graph()->mutable_node() = inner.node();
+  return m;
+}
+
+TEST(Import, SubgraphsNestedPastTheLimitAreRefusedNamingTheNode) {
+  auto g = Import(NestedIfModel(limits::kMaxSubgraphDepth + 1));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'if" + std::to_string(limits::kMaxSubgraphDepth) +
+                                      "' (If) attribute 'then_branch' nests subgraphs " +
+                                      std::to_string(limits::kMaxSubgraphDepth + 1) + " deep, more than the limit of " +
+                                      std::to_string(limits::kMaxSubgraphDepth)),
+            std::string::npos)
+      << g.status().ToString();
+  // At the limit the nesting is no reason to refuse (If itself may still be).
+  auto ok = Import(NestedIfModel(limits::kMaxSubgraphDepth));
+  if (!ok.ok()) EXPECT_EQ(ok.status().message().find("nests subgraphs"), std::string::npos) << ok.status().ToString();
+  // Far past it (protobuf's own nesting bound) the parse fails, saying why it may have.
+  auto far = Import(NestedIfModel(200));
+  ASSERT_FALSE(far.ok());
+  EXPECT_NE(far.status().message().find("nested far past the limit"), std::string::npos) << far.status().ToString();
 }
 
 TEST(Import, GarbageAndMissingFilesAreRejected) {

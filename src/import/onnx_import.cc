@@ -15,8 +15,10 @@
 #include <unordered_map>
 
 #include <onnx/defs/schema.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
 
+#include "fcb/limits.h"
 #include "import/import_state.h"
 #include "import/tensor_proto.h"
 
@@ -229,8 +231,30 @@ class Importer {
     return Status::Ok();
   }
 
-  // The model's dims, with symbolic/unknown ones fixed by opts.input_shapes.
+  // The model's dims, with symbolic/unknown ones fixed by opts.input_shapes,
+  // within fcb/limits.h (rank, elements): an absurd declared shape is refused
+  // here, naming the input, before any pass multiplies it out.
   Result<ir::Shape> InputShape(const onnx::ValueInfoProto& vi) {
+    FCB_ASSIGN_OR_RETURN(ir::Shape shape, DeclaredInputShape(vi));
+    if (shape.size() > static_cast<size_t>(limits::kMaxRank))
+      return Unsupported("input '" + vi.name() + "' has " + std::to_string(shape.size()) +
+                         " dimensions, more than the limit of " + std::to_string(limits::kMaxRank) + " (fcb/limits.h)");
+    uint64_t numel = 1;
+    for (int64_t d : shape) {
+      if (d != 0 && numel > limits::kMaxTensorElements / static_cast<uint64_t>(d)) {
+        numel = limits::kMaxTensorElements + 1;
+        break;
+      }
+      numel *= static_cast<uint64_t>(d);
+    }
+    if (numel > limits::kMaxTensorElements)
+      return Unsupported("input '" + vi.name() + "' has shape " + ir::ShapeToString(shape) +
+                         ", more than the limit of " + std::to_string(limits::kMaxTensorElements) +
+                         " elements (fcb/limits.h)");
+    return shape;
+  }
+
+  Result<ir::Shape> DeclaredInputShape(const onnx::ValueInfoProto& vi) {
     const std::string& name = vi.name();
     const auto& tt = vi.type().tensor_type();
     auto given = opts_.input_shapes.find(name);
@@ -429,14 +453,58 @@ class Importer {
   int64_t model_opset_ = 0;  // as declared; s_.opset is what canonicalization assumes
 };
 
+// Subgraph nesting and node count within fcb/limits.h, checked before the
+// import walks anything (iteratively: a hostile nesting cannot exhaust the
+// stack here).
+Status CheckGraphLimits(const onnx::GraphProto& main) {
+  struct Item {
+    const onnx::GraphProto* g;
+    int depth;
+  };
+  std::vector<Item> stack = {{&main, 0}};
+  uint64_t nodes = 0;
+  while (!stack.empty()) {
+    const Item it = stack.back();
+    stack.pop_back();
+    nodes += static_cast<uint64_t>(it.g->node_size());
+    if (nodes > limits::kMaxNodes)
+      return Unsupported("the model holds more than " + std::to_string(limits::kMaxNodes) +
+                         " nodes (subgraphs included), the limit (fcb/limits.h)");
+    for (const onnx::NodeProto& n : it.g->node()) {
+      for (const onnx::AttributeProto& a : n.attribute()) {
+        const int subgraphs = (a.has_g() ? 1 : 0) + a.graphs_size();
+        if (subgraphs == 0) continue;
+        if (it.depth + 1 > limits::kMaxSubgraphDepth)
+          return Unsupported("node '" + n.name() + "' (" + n.op_type() + ") attribute '" + a.name() +
+                             "' nests subgraphs " + std::to_string(it.depth + 1) + " deep, more than the limit of " +
+                             std::to_string(limits::kMaxSubgraphDepth) + " (fcb/limits.h)");
+        if (a.has_g()) stack.push_back({&a.g(), it.depth + 1});
+        for (const onnx::GraphProto& sg : a.graphs()) stack.push_back({&sg, it.depth + 1});
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ir::Graph> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
                                   const ImportOptions& opts) {
+  if (bytes.size() > static_cast<size_t>(INT32_MAX))
+    return Unsupported("the model is " + std::to_string(bytes.size()) +
+                       " bytes, more than protobuf's 2 GiB; save its weights as external data");
   onnx::ModelProto m;
-  if (!m.ParseFromString(bytes))
-    return CorruptFile("not a valid ONNX model (protobuf parsing failed, " +
-                       std::to_string(bytes.size()) + " bytes)");
+  // Protobuf's default nesting limit (100 messages) would refuse a model
+  // nested just past 32 subgraphs with no word of why; this one parses
+  // anything CheckGraphLimits can name, and still bounds the parser's stack.
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(4 * limits::kMaxSubgraphDepth + 64);
+  if (!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return CorruptFile("not a valid ONNX model (protobuf parsing failed, " + std::to_string(bytes.size()) +
+                       " bytes; or subgraphs nested far past the limit of " +
+                       std::to_string(limits::kMaxSubgraphDepth) + ")");
+  FCB_RETURN_IF_ERROR(CheckGraphLimits(m.graph()));
   return Importer(m, base_dir, opts).Run();
 }
 

@@ -71,6 +71,11 @@ Status InferElements(const InferContext& c, std::vector<TensorInfo>* outs) {
     return OpError(c.op, "indices rank must equal data rank");
   int64_t axis = 0;
   FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0), data.shape.size(), &axis));
+  // Off the axis an index position addresses data directly.
+  for (size_t d = 0; d < ind.shape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && ind.shape[d] > data.shape[d])
+      return OpError(c.op, "indices dim " + std::to_string(d) + " (" + std::to_string(ind.shape[d]) +
+                               ") is larger than the data's (" + std::to_string(data.shape[d]) + ")");
   if (scatter) {
     const TensorInfo& upd = Input(c, 2);
     if (!upd.present() || upd.shape != ind.shape || upd.dtype != data.dtype)

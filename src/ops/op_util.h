@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "fcb/limits.h"
 #include "ops/op.h"
 
 namespace fcb::ops {
@@ -25,7 +26,7 @@ namespace fcb::ops {
 inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 // Largest rank of the strided loops (broadcast, transpose, slice, ...), whose
 // index counters live on the stack so Run does not allocate.
-inline constexpr int kMaxRank = 16;
+inline constexpr int kMaxRank = limits::kMaxRank;  // fcb/limits.h
 
 // "Op: msg" errors.
 Status OpError(std::string_view op, const std::string& msg);

@@ -1,5 +1,6 @@
 #include "ops/plan_check.h"
 
+#include "fcb/limits.h"
 #include "ops/conv_geom.h"
 
 namespace fcb::ops {
@@ -17,8 +18,14 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     const ir::DType dtype = t.dtype;
     const size_t es = ir::DTypeSize(dtype);
     if (es == 0) return InvalidArgument(where + " has unknown dtype code " + std::to_string(static_cast<int32_t>(t.dtype)));
+    if (t.shape.size() > static_cast<size_t>(limits::kMaxRank))
+      return InvalidArgument(where + " has " + std::to_string(t.shape.size()) + " dimensions, more than the limit of " +
+                             std::to_string(limits::kMaxRank) + " (fcb/limits.h)");
     auto numel = CheckedNumel(t.shape);
     if (!numel.ok()) return InvalidArgument(where + ": " + numel.status().message());
+    if (static_cast<uint64_t>(numel.value()) > limits::kMaxTensorElements)
+      return InvalidArgument(where + " has " + std::to_string(numel.value()) + " elements, more than the limit of " +
+                             std::to_string(limits::kMaxTensorElements) + " (fcb/limits.h)");
     const uint64_t bytes = static_cast<uint64_t>(numel.value()) * es;
     p.bytes[i] = bytes;
     p.infos[i] = {dtype, t.shape};

@@ -153,7 +153,17 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   auto impl = std::make_unique<ProgramImpl>();
   // The pool's checksum is deferred (runtime/pool_check.h); the structural
   // checks, the header and metadata checksums run now.
-  FCB_ASSIGN_OR_RETURN(impl->file, format::LoadFcbFile(path, /*verify_checksums=*/false));
+  // One limit for what the load allocates (the decoded metadata, weights
+  // converted at load) and for what each execution allocates (arena, scratch).
+  impl->memory_limit = options.max_memory_bytes ? options.max_memory_bytes : HostAvailableMemory();
+  impl->memory_limit_from_options = options.max_memory_bytes != 0;
+  const std::string limit_name = impl->memory_limit_from_options
+                                     ? "LoadOptions::max_memory_bytes"
+                                     : "this host's available memory; LoadOptions::max_memory_bytes sets another";
+  auto loaded = format::LoadFcbFile(path, /*verify_checksums=*/false, impl->memory_limit);
+  if (!loaded.ok() && loaded.status().code() == StatusCode::kResourceExhausted)
+    return loaded.TakeStatus().Annotate("(" + limit_name + ")");
+  FCB_ASSIGN_OR_RETURN(impl->file, std::move(loaded));
   const auto& desc = impl->file->desc();
   if (desc.plan_version != ops::kPlanVersion)
     return Unsupported("'" + path + "' holds plans of encoding version " + std::to_string(desc.plan_version) +
@@ -171,8 +181,24 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   // Blobs that can steer control flow are verified as they are read
   // (PrepareMethod); the whole pool in the background, see below.
   std::vector<bool> checked(desc.blobs.size(), false);
-  impl->memory_limit = options.max_memory_bytes ? options.max_memory_bytes : HostAvailableMemory();
-  impl->memory_limit_from_options = options.max_memory_bytes != 0;
+  // What this load allocates beyond the mapping: the decoded metadata, and
+  // bfloat16 weights widened to float32 when their kernels are made (the
+  // most any kernel converts at load). Checked before any kernel is made.
+  uint64_t load_bytes = impl->file->decoded_bytes();
+  for (const auto& c : desc.contexts) {
+    if (c.target != impl->target_name) continue;
+    for (const auto& t : c.tensors) {
+      if (t.storage != format::Storage::kWeight || t.dtype != DType::kBF16) continue;
+      if (t.blob >= 0 && static_cast<size_t>(t.blob) < desc.blobs.size())
+        load_bytes += std::min<uint64_t>(desc.blobs[t.blob].size, UINT64_MAX / 4) * 2;
+      if (load_bytes > impl->memory_limit) break;
+    }
+  }
+  if (load_bytes > impl->memory_limit)
+    return ResourceExhausted("'" + path + "', target " + impl->target_name + ": loading it takes " +
+                             std::to_string(load_bytes) +
+                             " bytes (decoded metadata and weights converted at load), more than the memory limit of " +
+                             std::to_string(impl->memory_limit) + " bytes (" + limit_name + ")");
   for (const auto& c : desc.contexts) {
     if (c.target != impl->target_name) continue;
     if (impl->Find(c.method)) return CorruptFile("'" + path + "' holds method '" + c.method + "' twice for target " + c.target);

@@ -191,11 +191,16 @@ class QConvKernel : public Kernel {
       // Real channel of padded column i (or -1 in the padding).
       const int64_t gi = c_.p.depthwise ? 0 : i / c_.ocp, j = c_.p.depthwise ? i : i % c_.ocp;
       const int64_t o = j < (c_.p.depthwise ? g.oc : c_.ocg) ? gi * c_.ocg + j : -1;
-      int32_t add = bias_i ? bias_i[i] : 0;
+      // In 32-bit wrapping arithmetic, as the kernels accumulate: the same
+      // bits as int32 for every valid file (zero points of 8 bits, where
+      // nothing wraps), and defined for any bytes a file holds.
+      uint32_t add = bias_i ? static_cast<uint32_t>(bias_i[i]) : 0u;
       const int32_t zb = bzp ? bzp[i] : 0;
-      if (!c_.p.depthwise) add += -za * colsum[i] + K * za * zb;
+      if (!c_.p.depthwise)
+        add += static_cast<uint32_t>(K) * static_cast<uint32_t>(za) * static_cast<uint32_t>(zb) -
+               static_cast<uint32_t>(za) * static_cast<uint32_t>(colsum[i]);
       any_bzp |= !c_.p.depthwise && zb != 0;
-      col_add[i] = add;
+      col_add[i] = static_cast<int32_t>(add);
       float mv = 0.f;
       if (o >= 0) {
         if (mode == kScaled || mode == kQdq) mv = sx * wscale[i];

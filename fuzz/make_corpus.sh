@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Seed corpora for the fuzz targets (fuzz/CMakeLists.txt), made from the test
+# data: usage fuzz/make_corpus.sh BUILD_DIR OUT_DIR
+#   BUILD_DIR  a normal build with its test data (scripts/test.sh makes both):
+#              its fcb CLI compiles the .fcb seeds
+#   OUT_DIR    gets load/ onnx/ npy/ spec/, one seed per file
+# Seeds are small (under 64 KiB each: libFuzzer's inputs grow from them, and
+# small inputs run fast).
+set -euo pipefail
+build="$(cd "$1" && pwd)"
+out="$2"
+fcb="$build/fcb"
+node="$build/conformance-data/node"
+data="$build/testdata"
+for d in "$fcb" "$node" "$data"; do
+  [[ -e "$d" ]] || { echo "error: $d is missing; build and prepare the test data first (scripts/test.sh)" >&2; exit 1; }
+done
+rm -rf "$out"
+mkdir -p "$out"/{load,onnx,npy,spec}
+small() { [[ $(stat -c %s "$1") -le 65536 ]]; }
+
+# onnx: every ONNX backend node test model, and the small test models.
+for m in "$node"/*/model.onnx; do
+  small "$m" && cp "$m" "$out/onnx/$(basename "$(dirname "$m")").onnx"
+done
+for m in "$data"/*.onnx; do small "$m" && cp "$m" "$out/onnx/"; done
+
+# load: .fcb files of every kind the compiler writes: one and two targets,
+# fp32 / bf16 / int8 contexts, several methods sharing weights, and one
+# operator each from a spread of node tests.
+compile() {  # NAME ARGS...
+  local name=$1; shift
+  if "$fcb" compile "$@" -o "$out/load/$name.fcb" >/dev/null 2>&1 && small "$out/load/$name.fcb"; then :; else
+    rm -f "$out/load/$name.fcb"; fi
+}
+for m in fusion_mix kws_cnn lstm_features gru_features rnn_features lstm_input_forget; do
+  compile "$m" "$data/$m.onnx" --target generic --target x86-64-v4
+done
+compile fusion_mix_int8 "$data/fusion_mix.onnx" --target x86-64-v4 --target-options '{"precision": "int8"}'
+compile fusion_mix_bf16 "$data/fusion_mix.onnx" --target x86-64-v4 --target-options '{"precision": "bf16"}'
+compile fusion_mix_o0 "$data/fusion_mix.onnx" --target generic --target-options '{"optimization_level": 0}'
+compile two_methods --method a="$data/fusion_mix.onnx" --method b="$data/lstm_features.onnx" --target generic
+n=0
+for t in "$node"/test_{conv_with_strides_padding,convtranspose,gemm_default_matrix_bias,matmul_3d,maxpool_2d_pads,averagepool_2d_pads,softmax_axis_1,layer_normalization_4d_axis1,resize_upsample_scales_linear,gather_0,transpose_all_permutations_0,concat_3d_axis_1,split_equal_parts_1d,slice,reduce_mean_keepdims_example,lstm_defaults,gru_defaults,rnn_seq_length,where_example,cast_FLOAT_to_FLOAT16,qlinearconv,qlinearmatmul_2D,dequantizelinear,quantizelinear,einsum_batch_matmul,topk,cumsum_2d_axis_0,depthtospace_crd_mode_example,pad,tile,expand_dim_changed,batchnorm_epsilon,instancenorm_example,lrn,hardmax_axis_1,onehot_with_axis,scatter_elements_with_axis,argmax_keepdims_example}; do
+  [[ -f "$t/model.onnx" ]] || continue
+  compile "$(basename "$t")" "$t/model.onnx" --target generic --target x86-64-v4
+  n=$((n + 1))
+done
+
+# npy: the test inputs that are small, and one file of each dtype and header
+# version the reader takes.
+for f in "$data"/*.npy; do small "$f" && cp "$f" "$out/npy/"; done
+py=/usr/bin/python3
+if "$py" -c "import numpy" 2>/dev/null; then
+  "$py" - "$out/npy" <<'PY'
+import sys, numpy as np
+out = sys.argv[1]
+for dt in ["f4", "f2", "f8", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "?"]:
+    np.save(f"{out}/{dt.replace('?', 'bool')}.npy", (np.arange(12).reshape(3, 4) % 3).astype(dt))
+np.save(f"{out}/scalar.npy", np.float32(1.5))
+np.save(f"{out}/empty.npy", np.zeros((0, 3), np.float32))
+with open(f"{out}/v2.npy", "wb") as f:
+    np.lib.format.write_array(f, np.ones((2, 2), np.float32), version=(2, 0))
+PY
+fi
+
+# spec: the README's forms.
+cat > "$out/spec/single.json" <<'J'
+{"targets": "x86-64-v3"}
+J
+cat > "$out/spec/list.json" <<'J'
+{"targets": ["generic", "x86-64-v3", "x86-64-v4"], "target_options": [{}, {"optimization_level": 2}, {"precision": "int8"}], "weight_sharing": true}
+J
+cat > "$out/spec/shapes.json" <<'J'
+{"targets": ["all"], "input_shapes": {"input": [1, 3, 224, 224], "decode:ids": [1, 1]}, "weight_sharing": false}
+J
+cat > "$out/spec/options.json" <<'J'
+{"targets": ["x86-64-v4"], "target_options": {"precision": "bf16", "optimization_level": 3}}
+J
+for t in load onnx npy spec; do echo "$t: $(ls "$out/$t" | wc -l) seeds"; done
