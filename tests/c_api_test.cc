@@ -203,6 +203,50 @@ TEST_F(CApiTest, SpecErrorsCarryTheCppMessage) {
   EXPECT_NE(dup.message().find("'a' is given twice"), std::string::npos) << dup.message();
 }
 
+// fcb_program_load_limited passes the memory limit through: one byte short
+// of what the demo model's execution needs is refused (with the C++ API's
+// message), exactly enough loads and runs.
+TEST_F(CApiTest, LoadLimitedBoundsMemoryLikeLoadOptions) {
+  const std::string path = dir_->File("demo.fcb");
+  uint64_t needed = 0;
+  for (uint64_t lo = 1, hi = uint64_t{1} << 34; lo <= hi;) {  // the least limit that loads
+    const uint64_t mid = lo + (hi - lo) / 2;
+    LoadOptions o;
+    o.max_memory_bytes = mid;
+    if (Program::Load(path, o).ok()) {
+      needed = mid;
+      hi = mid - 1;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  ASSERT_GT(needed, 1u);
+  fcb_program_t* p = nullptr;
+  {
+    StatusPtr s(fcb_program_load_limited(path.c_str(), nullptr, 1, needed - 1, &p));
+    LoadOptions o;
+    o.max_memory_bytes = needed - 1;
+    auto cpp = Program::Load(path, o);
+    ASSERT_FALSE(cpp.ok());
+    EXPECT_EQ(s.code(), FCB_STATUS_RESOURCE_EXHAUSTED) << s.message();
+    EXPECT_EQ(s.message(), cpp.status().message());
+    EXPECT_NE(s.message().find("memory limit of " + std::to_string(needed - 1) + " bytes"), std::string::npos);
+    EXPECT_EQ(p, nullptr);
+  }
+  StatusPtr s(fcb_program_load_limited(path.c_str(), nullptr, 1, needed, &p));
+  ASSERT_TRUE(s.ok()) << s.message();
+  ProgramHandle owned(p);
+  fcb_execution_t* raw = nullptr;
+  StatusPtr c(fcb_execution_create(p, nullptr, 1, &raw));
+  ASSERT_TRUE(c.ok()) << c.message();
+  ExecutionHandle ex(raw);
+  std::vector<float> zeros(3 * 64 * 64);
+  StatusPtr si(fcb_execution_set_input(ex.get(), "input", zeros.data(), zeros.size() * 4));
+  ASSERT_TRUE(si.ok()) << si.message();
+  StatusPtr r(fcb_execution_run(ex.get()));
+  EXPECT_TRUE(r.ok()) << r.message();
+}
+
 TEST_F(CApiTest, CorruptAndMissingFilesAreRefusedLikeTheCppApi) {
   const auto good = testing::ReadBytes(dir_->File("demo.fcb"));
   const std::string bad = dir_->File("bad.fcb");

@@ -268,6 +268,11 @@ TEST_F(PlanVersionTest, MaxMemoryBytesBoundsLoadAndExecution) {
   EXPECT_NE(refused.status().message().find("memory limit of " + std::to_string(one - 1) + " bytes"), std::string::npos)
       << refused.status().message();
   EXPECT_NE(refused.status().message().find("LoadOptions::max_memory_bytes"), std::string::npos);
+  // The CLI's --max-memory is the same limit.
+  auto cli = RunCommand(CliPath() + " run '" + dir_.File("good.fcb") + "' --max-memory " + std::to_string(one - 1) +
+                        " --output-dir '" + dir_.File("o") + "'");
+  EXPECT_EQ(cli.exit_code, 1) << cli.err;
+  EXPECT_NE(cli.err.find("memory limit of " + std::to_string(one - 1) + " bytes"), std::string::npos) << cli.err;
   lo.max_memory_bytes = one;  // exactly enough for one thread
   auto p = Program::Load(dir_.File("good.fcb"), lo);
   ASSERT_TRUE(p.ok()) << p.status().message();

@@ -108,6 +108,13 @@ typedef struct fcb_program fcb_program_t;
  * cannot run it). verify_checksums: nonzero to verify the weights' checksums. */
 FCB_C_API fcb_status_t* fcb_program_load(const char* path, const char* target, int verify_checksums,
                                          fcb_program_t** program);
+/* As fcb_program_load, with a memory limit: max_memory_bytes bounds what the
+ * load allocates and what each execution allocates (arena and every thread's
+ * scratch); 0 means this host's available memory, which is what
+ * fcb_program_load uses. A file asking for more is refused with
+ * FCB_STATUS_RESOURCE_EXHAUSTED naming the limit and the bytes asked for. */
+FCB_C_API fcb_status_t* fcb_program_load_limited(const char* path, const char* target, int verify_checksums,
+                                                 uint64_t max_memory_bytes, fcb_program_t** program);
 FCB_C_API void fcb_program_destroy(fcb_program_t* program);
 
 /* The selected target. Valid while the program lives; NULL for a NULL program. */

@@ -193,12 +193,18 @@ fcb_status_t* fcb_compile(const char* const* method_names, const char* const* mo
 
 fcb_status_t* fcb_program_load(const char* path, const char* target, int verify_checksums,
                                fcb_program_t** program) {
+  return fcb_program_load_limited(path, target, verify_checksums, 0, program);
+}
+
+fcb_status_t* fcb_program_load_limited(const char* path, const char* target, int verify_checksums,
+                                       uint64_t max_memory_bytes, fcb_program_t** program) {
   return Guard("fcb_program_load", [&]() -> fcb_status_t* {
     if (!path) return NullArgument("fcb_program_load", "path");
     if (!program) return NullArgument("fcb_program_load", "program");
     fcb::LoadOptions options;
     options.target = target ? target : "auto";
     options.verify_checksums = verify_checksums != 0;
+    options.max_memory_bytes = max_memory_bytes;
     auto loaded = fcb::Program::Load(path, options);
     if (!loaded.ok()) return FromStatus(loaded.status());
     auto p = std::make_unique<fcb_program>();

@@ -23,11 +23,13 @@ struct RunArgs {
   int threads = 1;
   std::vector<std::string> inputs;
   bool no_verify = false;
+  uint64_t max_memory = 0;  // LoadOptions::max_memory_bytes
 };
 struct BenchArgs {
   std::string file, method, target = "auto";
   int threads = 1, iterations = 20;
   bool json = false;
+  uint64_t max_memory = 0;  // LoadOptions::max_memory_bytes
 };
 
 int CmdCompile(const CompileArgs& a);
@@ -59,6 +61,7 @@ struct Loaded {
   double load_ms = 0;
 };
 Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
-                          bool verify);
+                          bool verify,
+                          uint64_t max_memory_bytes = 0);
 
 }  // namespace fcb::cli

@@ -49,11 +49,12 @@ Result<std::vector<int64_t>> ParseDims(const std::string& s, const std::string& 
 }
 
 Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
-                          bool verify) {
+                          bool verify, uint64_t max_memory_bytes) {
   Loaded l;
   LoadOptions lo;
   lo.target = target;
   lo.verify_checksums = verify;
+  lo.max_memory_bytes = max_memory_bytes;
   const auto t0 = std::chrono::steady_clock::now();
   FCB_ASSIGN_OR_RETURN(l.program, Program::Load(file, lo));
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   run->add_option("--input", ra.inputs, "NAME=FILE.npy (repeatable)");
   run->add_option("--output-dir", ra.output_dir, "where to write <output>.npy (default .)");
   run->add_flag("--no-verify", ra.no_verify, "skip checksum verification of the file");
+  run->add_option("--max-memory", ra.max_memory,
+                  "bytes the load, and the run, may each allocate (default 0: this host's available memory)");
 
   std::string inspect_file;
   bool inspect_json = false;
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", ba.threads, "threads (default 1)");
   bench->add_option("--iterations", ba.iterations, "timed runs (default 20)");
   bench->add_flag("--json", ba.json, "machine-readable output");
+  bench->add_option("--max-memory", ba.max_memory,
+                    "bytes the load, and each run, may allocate (default 0: this host's available memory)");
 
   bool targets_json = false, ops_json = false;
   auto* targets = app.add_subcommand("targets", "list known targets and what this host runs");

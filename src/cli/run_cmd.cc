@@ -77,7 +77,7 @@ double Ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::ti
 }  // namespace
 
 int CmdRun(const RunArgs& a) {
-  auto loaded = LoadForRun(a.file, a.target, a.method, !a.no_verify);
+  auto loaded = LoadForRun(a.file, a.target, a.method, !a.no_verify, a.max_memory);
   if (!loaded.ok()) return Fail(loaded.status());
   const auto& l = loaded.value();
   auto ex = Execution::Create(l.program, l.method, a.threads);
@@ -108,7 +108,7 @@ int CmdRun(const RunArgs& a) {
 
 int CmdBench(const BenchArgs& a) {
   if (a.iterations < 1) return Fail("--iterations must be at least 1", 2);
-  auto loaded = LoadForRun(a.file, a.target, a.method, true);
+  auto loaded = LoadForRun(a.file, a.target, a.method, true, a.max_memory);
   if (!loaded.ok()) return Fail(loaded.status());
   const auto& l = loaded.value();
   auto ex = Execution::Create(l.program, l.method, a.threads);
