@@ -47,7 +47,7 @@ std::string WriteModel(const TempDir& dir) {
   scales->add_dims(4);
   for (float f : {1.f, 1.f, 2.f, 2.f}) scales->add_float_data(f);
 
-  AddNode(g, "my_det", "Det", {"x"}, "a");  // operator fcb does not implement
+  AddNode(g, "my_nms", "NonMaxSuppression", {"x", "x"}, "a");  // operator fcb does not implement
   auto* cast = AddNode(g, "my_cast", "Cast", {"x"}, "b");  // to string: a type fcb lacks
   auto* to = cast->add_attribute();
   to->set_name("to");
@@ -66,7 +66,7 @@ std::string WriteModel(const TempDir& dir) {
   body->set_type(onnx::AttributeProto::GRAPH);
   body->mutable_g()->set_name("empty");
   AddNode(g, "supported_relu", "Relu", {"x"}, "f");  // fine: must not be listed
-  AddNode(g, "after_det", "Relu", {"a"}, "g");       // downstream of one: not listed either
+  AddNode(g, "after_nms", "Relu", {"a"}, "g");       // downstream of one: not listed either
   for (const char* o : {"b", "c", "d", "e", "f", "g"}) AddTensorValue(g->add_output(), o, {});
   auto* ms_opset = m.add_opset_import();
   ms_opset->set_domain("com.microsoft");
@@ -81,8 +81,8 @@ std::string WriteModel(const TempDir& dir) {
 // Every offending node, with its op type and what is wrong with it.
 void ExpectListsAll(const std::string& msg) {
   EXPECT_NE(msg.find("5 unsupported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("my_det"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(Det)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("my_nms"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(NonMaxSuppression)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("my_cast"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(Cast)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cast from float32 to string"), std::string::npos) << msg;
@@ -94,7 +94,7 @@ void ExpectListsAll(const std::string& msg) {
   EXPECT_NE(msg.find("my_if"), std::string::npos) << msg;
   EXPECT_NE(msg.find("GRAPH"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("supported_relu"), std::string::npos) << msg;
-  EXPECT_EQ(msg.find("after_det"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("after_nms"), std::string::npos) << msg;
 }
 
 TEST(UnsupportedOps, ApiReportsEveryNodeInOneError) {

@@ -34,5 +34,6 @@ void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize,
 void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
 void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
 void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+void RegisterTensorExtraOps(std::vector<OpDef>* ops);      // tensor_extra.cc: EyeLike, ReverseSequence, MaxUnpool, Det, MeanVarianceNormalization
 
 }  // namespace fcb::ops

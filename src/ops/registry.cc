@@ -102,6 +102,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterEinsumOps(&v);
     RegisterTopKHardmaxOps(&v);
     RegisterQuantOps(&v);
+    RegisterTensorExtraOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
