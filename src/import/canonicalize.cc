@@ -214,6 +214,9 @@ Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
     n.attrs.clear();
     n.inputs.resize(std::min<size_t>(n.inputs.size(), 1));
     n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
+  } else if (op == "RoiAlign" && opset < 16 && !n.Has("coordinate_transformation_mode")) {
+    // RoiAlign-10 has no attribute and means what opset 16 calls output_half_pixel.
+    n.SetString("coordinate_transformation_mode", "output_half_pixel");
   }
   return s.Emit(std::move(n));
 }

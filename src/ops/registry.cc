@@ -103,6 +103,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterTopKHardmaxOps(&v);
     RegisterQuantOps(&v);
     RegisterTensorExtraOps(&v);
+    RegisterSamplingOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
