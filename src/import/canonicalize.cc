@@ -121,6 +121,10 @@ const std::set<std::string> kReduceOps = {
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
     "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"};
 
+// Operators with a `seed` attribute (src/ops/random.cc).
+const std::set<std::string> kRandomOps = {"Bernoulli", "RandomNormal", "RandomNormalLike",
+                                          "RandomUniform", "RandomUniformLike"};
+
 }  // namespace
 
 Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
@@ -217,6 +221,18 @@ Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
   } else if (op == "RoiAlign" && opset < 16 && !n.Has("coordinate_transformation_mode")) {
     // RoiAlign-10 has no attribute and means what opset 16 calls output_half_pixel.
     n.SetString("coordinate_transformation_mode", "output_half_pixel");
+  } else if (kRandomOps.count(op) && !n.Has("seed")) {
+    // A seed fixed at compile time (see src/ops/random.cc): FNV-1a of the
+    // node's name and output names, 24 bits so the float attribute holds it.
+    uint32_t h = 2166136261u;
+    auto mix = [&h](const std::string& text) {
+      for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
+      h = (h ^ 0xffu) * 16777619u;  // separator
+    };
+    mix(n.name);
+    for (int o : n.outputs)
+      if (o >= 0) mix(s.g.values[o].name);
+    n.SetFloat("seed", static_cast<float>(h & 0xffffffu));
   }
   return s.Emit(std::move(n));
 }

@@ -36,5 +36,6 @@ void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: T
 void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 void RegisterTensorExtraOps(std::vector<OpDef>* ops);      // tensor_extra.cc: EyeLike, ReverseSequence, MaxUnpool, Det, MeanVarianceNormalization
 void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridSample, RoiAlign
+void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)
 
 }  // namespace fcb::ops

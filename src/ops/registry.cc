@@ -104,6 +104,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterQuantOps(&v);
     RegisterTensorExtraOps(&v);
     RegisterSamplingOps(&v);
+    RegisterRandomOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
