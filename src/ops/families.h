@@ -37,5 +37,6 @@ void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: Quantize
 void RegisterTensorExtraOps(std::vector<OpDef>* ops);      // tensor_extra.cc: EyeLike, ReverseSequence, MaxUnpool, Det, MeanVarianceNormalization
 void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridSample, RoiAlign
 void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)
+void RegisterDataShapeOps(std::vector<OpDef>* ops);        // data_shape.cc: Compress, NonZero, Unique (shape-deciding input constant)
 
 }  // namespace fcb::ops

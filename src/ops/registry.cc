@@ -105,6 +105,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterTensorExtraOps(&v);
     RegisterSamplingOps(&v);
     RegisterRandomOps(&v);
+    RegisterDataShapeOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
