@@ -106,6 +106,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterSamplingOps(&v);
     RegisterRandomOps(&v);
     RegisterDataShapeOps(&v);
+    RegisterSignalOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
