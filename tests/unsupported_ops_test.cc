@@ -3,6 +3,7 @@
 // subgraph attribute) fails at compile time with ONE error that names every
 // offending node, its op type and what is unsupported, through the API and
 // through `fcb compile`.
+#include <cstring>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -191,6 +192,130 @@ TEST(UnsupportedOps, QuantizationAtOpset19IsRefusedAsAWhole) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(r.status().message().find("opset 19"), std::string::npos) << r.status().message();
+}
+
+// Operators whose output shape depends on data (Compress's condition, NonZero's
+// and Unique's input) or whose size inputs fix the output shape (windows,
+// DFT's dft_length) need those inputs at compile time; fed at run time, each
+// node is named in one Unsupported error that says why.
+TEST(UnsupportedOps, DataDependentShapesNeedConstants) {
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("data_shapes");
+  AddTensorValue(g->add_input(), "x", {4});
+  AddTypedValue(g->add_input(), "cond", onnx::TensorProto::BOOL, {4});
+  auto* n = g->add_input();
+  AddTypedValue(n, "n", onnx::TensorProto::INT64, {});
+  n->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar: rank 0, not unknown
+  AddTensorValue(g->add_input(), "sig", {1, 8, 1});
+  AddNode(g, "my_compress", "Compress", {"x", "cond"}, "a");
+  AddNode(g, "my_nonzero", "NonZero", {"x"}, "b");
+  AddNode(g, "my_unique", "Unique", {"x"}, "c");
+  AddNode(g, "my_hann", "HannWindow", {"n"}, "d");
+  AddNode(g, "my_dft", "DFT", {"sig", "n"}, "e");
+  for (const char* o : {"a", "b", "c", "d", "e"}) AddTensorValue(g->add_output(), o, {});
+  const std::string path = dir.File("shapes.onnx");
+  {
+    std::ofstream f(path, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"generic"};
+  auto r = Compile(path, spec, dir.File("out.fcb"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find("5 unsupported"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_compress' (Compress)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("condition must be a compile-time constant"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_nonzero' (NonZero)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_unique' (Unique)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("depends on run-time data"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_hann' (HannWindow)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("size must be a compile-time constant"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_dft' (DFT)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dft_length must be a compile-time constant"), std::string::npos) << msg;
+}
+
+// Random operators: with a seed, and without one (the importer fixes a seed
+// per node), every target and every run produce the same bits; two unseeded
+// nodes of the same shape draw different values.
+TEST(UnsupportedOps, RandomOpsAreDeterministicAcrossTargets) {
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(15);
+  auto* g = m.mutable_graph();
+  g->set_name("random");
+  AddTensorValue(g->add_input(), "p", {256});
+  auto shape_attr = [](onnx::NodeProto* n) {
+    auto* a = n->add_attribute();
+    a->set_name("shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(64);
+    a->add_ints(4);
+  };
+  shape_attr(AddNode(g, "n1", "RandomNormal", {}, "a"));
+  shape_attr(AddNode(g, "n2", "RandomNormal", {}, "b"));
+  auto* u = AddNode(g, "u", "RandomUniform", {}, "c");
+  shape_attr(u);
+  auto* seed = u->add_attribute();
+  seed->set_name("seed");
+  seed->set_type(onnx::AttributeProto::FLOAT);
+  seed->set_f(7.f);
+  AddNode(g, "bern", "Bernoulli", {"p"}, "d");
+  AddNode(g, "like", "RandomNormalLike", {"p"}, "e");
+  for (const char* o : {"a", "b", "c"}) AddTensorValue(g->add_output(), o, {64, 4});
+  for (const char* o : {"d", "e"}) AddTensorValue(g->add_output(), o, {256});
+  const std::string path = dir.File("random.onnx");
+  {
+    std::ofstream f(path, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto r = Compile(path, spec, dir.File("out.fcb"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<float> p(256, 0.5f);
+  std::vector<std::vector<uint8_t>> first;
+  int ran = 0;
+  for (const std::string target : {"generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
+    LoadOptions lo;
+    lo.target = target;
+    auto prog = Program::Load(dir.File("out.fcb"), lo);
+    if (!prog.ok()) continue;  // a target this host cannot run
+    for (int threads : {1, 3}) {
+      auto ex = Execution::Create(*prog, "main", threads);
+      ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+      ASSERT_TRUE((*ex)->SetInput("p", p.data(), p.size() * 4).ok());
+      for (int run = 0; run < 2; ++run) {
+        ASSERT_TRUE((*ex)->Run().ok()) << target;
+        std::vector<std::vector<uint8_t>> outs;
+        for (size_t i = 0; i < 5; ++i) {
+          const size_t bytes = 256 * 4;
+          const uint8_t* d = static_cast<const uint8_t*>((*ex)->output_data(i));
+          outs.emplace_back(d, d + bytes);
+        }
+        if (first.empty()) first = outs;
+        for (size_t i = 0; i < 5; ++i) EXPECT_EQ(outs[i], first[i]) << target << " output " << i;
+        ++ran;
+      }
+    }
+  }
+  ASSERT_GT(ran, 0);
+  EXPECT_NE(first[0], first[1]) << "two unseeded nodes drew the same values";
+  // Bernoulli(0.5) over 256 draws: 128 +- 4 sigma (sigma = 8).
+  int ones = 0;
+  for (size_t i = 0; i < 256; ++i) {
+    float v;
+    std::memcpy(&v, first[3].data() + 4 * i, 4);
+    EXPECT_TRUE(v == 0.f || v == 1.f);
+    ones += v == 1.f;
+  }
+  EXPECT_NEAR(ones, 128, 32);
 }
 
 }  // namespace
