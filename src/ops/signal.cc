@@ -36,8 +36,10 @@ using ir::DType;
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 // Largest transform / window / matrix edge accepted (the direct DFT is
-// quadratic in it).
-constexpr int64_t kMaxSignalLen = int64_t{1} << 24;
+// quadratic in it; create holds tables of this many doubles).
+constexpr int64_t kMaxSignalLen = int64_t{1} << 20;
+// Largest MelWeightMatrix (elements; create computes it into a table).
+constexpr int64_t kMaxMelElements = int64_t{1} << 26;
 
 // A scalar (or one-element) integer input that fixes the output shape.
 Status ShapeScalar(const InferContext& c, size_t i, const char* what, int64_t* v, bool* present) {
@@ -124,7 +126,7 @@ Status ResolveDft(const InferContext& c, DftPlan* p) {
   int64_t len = 0;
   FCB_RETURN_IF_ERROR(ShapeScalar(c, 1, "dft_length", &len, &present));
   if (present) p->len = len;
-  if (p->len < 1 || p->len > kMaxSignalLen) return OpError(c.op, "dft_length must be in [1, 2^24]");
+  if (p->len < 1 || p->len > kMaxSignalLen) return OpError(c.op, "dft_length must be in [1, 2^20]");
   p->bins = onesided ? p->len / 2 + 1 : p->len;
   p->in_c = x.shape.back();
   p->outer = SafeProduct(x.shape, 0, static_cast<size_t>(p->axis));
@@ -224,7 +226,7 @@ Status ResolveStft(const InferContext& c, StftPlan* p) {
   if (!present) flen = wlen;
   if (flen < 0) return OpError(c.op, "frame_length or window is required");
   if (wlen >= 0 && wlen != flen) return OpError(c.op, "window length differs from frame_length");
-  if (flen < 1 || flen > kMaxSignalLen) return OpError(c.op, "frame_length must be in [1, 2^24]");
+  if (flen < 1 || flen > kMaxSignalLen) return OpError(c.op, "frame_length must be in [1, 2^20]");
   if (flen > p->sig) return OpError(c.op, "frame_length is longer than the signal");
   p->flen = flen;
   p->frames = (p->sig - flen) / p->step + 1;
@@ -277,7 +279,7 @@ Status InferWindow(const InferContext& c, std::vector<TensorInfo>* outs) {
   bool present = false;
   FCB_RETURN_IF_ERROR(ShapeScalar(c, 0, "size", &n, &present));
   if (!present) return OpError(c.op, "size is required");
-  if (n < 0 || n > kMaxSignalLen) return OpError(c.op, "size must be in [0, 2^24]");
+  if (n < 0 || n > kMaxSignalLen) return OpError(c.op, "size must be in [0, 2^20]");
   const DType t = static_cast<DType>(c.attrs.GetInt("output_datatype", 1));
   if (!OutTypeOk(t)) return OpUnsupported(c.op, "output_datatype " + std::to_string(static_cast<int>(t)));
   outs->push_back(TensorInfo{t, {n}});
@@ -327,11 +329,12 @@ Status ResolveMel(const InferContext& c, MelPlan* p) {
       return OpError(c.op, std::string(what) + " constant does not match its declared type");
     (i == 3 ? p->lo : p->hi) = t->GetDouble(0);
   }
-  if (p->mel < 1 || p->mel > kMaxSignalLen) return OpError(c.op, "num_mel_bins must be in [1, 2^24]");
-  if (p->dft < 1 || p->dft > kMaxSignalLen) return OpError(c.op, "dft_length must be in [1, 2^24]");
+  if (p->mel < 1 || p->mel > kMaxSignalLen) return OpError(c.op, "num_mel_bins must be in [1, 2^20]");
+  if (p->dft < 1 || p->dft > kMaxSignalLen) return OpError(c.op, "dft_length must be in [1, 2^20]");
   if (p->rate < 1) return OpError(c.op, "sample_rate must be >= 1");
   if (!(p->lo >= 0 && p->hi >= p->lo && std::isfinite(p->hi)))
     return OpError(c.op, "need 0 <= lower_edge_hertz <= upper_edge_hertz");
+  if ((p->dft / 2 + 1) > kMaxMelElements / p->mel) return OpUnsupported(c.op, "a matrix of more than 2^26 elements");
   return CheckShape(c.op, {p->dft / 2 + 1, p->mel}, "output");
 }
 

@@ -134,6 +134,8 @@ Status ResolveUnpool(const InferContext& c, UnpoolGeom* g) {
     if (k[d] < 1 || st[d] < 1 || pads[d] < 0 || pads[d + sp] < 0 || k[d] > (int64_t{1} << 30) ||
         st[d] > (int64_t{1} << 30) || pads[d] > (int64_t{1} << 30) || pads[d + sp] > (int64_t{1} << 30))
       return OpError(c.op, "kernel_shape, strides and pads must be positive (pads >= 0)");
+    if (x.shape[d + 2] > 0 && x.shape[d + 2] - 1 > kMaxElements / st[d])
+      return OpError(c.op, "output would be too large");
     const int64_t o = (x.shape[d + 2] - 1) * st[d] - pads[d] - pads[d + sp] + k[d];
     if (o < 0) return OpError(c.op, "output would have a negative dimension");
     g->default_out.push_back(o);
