@@ -122,14 +122,13 @@ std::vector<int64_t> NonZeroPositions(const ir::TensorData& t) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const uint8_t* e = t.bytes.data() + static_cast<size_t>(i) * es;
     bool nz = false;
-    if (t.dtype == DType::kF32 || t.dtype == DType::kF64 || IsHalf(t.dtype)) {
-      nz = t.dtype == DType::kF32 || t.dtype == DType::kF64 ? t.GetDouble(i) != 0 || std::isnan(t.GetDouble(i))
-                                                            : false;
-      if (IsHalf(t.dtype)) {  // all bits but the sign
-        uint16_t h;
-        std::memcpy(&h, e, 2);
-        nz = (h & 0x7fff) != 0;
-      }
+    if (t.dtype == DType::kF32 || t.dtype == DType::kF64) {
+      const double v = t.GetDouble(i);
+      nz = v != 0 || std::isnan(v);
+    } else if (IsHalf(t.dtype)) {  // any bit but the sign
+      uint16_t h;
+      std::memcpy(&h, e, 2);
+      nz = (h & 0x7fff) != 0;
     } else {
       for (size_t b = 0; b < es && !nz; ++b) nz = e[b] != 0;
     }
