@@ -6,7 +6,10 @@
 // inference refuses the node with Unsupported ("... the output shape depends
 // on run-time data"), which the compiler reports naming the node. NonZero and
 // Unique on a constant input are folded away at compile time; Compress keeps a
-// run-time data input and selects the slices its constant condition picked.
+// run-time data input and selects the slices its constant condition picked
+// (a condition over 64 KiB, more than the loader re-reads for shape
+// inference, is turned into a Gather of constant indices by the importer:
+// src/import/canonicalize.cc).
 //
 // The kernels take their plan from the constant at create time; at run time
 // NonZero and Unique check that the input still holds those bytes (a step fed
