@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,16 @@ struct Row {
 };
 
 }  // namespace
+
+const char* ExpectedFailureReason(const std::string& name) {
+  static const char kRandom[] =
+      "reference values are draws of NumPy's random generator, which fcb's documented generator "
+      "(src/ops/random.cc) does not reproduce; statistics and determinism are tested in src/ops/extra_ops_test.cc";
+  static const std::set<std::string> kRandomTests = {
+      "test_bernoulli",          "test_bernoulli_double", "test_bernoulli_double_expanded",
+      "test_bernoulli_expanded", "test_bernoulli_seed",   "test_bernoulli_seed_expanded"};
+  return kRandomTests.count(name) ? kRandom : nullptr;
+}
 
 const char* OutcomeName(Outcome o) {
   switch (o) {
@@ -78,8 +89,11 @@ int Report(const std::vector<TestResult>& results, const ReportOptions& opt) {
   // Per-operator table.
   std::map<std::string, Row> rows;
   std::map<std::string, std::pair<int, int>> per_target;  // target -> (passed, ran)
-  int supported = 0, passed = 0, unsupported = 0, baked = 0, all_baked = 0;
+  int supported = 0, passed = 0, unsupported = 0, baked = 0, all_baked = 0, expected = 0;
   std::map<std::string, int> kinds;  // failure kind -> tests
+  auto expected_failure = [](const TestResult& r) {
+    return r.outcome == Outcome::kFail && ExpectedFailureReason(r.name) != nullptr;
+  };
   for (const auto& r : results) {
     Row& row = rows[r.op];
     ++row.tests;
@@ -88,12 +102,17 @@ int Report(const std::vector<TestResult>& results, const ReportOptions& opt) {
       case Outcome::kFail:
         ++row.failed;
         ++supported;
+        if (expected_failure(r)) {
+          ++expected;
+          ++kinds["expected"];
+          break;
+        }
         ++kinds[r.failure_kind.empty() ? "error" : r.failure_kind];
         if (r.failure_kind == "refused") ++row.refused;
         break;
       case Outcome::kUnsupported: ++row.unsupported; ++unsupported; break;
     }
-    if (r.outcome == Outcome::kUnsupported) continue;
+    if (r.outcome == Outcome::kUnsupported || expected_failure(r)) continue;
     if (r.outcome == Outcome::kPass && r.const_inputs) ++row.const_inputs, ++baked;
     if (r.outcome == Outcome::kPass && r.const_inputs == 2) ++all_baked;
     for (const auto& t : opt.targets) {
@@ -110,10 +129,14 @@ int Report(const std::vector<TestResult>& results, const ReportOptions& opt) {
   for (const auto& [op, row] : rows)
     std::printf("%-28s %6d %7d %7d %8d %12d %9d\n", op.c_str(), row.tests, row.passed, row.failed,
                 row.refused, row.unsupported, row.const_inputs);
-  const double rate = supported ? static_cast<double>(passed) / supported : 0.0;
+  const int rated = supported - expected;  // expected failures are outside the rate
+  const double rate = rated ? static_cast<double>(passed) / rated : 0.0;
   std::printf("\n%zu tests: %d supported (every operator in fcb ops), %d with unsupported operators; "
               "%d of %d supported passed (%.1f%%) in %.1f s\n",
-              results.size(), supported, unsupported, passed, supported, 100.0 * rate, opt.seconds);
+              results.size(), supported, unsupported, passed, rated, 100.0 * rate, opt.seconds);
+  if (expected)
+    std::printf("  %d expected failures (listed below with their reason) are outside the rate: "
+                "%d of %d counting them\n", expected, passed, supported);
   std::string by_kind;
   for (const auto& [k, n] : kinds) by_kind += (by_kind.empty() ? "" : ", ") + std::to_string(n) + " " + k;
   std::printf("  failures by kind: %s\n", by_kind.empty() ? "none" : by_kind.c_str());
@@ -125,9 +148,13 @@ int Report(const std::vector<TestResult>& results, const ReportOptions& opt) {
   if (opt.list_failures) {
     std::printf("\nfailures:\n");
     for (const auto& r : results)
-      if (r.outcome == Outcome::kFail)
-        std::printf("  %s [%s] %s: %s\n", r.name.c_str(), r.op.c_str(), r.failure_kind.c_str(),
-                    r.reason.c_str());
+      if (r.outcome == Outcome::kFail) {
+        if (const char* why = expected_failure(r) ? ExpectedFailureReason(r.name) : nullptr)
+          std::printf("  %s [%s] expected (%s): %s\n", r.name.c_str(), r.op.c_str(), why, r.reason.c_str());
+        else
+          std::printf("  %s [%s] %s: %s\n", r.name.c_str(), r.op.c_str(), r.failure_kind.c_str(),
+                      r.reason.c_str());
+      }
   }
   std::fflush(stdout);
 
@@ -136,6 +163,7 @@ int Report(const std::vector<TestResult>& results, const ReportOptions& opt) {
     j["tests"] = results.size();
     j["supported"] = supported;
     j["passed"] = passed;
+    j["expected_failures"] = expected;
     j["unsupported"] = unsupported;
     for (const auto& [k, n] : kinds) j["failures_by_kind"][k] = n;
     j["pass_rate"] = rate;
@@ -151,6 +179,7 @@ int Report(const std::vector<TestResult>& results, const ReportOptions& opt) {
                           {"seconds", r.seconds}, {"const_inputs", r.const_inputs}};
       if (!r.reason.empty()) t["reason"] = r.reason;
       if (!r.failure_kind.empty()) t["failure_kind"] = r.failure_kind;
+      if (expected_failure(r)) t["expected_failure"] = ExpectedFailureReason(r.name);
       for (const auto& [tg, ok] : r.target_pass) t["targets"][tg] = ok;
       j["results"].push_back(std::move(t));
     }

@@ -63,6 +63,16 @@ std::vector<std::string> SplitList(const std::string& comma_separated);
 // (no filters: every test).
 bool Selected(const std::string& name, const std::vector<std::string>& filters);
 
+// Expected failures: tests no implementation of the operator's specification
+// can pass, each with the reason. Their expected outputs are draws of NumPy's
+// random generator (the Bernoulli tests and their RandomUniformLike
+// expansions), which fcb's own documented generator (src/ops/random.cc) does
+// not reproduce. Such a test still compiles and runs on every target; when it
+// fails, the report counts it as failure kind "expected", lists it with this
+// reason, and leaves it out of the pass rate (passed / (supported - expected
+// failures)); the total is printed beside the rate. Null: not listed.
+const char* ExpectedFailureReason(const std::string& test_name);
+
 // Prints the report of `results` (in their order) to stdout, writes the JSON
 // file when asked. 0, or 1 when the pass rate is below opt.min_pass_rate or
 // the JSON file cannot be written (with "error: ..." on stderr).

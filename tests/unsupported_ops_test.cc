@@ -3,6 +3,8 @@
 // subgraph attribute) fails at compile time with ONE error that names every
 // offending node, its op type and what is unsupported, through the API and
 // through `fcb compile`.
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -47,7 +49,7 @@ std::string WriteModel(const TempDir& dir) {
   scales->add_dims(4);
   for (float f : {1.f, 1.f, 2.f, 2.f}) scales->add_float_data(f);
 
-  AddNode(g, "my_det", "Det", {"x"}, "a");  // operator fcb does not implement
+  AddNode(g, "my_nms", "NonMaxSuppression", {"x", "x"}, "a");  // operator fcb does not implement
   auto* cast = AddNode(g, "my_cast", "Cast", {"x"}, "b");  // to string: a type fcb lacks
   auto* to = cast->add_attribute();
   to->set_name("to");
@@ -66,7 +68,7 @@ std::string WriteModel(const TempDir& dir) {
   body->set_type(onnx::AttributeProto::GRAPH);
   body->mutable_g()->set_name("empty");
   AddNode(g, "supported_relu", "Relu", {"x"}, "f");  // fine: must not be listed
-  AddNode(g, "after_det", "Relu", {"a"}, "g");       // downstream of one: not listed either
+  AddNode(g, "after_nms", "Relu", {"a"}, "g");       // downstream of one: not listed either
   for (const char* o : {"b", "c", "d", "e", "f", "g"}) AddTensorValue(g->add_output(), o, {});
   auto* ms_opset = m.add_opset_import();
   ms_opset->set_domain("com.microsoft");
@@ -81,8 +83,8 @@ std::string WriteModel(const TempDir& dir) {
 // Every offending node, with its op type and what is wrong with it.
 void ExpectListsAll(const std::string& msg) {
   EXPECT_NE(msg.find("5 unsupported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("my_det"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(Det)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("my_nms"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(NonMaxSuppression)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("my_cast"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(Cast)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cast from float32 to string"), std::string::npos) << msg;
@@ -94,7 +96,7 @@ void ExpectListsAll(const std::string& msg) {
   EXPECT_NE(msg.find("my_if"), std::string::npos) << msg;
   EXPECT_NE(msg.find("GRAPH"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("supported_relu"), std::string::npos) << msg;
-  EXPECT_EQ(msg.find("after_det"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("after_nms"), std::string::npos) << msg;
 }
 
 TEST(UnsupportedOps, ApiReportsEveryNodeInOneError) {
@@ -191,6 +193,192 @@ TEST(UnsupportedOps, QuantizationAtOpset19IsRefusedAsAWhole) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(r.status().message().find("opset 19"), std::string::npos) << r.status().message();
+}
+
+// Operators whose output shape depends on data (Compress's condition, NonZero's
+// and Unique's input) or whose size inputs fix the output shape (windows,
+// DFT's dft_length) need those inputs at compile time; fed at run time, each
+// node is named in one Unsupported error that says why.
+TEST(UnsupportedOps, DataDependentShapesNeedConstants) {
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("data_shapes");
+  AddTensorValue(g->add_input(), "x", {4});
+  AddTypedValue(g->add_input(), "cond", onnx::TensorProto::BOOL, {4});
+  auto* n = g->add_input();
+  AddTypedValue(n, "n", onnx::TensorProto::INT64, {});
+  n->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar: rank 0, not unknown
+  AddTensorValue(g->add_input(), "sig", {1, 8, 1});
+  AddNode(g, "my_compress", "Compress", {"x", "cond"}, "a");
+  AddNode(g, "my_nonzero", "NonZero", {"x"}, "b");
+  AddNode(g, "my_unique", "Unique", {"x"}, "c");
+  AddNode(g, "my_hann", "HannWindow", {"n"}, "d");
+  AddNode(g, "my_dft", "DFT", {"sig", "n"}, "e");
+  for (const char* o : {"a", "b", "c", "d", "e"}) AddTensorValue(g->add_output(), o, {});
+  const std::string path = dir.File("shapes.onnx");
+  {
+    std::ofstream f(path, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"generic"};
+  auto r = Compile(path, spec, dir.File("out.fcb"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find("5 unsupported"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_compress' (Compress)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("condition must be a compile-time constant"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_nonzero' (NonZero)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_unique' (Unique)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("depends on run-time data"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_hann' (HannWindow)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("size must be a compile-time constant"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'my_dft' (DFT)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dft_length must be a compile-time constant"), std::string::npos) << msg;
+}
+
+// Random operators: with a seed, and without one (the importer fixes a seed
+// per node), every target and every run produce the same bits; two unseeded
+// nodes of the same shape draw different values.
+TEST(UnsupportedOps, RandomOpsAreDeterministicAcrossTargets) {
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(15);
+  auto* g = m.mutable_graph();
+  g->set_name("random");
+  AddTensorValue(g->add_input(), "p", {256});
+  auto shape_attr = [](onnx::NodeProto* n) {
+    auto* a = n->add_attribute();
+    a->set_name("shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(64);
+    a->add_ints(4);
+  };
+  shape_attr(AddNode(g, "n1", "RandomNormal", {}, "a"));
+  shape_attr(AddNode(g, "n2", "RandomNormal", {}, "b"));
+  auto* u = AddNode(g, "u", "RandomUniform", {}, "c");
+  shape_attr(u);
+  auto* seed = u->add_attribute();
+  seed->set_name("seed");
+  seed->set_type(onnx::AttributeProto::FLOAT);
+  seed->set_f(7.f);
+  AddNode(g, "bern", "Bernoulli", {"p"}, "d");
+  AddNode(g, "like", "RandomNormalLike", {"p"}, "e");
+  for (const char* o : {"a", "b", "c"}) AddTensorValue(g->add_output(), o, {64, 4});
+  for (const char* o : {"d", "e"}) AddTensorValue(g->add_output(), o, {256});
+  const std::string path = dir.File("random.onnx");
+  {
+    std::ofstream f(path, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto r = Compile(path, spec, dir.File("out.fcb"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<float> p(256, 0.5f);
+  std::vector<std::vector<uint8_t>> first;
+  int ran = 0;
+  for (const std::string target : {"generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
+    LoadOptions lo;
+    lo.target = target;
+    auto prog = Program::Load(dir.File("out.fcb"), lo);
+    if (!prog.ok()) continue;  // a target this host cannot run
+    for (int threads : {1, 3}) {
+      auto ex = Execution::Create(*prog, "main", threads);
+      ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+      ASSERT_TRUE((*ex)->SetInput("p", p.data(), p.size() * 4).ok());
+      for (int run = 0; run < 2; ++run) {
+        ASSERT_TRUE((*ex)->Run().ok()) << target;
+        std::vector<std::vector<uint8_t>> outs;
+        for (size_t i = 0; i < 5; ++i) {
+          const size_t bytes = 256 * 4;
+          const uint8_t* d = static_cast<const uint8_t*>((*ex)->output_data(i));
+          outs.emplace_back(d, d + bytes);
+        }
+        if (first.empty()) first = outs;
+        for (size_t i = 0; i < 5; ++i) EXPECT_EQ(outs[i], first[i]) << target << " output " << i;
+        ++ran;
+      }
+    }
+  }
+  ASSERT_GT(ran, 0);
+  EXPECT_NE(first[0], first[1]) << "two unseeded nodes drew the same values";
+  // Bernoulli(0.5) over 256 draws: 128 +- 4 sigma (sigma = 8).
+  int ones = 0;
+  for (size_t i = 0; i < 256; ++i) {
+    float v;
+    std::memcpy(&v, first[3].data() + 4 * i, 4);
+    EXPECT_TRUE(v == 0.f || v == 1.f);
+    ones += v == 1.f;
+  }
+  EXPECT_NEAR(ones, 128, 32);
+}
+
+// A constant condition larger than the constants shape inference re-reads at
+// load (64 KiB) still compiles and runs: the importer makes the Compress a
+// Gather of the selected indices. Checked on every runnable target.
+TEST(UnsupportedOps, CompressWithALargeConstantConditionRuns) {
+  TempDir dir;
+  const int64_t n = 70000;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("big_compress");
+  AddTensorValue(g->add_input(), "x", {2, n});
+  auto* cond = g->add_initializer();
+  cond->set_name("cond");
+  cond->set_data_type(onnx::TensorProto::BOOL);
+  cond->add_dims(n);
+  std::string bytes(static_cast<size_t>(n), '\0');
+  int64_t picked = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (i % 3 == 0 || i % 7 == 1) bytes[i] = 1, ++picked;
+  cond->set_raw_data(bytes);
+  auto* c = AddNode(g, "big", "Compress", {"x", "cond"}, "y");
+  SetInt(c, "axis", 1);
+  AddNode(g, "flat", "Compress", {"x", "cond"}, "z");  // no axis: over the flattened input
+  AddTensorValue(g->add_output(), "y", {2, picked});
+  AddTensorValue(g->add_output(), "z", {picked});
+  const std::string path = dir.File("big.onnx");
+  {
+    std::ofstream f(path, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto r = Compile(path, spec, dir.File("big.fcb"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<float> x(static_cast<size_t>(2 * n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  std::vector<float> want_y, want_z;
+  for (int64_t row = 0; row < 2; ++row)
+    for (int64_t i = 0; i < n; ++i)
+      if (bytes[i]) want_y.push_back(static_cast<float>(row * n + i));
+  for (int64_t i = 0; i < n; ++i)
+    if (bytes[i]) want_z.push_back(static_cast<float>(i));
+  int ran = 0;
+  for (const std::string target : {"generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
+    LoadOptions lo;
+    lo.target = target;
+    auto prog = Program::Load(dir.File("big.fcb"), lo);
+    if (!prog.ok()) continue;
+    auto ex = Execution::Create(*prog, "main", 2);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    ASSERT_TRUE((*ex)->SetInput("x", x.data(), x.size() * 4).ok());
+    ASSERT_TRUE((*ex)->Run().ok()) << target;
+    const float* y = static_cast<const float*>((*ex)->output_data(0));
+    const float* z = static_cast<const float*>((*ex)->output_data(1));
+    EXPECT_TRUE(std::equal(want_y.begin(), want_y.end(), y)) << target;
+    EXPECT_TRUE(std::equal(want_z.begin(), want_z.end(), z)) << target;
+    ++ran;
+  }
+  EXPECT_GT(ran, 0);
 }
 
 }  // namespace

@@ -132,21 +132,21 @@ def test_errors_by_kind(demo_fcb, demo_model, tmp_path):
 
 
 def test_unsupported_model_raises_unsupported_error(tmp_path):
-    # Det: an ONNX operator fcb does not implement (tests/unsupported_ops_test.cc).
-    assert "Det" not in fcb.ops(internal=True)
+    # BitShift: an ONNX operator fcb does not implement (tests/unsupported_ops_test.cc).
+    assert "BitShift" not in fcb.ops(internal=True)
     import onnx  # Debian python3-onnx (scripts/setup.sh): required, never skipped
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        [helper.make_node("Det", ["x"], ["y"], name="my_det")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    model = tmp_path / "det.onnx"
+        [helper.make_node("BitShift", ["x", "x"], ["y"], name="my_shift", direction="LEFT")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.UINT32, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT32, [2, 3])])
+    model = tmp_path / "shift.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
     with pytest.raises(fcb.UnsupportedError) as e:
-        fcb.compile(model, tmp_path / "det.fcb", targets="generic")
-    assert "Det" in str(e.value) and "my_det" in str(e.value), str(e.value)
-    assert not (tmp_path / "det.fcb").exists()
+        fcb.compile(model, tmp_path / "shift.fcb", targets="generic")
+    assert "BitShift" in str(e.value) and "my_shift" in str(e.value), str(e.value)
+    assert not (tmp_path / "shift.fcb").exists()
 
 
 def test_docstrings_and_stubs():

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "import/import_state.h"
+#include "ops/op.h"
 
 namespace fcb::import {
 namespace {
@@ -121,11 +122,65 @@ const std::set<std::string> kReduceOps = {
     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
     "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"};
 
+// Operators with a `seed` attribute (src/ops/random.cc).
+const std::set<std::string> kRandomOps = {"Bernoulli", "RandomNormal", "RandomNormalLike",
+                                          "RandomUniform", "RandomUniformLike"};
+
+// Compress with a constant condition too large for the plan checker to
+// re-read at load (ops::kMaxInferConstantBytes) becomes a Gather of the
+// selected indices (after a flattening Reshape when there is no axis): the
+// same result, with the indices stored as an ordinary weight. Smaller
+// conditions stay Compress steps (src/ops/data_shape.cc). Anything Compress
+// itself would refuse is left to it.
+Status CompressAsGather(ImportState& s, ir::Node n) {
+  const int x = n.inputs[0], c = n.inputs[1];
+  const ir::TensorData& cond = *s.value(c).constant;
+  const ir::Shape xs = s.value(x).shape;
+  const bool has_axis = n.Has("axis");
+  int64_t axis = n.GetInt("axis", 0), len = ir::NumElements(xs);
+  if (has_axis) {
+    const int64_t r = static_cast<int64_t>(xs.size());
+    if (axis < -r || axis >= r) return s.Emit(std::move(n));
+    if (axis < 0) axis += r;
+    len = xs[axis];
+  }
+  std::vector<int64_t> picked;
+  for (int64_t i = 0; i < cond.numel(); ++i) {
+    if (!cond.bytes[i]) continue;
+    if (i >= len) return s.Emit(std::move(n));  // Compress reports it
+    picked.push_back(i);
+  }
+  int data = x;
+  if (!has_axis) {
+    ir::Node flat;
+    flat.name = n.name + "/flatten";
+    flat.op_type = "Reshape";
+    flat.inputs = {x, s.AddConst(n.name + "/flat_shape", Ints1D({-1}))};
+    flat.outputs = {s.AddTemp(flat.name)};
+    data = flat.outputs[0];
+    FCB_RETURN_IF_ERROR(s.Emit(std::move(flat)));
+    axis = 0;
+  }
+  ir::Node gather;
+  gather.name = n.name;
+  gather.op_type = "Gather";
+  gather.inputs = {data, s.AddConst(n.name + "/indices", Ints1D(picked))};
+  gather.outputs = n.outputs;
+  gather.SetInt("axis", axis);
+  return s.Emit(std::move(gather));
+}
+
 }  // namespace
 
 Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
   const int64_t opset = s.opset;
   const std::string& op = n.op_type;
+
+  if (op == "Compress" && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0 &&
+      ShapeKnown(s, n.inputs[0]) && s.Known(n.inputs[1]) && s.value(n.inputs[1]).is_constant() &&
+      s.value(n.inputs[1]).constant->dtype == ir::DType::kBool &&
+      s.value(n.inputs[1]).constant->bytes.size() > ops::kMaxInferConstantBytes && n.outputs.size() == 1)
+    return CompressAsGather(s, std::move(n));
 
   if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && opset < 13)
     return ExpandCoercedSoftmax(s, std::move(n));
@@ -214,6 +269,21 @@ Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
     n.attrs.clear();
     n.inputs.resize(std::min<size_t>(n.inputs.size(), 1));
     n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
+  } else if (op == "RoiAlign" && opset < 16 && !n.Has("coordinate_transformation_mode")) {
+    // RoiAlign-10 has no attribute and means what opset 16 calls output_half_pixel.
+    n.SetString("coordinate_transformation_mode", "output_half_pixel");
+  } else if (kRandomOps.count(op) && !n.Has("seed")) {
+    // A seed fixed at compile time (see src/ops/random.cc): FNV-1a of the
+    // node's name and output names, 24 bits so the float attribute holds it.
+    uint32_t h = 2166136261u;
+    auto mix = [&h](const std::string& text) {
+      for (unsigned char ch : text) h = (h ^ ch) * 16777619u;
+      h = (h ^ 0xffu) * 16777619u;  // separator
+    };
+    mix(n.name);
+    for (int o : n.outputs)
+      if (o >= 0) mix(s.g.values[o].name);
+    n.SetFloat("seed", static_cast<float>(h & 0xffffffu));
   }
   return s.Emit(std::move(n));
 }

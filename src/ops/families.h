@@ -34,5 +34,10 @@ void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize,
 void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
 void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
 void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+void RegisterTensorExtraOps(std::vector<OpDef>* ops);      // tensor_extra.cc: EyeLike, ReverseSequence, MaxUnpool, Det, MeanVarianceNormalization
+void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridSample, RoiAlign
+void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)
+void RegisterDataShapeOps(std::vector<OpDef>* ops);        // data_shape.cc: Compress, NonZero, Unique (shape-deciding input constant)
+void RegisterSignalOps(std::vector<OpDef>* ops);           // signal.cc: DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix
 
 }  // namespace fcb::ops

@@ -102,6 +102,11 @@ const std::vector<OpDef>& AllOps() {
     RegisterEinsumOps(&v);
     RegisterTopKHardmaxOps(&v);
     RegisterQuantOps(&v);
+    RegisterTensorExtraOps(&v);
+    RegisterSamplingOps(&v);
+    RegisterRandomOps(&v);
+    RegisterDataShapeOps(&v);
+    RegisterSignalOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
