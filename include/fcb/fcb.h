@@ -111,6 +111,17 @@ struct TensorSpec {
   FCB_API uint64_t bytes() const;
 };
 
+// One step of a profiled run (Execution::RunProfiled).
+struct StepTiming {
+  std::string op;                    // what the step runs: an ONNX operator, or an fcb kernel such as ConvNhwc
+  std::string node;                  // the ONNX node it was compiled from
+  DType output_dtype = DType::kF32;  // its first output's
+  std::vector<int64_t> output_shape;
+  double start_ms = 0;               // from the start of the run
+  double ms = 0;                     // its duration
+  uint64_t flops = 0;                // arithmetic operations (2 per multiply-add); 0 where not defined
+};
+
 struct MethodInfo {
   std::string name;
   std::vector<TensorSpec> inputs, outputs;
@@ -170,8 +181,13 @@ class FCB_API Execution {
 
   const MethodInfo& info() const;
   // Copies `bytes` bytes into input `name`; the size must match its spec.
+  // An input keeps its value until it is set again: Run reads the inputs and
+  // never overwrites them, so only the inputs that change need setting.
   Status SetInput(const std::string& name, const void* data, size_t bytes);
   Status Run();
+  // Run, timing every step: `steps` gets one entry per step, in order. The
+  // same kernels and results as Run, plus a clock read per step.
+  Status RunProfiled(std::vector<StepTiming>* steps);
   // Pointer to output i's bytes, valid until the next Run or destruction.
   const void* output_data(size_t i) const;
 

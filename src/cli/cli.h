@@ -25,6 +25,12 @@ struct RunArgs {
   bool no_verify = false;
   uint64_t max_memory = 0;  // LoadOptions::max_memory_bytes
 };
+struct ProfileArgs {
+  std::string file, method, target = "auto", trace;
+  std::vector<std::string> inputs;
+  int threads = 1, iterations = 20;
+  bool json = false;
+};
 struct BenchArgs {
   std::string file, method, target = "auto";
   int threads = 1, iterations = 20;
@@ -36,6 +42,7 @@ int CmdCompile(const CompileArgs& a);
 int CmdRun(const RunArgs& a);
 int CmdInspect(const std::string& file, bool json);
 int CmdBench(const BenchArgs& a);
+int CmdProfile(const ProfileArgs& a);
 int CmdTargets(bool json);
 int CmdOps(bool json);
 
@@ -60,6 +67,10 @@ struct Loaded {
   std::string method;
   double load_ms = 0;
 };
+// Sets each input from a --input NAME=FILE.npy in `given`, and every other
+// input to deterministic pseudo-random values (saying so unless `quiet`).
+Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool quiet);
+
 Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
                           bool verify,
                           uint64_t max_memory_bytes = 0);

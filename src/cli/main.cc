@@ -52,6 +52,17 @@ int main(int argc, char** argv) {
   bench->add_option("--max-memory", ba.max_memory,
                     "bytes the load, and each run, may allocate (default 0: this host's available memory)");
 
+  ProfileArgs pa;
+  auto* profile = app.add_subcommand("profile", "time every step of a method: a table, per-op totals, a trace file");
+  profile->add_option("file", pa.file, ".fcb file")->required();
+  profile->add_option("--method", pa.method, "method name (default: the only one)");
+  profile->add_option("--target", pa.target, "target to force (default: auto)");
+  profile->add_option("--threads", pa.threads, "threads (default 1)");
+  profile->add_option("--iterations", pa.iterations, "profiled runs; each step's time is its median (default 20)");
+  profile->add_option("--input", pa.inputs, "NAME=FILE.npy (repeatable; default: pseudo-random values)");
+  profile->add_flag("--json", pa.json, "machine-readable output");
+  profile->add_option("--trace", pa.trace, "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)");
+
   bool targets_json = false, ops_json = false;
   auto* targets = app.add_subcommand("targets", "list known targets and what this host runs");
   targets->add_flag("--json", targets_json, "machine-readable output");
@@ -72,6 +83,7 @@ int main(int argc, char** argv) {
   if (*run) return CmdRun(ra);
   if (*inspect) return CmdInspect(inspect_file, inspect_json);
   if (*bench) return CmdBench(ba);
+  if (*profile) return CmdProfile(pa);
   if (*targets) return CmdTargets(targets_json);
   if (*ops) return CmdOps(ops_json);
   return Fail("no subcommand", 2);

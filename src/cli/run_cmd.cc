@@ -37,6 +37,8 @@ std::vector<uint8_t> PatternInput(const TensorSpec& t) {
   return bytes;
 }
 
+}  // namespace
+
 Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool quiet) {
   std::vector<std::string> bound;
   for (const auto& g : given) {
@@ -69,6 +71,8 @@ Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool qui
   }
   return Status::Ok();
 }
+
+namespace {
 
 double Ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();

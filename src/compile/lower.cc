@@ -231,6 +231,9 @@ class Lowerer final : public ops::LowerContext {
       for (int32_t t : ctx_.steps[i].outputs) touch(t, i, true);
     }
     for (int32_t t : ctx_.outputs) touch(t, nsteps, false);
+    // Inputs live through the whole run: an Execution keeps what SetInput
+    // gave it, so a caller sets only the inputs that change between runs.
+    for (int32_t t : ctx_.inputs) touch(t, nsteps, false);
     MemoryPlan plan = PlanMemory(bufs);
     for (size_t t = 0; t < ctx_.tensors.size(); ++t)
       if (arena_index[t] >= 0) ctx_.tensors[t].offset = plan.offsets[arena_index[t]];

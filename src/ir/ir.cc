@@ -129,13 +129,13 @@ std::shared_ptr<TensorData> TensorData::Make(DType dtype, Shape shape) {
 
 std::shared_ptr<TensorData> TensorData::FromFloats(Shape shape, const std::vector<float>& v) {
   auto t = Make(DType::kF32, std::move(shape));
-  std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
+  if (!t->bytes.empty()) std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
   return t;
 }
 
 std::shared_ptr<TensorData> TensorData::FromInts(Shape shape, const std::vector<int64_t>& v) {
   auto t = Make(DType::kI64, std::move(shape));
-  std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
+  if (!t->bytes.empty()) std::memcpy(t->bytes.data(), v.data(), t->bytes.size());
   return t;
 }
 

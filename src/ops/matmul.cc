@@ -248,11 +248,23 @@ Result<std::unique_ptr<Kernel>> CreateGemm(const CreateContext& c) {
   });
 }
 
+// MatMul and Gemm: 2 x (output elements) x (the reduced dimension).
+uint64_t MatMulFlops(const CreateContext& c) {
+  if (c.inputs.empty() || c.outputs.empty() || c.inputs[0].shape.empty()) return 0;
+  const auto& a = c.inputs[0].shape;
+  int64_t k = a.back();
+  if (c.op == "Gemm" && a.size() == 2 && c.attrs.GetInt("transA", 0) != 0) k = a[0];
+  const double f = 2.0 * static_cast<double>(c.outputs[0].numel()) * static_cast<double>(k);
+  return f > 0 && f < 1.8e19 ? static_cast<uint64_t>(f) : 0;
+}
+
 }  // namespace
 
 void RegisterMatMulOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferMatMul, CreateMatMul>("MatMul", 2, 2));
+  ops->back().flops = MatMulFlops;
   ops->push_back(Def<InferGemm, CreateGemm>("Gemm", 2, 3));
+  ops->back().flops = MatMulFlops;
   RegisterLayerNormOps(ops);
 }
 

@@ -115,6 +115,9 @@ using CreateFn = Result<std::unique_ptr<Kernel>> (*)(const CreateContext& ctx);
 // Bytes of per-thread scratch a step needs at run time (0: none), from the
 // same context as create; the compiler plans it into the arena.
 using ScratchFn = Result<uint64_t> (*)(const CreateContext& ctx);
+// Arithmetic operations one run of the step performs (2 per multiply-add),
+// for profiles' GFLOP/s; 0 where not defined. Same context as create.
+using FlopsFn = uint64_t (*)(const CreateContext& ctx);
 
 class LowerContext;  // ops/lowering.h
 class LayoutContext;
@@ -150,6 +153,7 @@ struct OpDef {
   InferFn infer = nullptr;
   CreateFn create = nullptr;
   ScratchFn scratch = nullptr;  // null: the op needs no scratch
+  FlopsFn flops = nullptr;      // null: no operation count (profiles show none)
   uint32_t traits = kTraitNone;
   // Rules that produce this op from graph nodes of op `from`, tried in
   // descending priority across every op that registers one for `from`.

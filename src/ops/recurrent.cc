@@ -154,6 +154,11 @@ Status Parse(const InferContext& c, Kind kind, Plan* p) {
   if (r.shape.size() != 3) return OpError(c.op, "R must have rank 3, got " + ir::ShapeToString(r.shape));
   p->hidden = c.attrs.GetInt("hidden_size", r.shape[2]);
   if (p->hidden < 1) return OpError(c.op, "hidden_size must be >= 1");
+  // R's last dim is the hidden size (checked before G * H is formed: R's dims
+  // are bounded by its element count, hidden_size is any integer).
+  if (p->hidden != r.shape[2])
+    return OpError(c.op, "hidden_size " + std::to_string(p->hidden) + " does not match R's last dim " +
+                             std::to_string(r.shape[2]));
   const int64_t G = p->gates, H = p->hidden, D = p->dirs;
   FCB_RETURN_IF_ERROR(ExpectShape(c, w, "W", {D, G * H, p->input}));
   FCB_RETURN_IF_ERROR(ExpectShape(c, r, "R", {D, G * H, H}));

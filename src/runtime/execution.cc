@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstring>
 #include <system_error>
 
@@ -109,6 +110,36 @@ Status Execution::Run() {
   }
   // The weight pool's checksum runs in the background from Program::Load on
   // (runtime/pool_check.h); no run succeeds before it has passed.
+  return ProgramAccess::Of(*impl_->program).pool_check.Wait();
+}
+
+Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
+  if (!steps) return InvalidArgument("RunProfiled: steps is null");
+  const auto& m = *impl_->method;
+  const auto& c = *m.context;
+  steps->assign(m.steps.size(), StepTiming{});
+  ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
+                      impl_->scratch_stride, ProgramAccess::Of(*impl_->program).target};
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto prev = t0;
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
+    const auto now = Clock::now();
+    StepTiming& t = (*steps)[i];
+    t.start_ms = std::chrono::duration<double, std::milli>(prev - t0).count();
+    t.ms = std::chrono::duration<double, std::milli>(now - prev).count();
+    prev = now;
+    const auto& sd = c.steps[i];
+    t.op = sd.op;
+    t.node = sd.node;
+    if (!sd.outputs.empty()) {
+      t.output_dtype = c.tensors[sd.outputs[0]].dtype;
+      t.output_shape = c.tensors[sd.outputs[0]].shape;
+    }
+    t.flops = m.steps[i].flops;
+    if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
+  }
   return ProgramAccess::Of(*impl_->program).pool_check.Wait();
 }
 

@@ -110,6 +110,7 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     auto kernel = cs.def->create(cs.create_context());
     if (!kernel.ok()) return kernel.TakeStatus().Annotate(ps.where);
     ps.kernel = std::move(kernel).value();
+    if (cs.def->flops) ps.flops = cs.def->flops(cs.create_context());
     ps.inputs = c.steps[si].inputs;
     ps.outputs = c.steps[si].outputs;
     m->steps.push_back(std::move(ps));

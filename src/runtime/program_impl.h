@@ -20,6 +20,7 @@ struct PreparedStep {
   std::unique_ptr<ops::Kernel> kernel;
   std::vector<int32_t> inputs, outputs;  // tensor indices (-1 = absent)
   std::string where;                      // "step 3 (ConvNhwc, node 'conv1')"
+  uint64_t flops = 0;                     // OpDef::flops, 0 where not defined
 };
 
 struct PreparedMethod {

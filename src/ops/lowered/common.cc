@@ -65,6 +65,13 @@ Result<bool> CheckResidual(std::string_view op, const std::vector<TensorInfo>& i
   return true;
 }
 
+uint64_t ConvFlops(const kernels::ConvGeom& g) {
+  const double f = 2.0 * static_cast<double>(g.n) * static_cast<double>(g.oh) * static_cast<double>(g.ow) *
+                   static_cast<double>(g.oc) * static_cast<double>(g.kh) * static_cast<double>(g.kw) *
+                   static_cast<double>(g.groups > 0 ? g.ic / g.groups : 0);
+  return f > 0 && f < 1.8e19 ? static_cast<uint64_t>(f) : 0;
+}
+
 Result<std::vector<float>> WidenIfBf16(std::string_view op, const CreateContext& c, size_t i) {
   if (c.inputs[i].dtype != ir::DType::kBF16) return std::vector<float>{};
   const void* data = c.input_data ? (*c.input_data)[i] : nullptr;

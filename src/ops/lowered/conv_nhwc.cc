@@ -245,10 +245,16 @@ Result<bool> Lower(LowerContext& c, int ni) {
   return true;
 }
 
+uint64_t Flops(const CreateContext& c) {
+  auto cfg = Resolve(c.attrs, c.inputs);
+  return cfg.ok() ? lowered::ConvFlops(cfg.value().g) : 0;
+}
+
 }  // namespace
 
 OpDef DefineConvNhwc() {
   OpDef d = lowered::LoweredOp(kOp, 3, 5, Infer, Create, Scratch);
+  d.flops = Flops;
   d.traits = kTraitTakesActivation | kTraitTakesResidual;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"Conv", FromConv}};

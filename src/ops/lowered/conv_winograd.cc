@@ -104,10 +104,16 @@ Result<bool> Lower(LowerContext& c, int ni) {
   return true;
 }
 
+uint64_t Flops(const CreateContext& c) {
+  auto cfg = Resolve(c.attrs, c.inputs);
+  return cfg.ok() ? lowered::ConvFlops(cfg.value().g) : 0;
+}
+
 }  // namespace
 
 OpDef DefineConvWinogradNhwc() {
   OpDef d = lowered::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
+  d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 20, Lower}};
   return d;
 }

@@ -171,10 +171,19 @@ Result<bool> Lower(LowerContext& c, int ni) {
   return true;
 }
 
+uint64_t Flops(const CreateContext& c) {
+  auto cfg = Resolve(c.attrs, c.inputs);
+  if (!cfg.ok()) return 0;
+  const double f = 2.0 * static_cast<double>(cfg.value().m) * static_cast<double>(cfg.value().n) *
+                   static_cast<double>(cfg.value().k);
+  return f > 0 && f < 1.8e19 ? static_cast<uint64_t>(f) : 0;
+}
+
 }  // namespace
 
 OpDef DefineGemmPacked() {
   OpDef d = lowered::LoweredOp(kOp, 2, 3, Infer, Create, Scratch);
+  d.flops = Flops;
   d.traits = kTraitTakesActivation;
   d.lowerings = {{"Gemm", 10, Lower, Applies}, {"MatMul", 10, Lower, Applies}};
   return d;

@@ -86,6 +86,9 @@ struct ConvParams : WindowParams {
 // The geometry of `p` on NHWC input x (validated: groups divide the
 // channels, the window fits, the output's size is sane).
 Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p, const TensorInfo& x);
+// A convolution's arithmetic: 2 x N x OH x OW x OC x KH x KW x IC/groups
+// (the direct form's, whatever algorithm runs it), for OpDef::flops.
+uint64_t ConvFlops(const kernels::ConvGeom& g);
 
 // Output rows (oh) and columns (ow) of a window over ih x iw, or an error.
 Status WindowOutput(std::string_view op, int64_t ih, int64_t iw, const std::array<int64_t, 2>& k,

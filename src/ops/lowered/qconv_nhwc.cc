@@ -383,8 +383,16 @@ OpDef DefineQConv() {
   return d;
 }
 
+namespace {
+uint64_t Flops(const CreateContext& c) {
+  auto cfg = Resolve(c.attrs, c.inputs);
+  return cfg.ok() ? lowered::ConvFlops(cfg.value().g) : 0;
+}
+}  // namespace
+
 OpDef DefineQConvNhwc() {
   OpDef d = lowered::LoweredOp(kOp, 4, 12, Infer, Create, Scratch);
+  d.flops = Flops;
   d.traits = kTraitTakesActivation;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{opname::QConv, FromQConv}};
