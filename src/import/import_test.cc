@@ -870,6 +870,34 @@ TEST(ControlFlow, LoopWithConstantTripCountIsUnrolledWithANestedIf) {
   EXPECT_EQ(Floats(all), (std::vector<float>{2.f, -2.f, 4.f, -4.f, 8.f, -8.f}));
 }
 
+TEST(ControlFlow, LoopWithoutTripCountRunsUntilItsConditionFoldsToFalse) {
+  // No M, a constant true condition; the body's condition is i < 1, which
+  // folds in every iteration: false after the second, so two iterations.
+  auto m = LoopModel("M", 3);
+  auto* loop = m.mutable_graph()->mutable_node(0);
+  loop->set_input(0, "");
+  loop->set_input(1, "go");
+  onnx::TensorProto t;
+  t.set_name("go");
+  t.set_data_type(onnx::TensorProto::BOOL);
+  t.add_int32_data(1);
+  AddInit(m, t);
+  auto* body = loop->mutable_attribute(0)->mutable_g();
+  for (auto& n : *body->mutable_node())
+    if (n.name() == "keep_going") {
+      n.set_op_type("Less");
+      n.clear_input();
+      n.add_input("i");
+      n.add_input("limit");
+    }
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({2}, {1.f, -3.f})}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{4.f, -4.f}));
+  EXPECT_EQ(vals.value()[g->outputs[1]]->shape, (ir::Shape{2, 2}));
+}
+
 TEST(ControlFlow, DataDependentLoopIsRefusedNamingTheNode) {
   auto g = Import(LoopModel("M", 0, /*trip_is_input=*/true));
   ASSERT_FALSE(g.ok());
