@@ -679,6 +679,7 @@ class Importer {
     if (in[1] >= 0 && !ScalarValue(s_.value(in[1]), &cond))
       return Unsupported(n.Describe() + ": its condition ('" + p.input(1) + "') is known only at run time; fcb "
                          "unrolls loops at compile time and needs a constant condition");
+    if (in[0] >= 0 && trip < 0) trip = 0;  // a negative trip count runs no iteration (i < M never holds)
     const int64_t cap = trip >= 0 ? trip : kMaxUnrolledIterations;
     if (trip > kMaxUnrolledIterations)
       return Unsupported(n.Describe() + ": trip count " + std::to_string(trip) + " is more than the " +
