@@ -763,6 +763,21 @@ TEST(ControlFlow, RuntimeConditionIfComputesBothBranchesAndSelects) {
   EXPECT_EQ(g->values[g->outputs[0]].name, "y");
 }
 
+TEST(ControlFlow, OuterValueProducedAfterTheIfInTheNodeListIsOrderedFirst) {
+  // The branches read h, whose producer comes after the If in the file: the
+  // node order follows what subgraphs read too.
+  auto m = OuterScopeIfModel();
+  auto* nodes = m.mutable_graph()->mutable_node();
+  nodes->SwapElements(0, 1);
+  ASSERT_EQ(m.graph().node(0).op_type(), "If");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({3}, {1.f, -2.f, 3.f})},
+                             {g->inputs[1], Bool(false)}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{0.f, 4.f, 0.f}));
+}
+
 TEST(ControlFlow, ConstantConditionIfInlinesTheChosenBranchOnly) {
   for (bool c : {true, false}) {
     auto m = OuterScopeIfModel();

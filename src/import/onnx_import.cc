@@ -342,6 +342,22 @@ class Importer {
     return shape;
   }
 
+  // Appends every name read by the nodes of `p`'s subgraphs, nested ones
+  // included (names a subgraph defines itself are no outer node's outputs).
+  static void SubgraphReads(const onnx::NodeProto& p, std::vector<std::string>* out) {
+    for (const auto& a : p.attribute()) {
+      auto add = [&](const onnx::GraphProto& sg) {
+        for (const auto& n : sg.node()) {
+          out->insert(out->end(), n.input().begin(), n.input().end());
+          SubgraphReads(n, out);
+        }
+        for (const auto& o : sg.output()) out->push_back(o.name());  // an output may name an outer value
+      };
+      if (a.has_g()) add(a.g());
+      for (const auto& sg : a.graphs()) add(sg);
+    }
+  }
+
   // The name a node is known by in messages (as ir::Node::Describe words it).
   static std::string NodeLabel(const onnx::GraphProto& g, int i) {
     const auto& p = g.node(i);
@@ -357,6 +373,13 @@ class Importer {
   // are an error that names them in order around the cycle.
   static Result<std::vector<int>> TopologicalOrder(const onnx::GraphProto& g) {
     const int n = g.node_size();
+    // What each node reads: its inputs, and the names its subgraphs (If
+    // branches, Loop/Scan bodies) read, which may be outer-scope values.
+    std::vector<std::vector<std::string>> reads(n);
+    for (int i = 0; i < n; ++i) {
+      reads[i].assign(g.node(i).input().begin(), g.node(i).input().end());
+      SubgraphReads(g.node(i), &reads[i]);
+    }
     std::unordered_map<std::string, int> producer;
     for (int i = 0; i < n; ++i)
       for (const auto& o : g.node(i).output())
@@ -365,7 +388,7 @@ class Importer {
     std::vector<int> waiting(n, 0);
     for (int i = 0; i < n; ++i) {
       std::vector<int> deps;
-      for (const auto& in : g.node(i).input()) {
+      for (const auto& in : reads[i]) {
         auto it = in.empty() ? producer.end() : producer.find(in);
         if (it != producer.end() && std::find(deps.begin(), deps.end(), it->second) == deps.end())
           deps.push_back(it->second);
@@ -395,7 +418,7 @@ class Importer {
     while (!seen.count(at)) {
       seen[at] = path.size();
       path.push_back(at);
-      for (const auto& in : g.node(at).input()) {
+      for (const auto& in : reads[at]) {
         auto it = in.empty() ? producer.end() : producer.find(in);
         if (it != producer.end() && waiting[it->second] > 0) {
           at = it->second;
