@@ -978,6 +978,24 @@ TEST(ControlFlow, ScanRunsForwardAndReverseWithAxes) {
   EXPECT_EQ(Floats(ys), (std::vector<float>{6, 5, 3, 60, 50, 30}));
 }
 
+TEST(ControlFlow, HugeScan8BatchIsRefusedBeforeAnythingIsUnrolled) {
+  // Scan-8 unrolls each batch entry: 2^40 entries of an empty sequence hold
+  // no data at all, but would make 2^40 Gathers; refused up front.
+  auto m = MakeModel(8);
+  AddInput(m, "x", {Dim(int64_t{1} << 40), Dim(int64_t{0}), Dim(int64_t{2})});
+  auto body = Subgraph("body", {"xt"}, {"y"});
+  GNode(body, "Identity", {"xt"}, {"y"}, "copy");
+  auto* n = AddNode(m, "Scan", {"", "x"}, {"ys"}, "big_scan");
+  AttrInt(n, "num_scan_inputs", 1);
+  GraphAttribute(n, "body", body);
+  AddOutput(m, "ys");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'big_scan' (Scan): unrolling sequence length 0 times batch 1099511627776"),
+            std::string::npos)
+      << g.status().ToString();
+}
+
 TEST(ControlFlow, ControlFlowOpsAreListedButNeverSteps) {
   for (const char* op : {"If", "Loop", "Scan"}) {
     const ops::OpDef* def = ops::FindOp(op);

@@ -882,7 +882,11 @@ class Importer {
       return Unsupported(n.Describe() + ": sequence length " + std::to_string(len) + " is more than the " +
                          std::to_string(kMaxUnrolledIterations) + " iterations fcb unrolls");
     const uint64_t body_nodes = CountNodes(*body) + static_cast<uint64_t>(m);
-    if (body_nodes * static_cast<uint64_t>(len) * static_cast<uint64_t>(batch) + expanded_ > limits::kMaxNodes)
+    // Per batch entry: the unrolled bodies and the Gathers that take the
+    // entry (< 2^33: len and the body are bounded), so the product cannot overflow.
+    const uint64_t per_entry = body_nodes * static_cast<uint64_t>(len) + static_cast<uint64_t>(total) + 1;
+    if (static_cast<uint64_t>(batch) > limits::kMaxNodes ||
+        per_entry * static_cast<uint64_t>(batch) + expanded_ > limits::kMaxNodes)
       return Unsupported(n.Describe() + ": unrolling sequence length " + std::to_string(len) +
                          (batched ? " times batch " + std::to_string(batch) : std::string()) + " of a " +
                          std::to_string(body_nodes) + "-node body makes more than " +
