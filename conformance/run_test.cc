@@ -326,11 +326,26 @@ TestResult Test(const std::string& dir_str, const Options& opt, ManifestTest* ex
   }
   std::vector<std::string> node_ops;
   std::string missing;
+  auto op_name = [](const onnx::NodeProto& n) {
+    return (n.domain().empty() || n.domain() == "ai.onnx") ? n.op_type() : n.domain() + "." + n.op_type();
+  };
   for (const auto& n : model.graph().node()) {
-    const std::string op = (n.domain().empty() || n.domain() == "ai.onnx") ? n.op_type()
-                                                                           : n.domain() + "." + n.op_type();
+    const std::string op = op_name(n);
     if (std::find(node_ops.begin(), node_ops.end(), op) == node_ops.end()) node_ops.push_back(op);
-    r.ops.insert(op);
+  }
+  // Every operator counts, also those in If/Loop/Scan subgraphs (the
+  // importer expands those in place).
+  std::vector<const onnx::GraphProto*> graphs = {&model.graph()};
+  while (!graphs.empty()) {
+    const onnx::GraphProto* g = graphs.back();
+    graphs.pop_back();
+    for (const auto& n : g->node()) {
+      r.ops.insert(op_name(n));
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) graphs.push_back(&a.g());
+        for (const auto& sg : a.graphs()) graphs.push_back(&sg);
+      }
+    }
   }
   for (const auto& op : r.ops)
     if (!SupportedOps().count(op)) missing += (missing.empty() ? "" : ", ") + op;

@@ -17,10 +17,26 @@ that exporters produce and the torchvision models do not have.
            clip, peepholes, input_forget, sequence_lens, reverse,
            linear_before_reset 0; Y, Y_h (and Y_c) concatenated as the output.
 
+Control flow (tests/control_flow_models_test.cc), each run with its own
+inputs (DIR/CASE.feeds/NAME.npy) against ONNX Runtime (DIR/CASE.ref):
+
+  if_runtime   torch.jit.script'ed: Linear, then `if bool(c)` on a graph-input
+               bool scalar choosing between two expressions that use the
+               outer Linear's output and the input; cases if_runtime_true and
+               if_runtime_false (c = True / False).
+  loop_const   torch.jit.script'ed `for i in range(input.size(0))` over a
+               static input: PyTorch exports a Loop whose trip count is a
+               constant, its body reading the outer input by the iteration number.
+  scan_sum     built with onnx.helper (PyTorch exports no Scan): a Scan-16 with
+               a state and two scan inputs (one along axis 1, one reversed),
+               two scan outputs (one along axis 1, one reversed), and an outer
+               initializer used in the body.
+
 Weights are seeded; ONNX Runtime gives the reference (prepare_testdata.sh).
 
-  --out DIR   write every model into DIR
+  --out DIR   write every model into DIR (and the control-flow cases' feeds)
   --list      print NAME:INPUT_SHAPE per model, one per line
+  --list-control-flow   print CASE:MODEL per control-flow case, one per line
 """
 import argparse
 import os
@@ -151,6 +167,88 @@ def rnn_features(np, onnx):
         activation_beta=[0.2]), lens=[4, 1])
 
 
+def if_runtime(np, onnx):
+    import io
+    import torch
+
+    torch.manual_seed(SEED)
+
+    class IfModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, input, c):
+            h = self.lin(input)
+            if bool(c):
+                y = torch.relu(h) * 2.0 + input
+            else:
+                y = torch.tanh(h) - input
+            return y
+
+    f = io.BytesIO()
+    torch.onnx.export(torch.jit.script(IfModel()), (torch.randn(2, 3), torch.tensor(True)), f,
+                      input_names=["input", "c"], output_names=["output"], opset_version=13)
+    model = onnx.load_from_string(f.getvalue())
+    assert any(n.op_type == "If" for n in model.graph.node), "PyTorch no longer exports an If here"
+    return model
+
+
+def loop_const(np, onnx):
+    import io
+    import torch
+
+    class LoopModel(torch.nn.Module):
+        def forward(self, input):
+            acc = torch.zeros_like(input[0])
+            for i in range(input.size(0)):
+                acc = acc * 0.5 + torch.sin(input[i] + float(i))
+            return acc
+
+    f = io.BytesIO()
+    torch.onnx.export(torch.jit.script(LoopModel()), (torch.randn(4, 3),), f,
+                      input_names=["input"], output_names=["output"], opset_version=13)
+    model = onnx.load_from_string(f.getvalue())
+    assert any(n.op_type == "Loop" for n in model.graph.node), "PyTorch no longer exports a Loop here"
+    return model
+
+
+def scan_sum(np, onnx):
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(SEED)
+    w = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "w")
+    s0 = numpy_helper.from_array(np.zeros(4, np.float32), "s0")
+    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["s", "w"], ["sw"]),
+         helper.make_node("Add", ["sw", "a_t"], ["s1"]),
+         helper.make_node("Tanh", ["s1"], ["s_next"]),
+         helper.make_node("Mul", ["s_next", "b_t"], ["y1"]),
+         helper.make_node("Sub", ["s_next", "b_t"], ["y2"])],
+        "body", [f("s", [4]), f("a_t", [4]), f("b_t", [4])], [f("s_next", [4]), f("y1", [4]), f("y2", [4])])
+    # input [5, 4] scanned along 0; its transpose [4, 5] scanned along 1, reversed.
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["input"], ["input_t"], perm=[1, 0]),
+         helper.make_node("Scan", ["s0", "input", "input_t"], ["state", "ys", "zs"], body=body,
+                          num_scan_inputs=2, scan_input_axes=[0, 1], scan_input_directions=[0, 1],
+                          scan_output_axes=[1, 0], scan_output_directions=[0, 1])],
+        "scan_sum", [f("input", [5, 4])], [f("state", [4]), f("ys", [4, 5]), f("zs", [5, 4])], [w, s0])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+# Control-flow cases: CASE -> (model, builder, {input: array maker}).
+CONTROL_FLOW_MODELS = {"if_runtime": if_runtime, "loop_const": loop_const, "scan_sum": scan_sum}
+CONTROL_FLOW_CASES = {
+    "if_runtime_true": ("if_runtime", lambda np, rng: {"input": rng.standard_normal((2, 3)), "c": np.array(True)}),
+    "if_runtime_false": ("if_runtime", lambda np, rng: {"input": rng.standard_normal((2, 3)), "c": np.array(False)}),
+    "loop_const": ("loop_const", lambda np, rng: {"input": rng.standard_normal((4, 3))}),
+    "scan_sum": ("scan_sum", lambda np, rng: {"input": rng.standard_normal((5, 4))}),
+}
+
+
 MODELS = {
     "kws_cnn": (kws_cnn, "1,76,32,1"),
     "lstm_features": (lstm_features, "5,3,6"),
@@ -164,10 +262,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--list-control-flow", action="store_true")
     a = ap.parse_args()
     if a.list:
         for name, (_, shape) in MODELS.items():
             print(f"{name}:{shape}")
+        return
+    if a.list_control_flow:
+        for case, (model, _) in CONTROL_FLOW_CASES.items():
+            print(f"{case}:{model}")
         return
     import numpy as np
     import onnx
@@ -176,6 +279,17 @@ def main():
         path = os.path.join(a.out, name + ".onnx")
         onnx.save(build(np, onnx), path + ".tmp")
         os.replace(path + ".tmp", path)
+    for name, build in CONTROL_FLOW_MODELS.items():
+        path = os.path.join(a.out, name + ".onnx")
+        onnx.save(build(np, onnx), path + ".tmp")
+        os.replace(path + ".tmp", path)
+    import zlib
+    for case, (_, feeds) in CONTROL_FLOW_CASES.items():
+        d = os.path.join(a.out, case + ".feeds")
+        os.makedirs(d, exist_ok=True)
+        for name, arr in feeds(np, np.random.default_rng(zlib.crc32(case.encode()))).items():
+            arr = arr if arr.dtype == np.bool_ else arr.astype(np.float32)
+            np.save(os.path.join(d, name + ".npy"), arr)
 
 
 if __name__ == "__main__":

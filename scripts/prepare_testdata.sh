@@ -60,6 +60,21 @@ for e in $("$py" "$repo/scripts/export_graph_models.py" --list); do
   entries+=("${e%%:*}=$dir/${e%%:*}.onnx:${e#*:}")
 done
 
+# Control-flow cases (tests/control_flow_models_test.cc): each runs its model
+# on its own inputs, DIR/CASE.feeds/NAME.npy; ONNX Runtime's outputs go to DIR/CASE.ref.
+for e in $("$py" "$repo/scripts/export_graph_models.py" --list-control-flow); do
+  case_name="${e%%:*}"
+  model="$dir/${e#*:}.onnx"
+  ref="$dir/$case_name.ref"
+  if [ ! -f "$ref/.done" ] || [ "$model" -nt "$ref/.done" ] || [ "$gstamp" -nt "$ref/.done" ]; then
+    feeds=()
+    for f in "$dir/$case_name.feeds"/*.npy; do feeds+=("$(basename "$f" .npy)=$f"); done
+    rm -rf "$ref"
+    node "$oracle/ort_run.js" "$model" "$ref" "${feeds[@]}"
+    touch "$ref/.done"
+  fi
+done
+
 # Recurrent models run as 10-call streams (state outputs fed back as inputs):
 # their reference is the stream under ONNX Runtime (tools/oracle/ort_stream.js).
 rstamp="$dir/.export_recurrent.stamp"

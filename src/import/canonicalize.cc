@@ -172,6 +172,8 @@ Status CompressAsGather(ImportState& s, ir::Node n) {
 
 }  // namespace
 
+bool IsRandomOp(const std::string& op) { return kRandomOps.count(op) > 0; }
+
 Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
   const int64_t opset = s.opset;
   const std::string& op = n.op_type;

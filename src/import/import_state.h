@@ -58,4 +58,7 @@ class ImportState {
 // the latest-opset form the op registry implements, and emits the result.
 Status CanonicalizeAndEmit(ImportState& s, ir::Node n);
 
+// Whether `op` draws random numbers (Bernoulli, RandomNormal, ...).
+bool IsRandomOp(const std::string& op);
+
 }  // namespace fcb::import

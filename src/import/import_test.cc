@@ -682,4 +682,333 @@ TEST(Import, ReduceAxesAndSplitSizesBecomeInputs) {
 }
 
 }  // namespace
+// ---- Control flow: If, Loop and Scan are expanded at import ----
+
+onnx::NodeProto* GNode(onnx::GraphProto& g, const std::string& op, std::vector<std::string> in,
+                       std::vector<std::string> out, const std::string& name) {
+  auto* n = g.add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (auto& i : in) n->add_input(i);
+  for (auto& o : out) n->add_output(o);
+  return n;
+}
+
+void GraphAttribute(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = g;
+}
+
+// A subgraph with the given inputs (names only) and outputs.
+onnx::GraphProto Subgraph(const std::string& name, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  onnx::GraphProto g;
+  g.set_name(name);
+  for (auto& i : inputs) g.add_input()->set_name(i);
+  for (auto& o : outputs) g.add_output()->set_name(o);
+  return g;
+}
+
+int CountOps(const ir::Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(),
+                                        [&](const ir::Node& n) { return n.op_type == op; }));
+}
+
+std::vector<float> Floats(const ir::TensorData& t) {
+  std::vector<float> v(t.numel());
+  std::memcpy(v.data(), t.bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+ir::TensorPtr Bool(bool b) {
+  auto t = ir::TensorData::Make(ir::DType::kBool, {});
+  t->bytes[0] = b ? 1 : 0;
+  return t;
+}
+
+// y = If(c) then x * w + h else h - x, where w is an initializer, x a graph
+// input and h an output of a main-graph node: all outer-scope names.
+onnx::ModelProto OuterScopeIfModel() {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {3});
+  AddInput(m, "c", {}, onnx::TensorProto::BOOL);
+  AddInit(m, FloatTensor("w", {3}, {2.f, 3.f, 4.f}));
+  AddNode(m, "Abs", {"x"}, {"h"}, "abs");
+  auto then_g = Subgraph("then", {}, {"t_out"});
+  GNode(then_g, "Mul", {"x", "w"}, {"xw"}, "mul");
+  GNode(then_g, "Add", {"xw", "h"}, {"t_out"}, "add");
+  auto else_g = Subgraph("else", {}, {"e_out"});
+  GNode(else_g, "Sub", {"h", "x"}, {"e_out"}, "sub");
+  auto* n = AddNode(m, "If", {"c"}, {"y"}, "the_if");
+  GraphAttribute(n, "then_branch", then_g);
+  GraphAttribute(n, "else_branch", else_g);
+  AddOutput(m, "y");
+  return m;
+}
+
+TEST(ControlFlow, RuntimeConditionIfComputesBothBranchesAndSelects) {
+  auto g = Import(OuterScopeIfModel());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(CountOps(*g, "If"), 0);
+  EXPECT_EQ(CountOps(*g, "Where"), 1);
+  ASSERT_EQ(g->inputs.size(), 2u);
+  auto x = ir::TensorData::FromFloats({3}, {1.f, -2.f, 3.f});
+  for (bool c : {true, false}) {
+    auto vals = Interpret(*g, {{g->inputs[0], x}, {g->inputs[1], Bool(c)}});
+    ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+    const std::vector<float> want = c ? std::vector<float>{3.f, -4.f, 15.f} : std::vector<float>{0.f, 4.f, 0.f};
+    EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), want) << "condition " << c;
+  }
+  EXPECT_EQ(g->values[g->outputs[0]].name, "y");
+}
+
+TEST(ControlFlow, OuterValueProducedAfterTheIfInTheNodeListIsOrderedFirst) {
+  // The branches read h, whose producer comes after the If in the file: the
+  // node order follows what subgraphs read too.
+  auto m = OuterScopeIfModel();
+  auto* nodes = m.mutable_graph()->mutable_node();
+  nodes->SwapElements(0, 1);
+  ASSERT_EQ(m.graph().node(0).op_type(), "If");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({3}, {1.f, -2.f, 3.f})},
+                             {g->inputs[1], Bool(false)}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{0.f, 4.f, 0.f}));
+}
+
+TEST(ControlFlow, ConstantConditionIfInlinesTheChosenBranchOnly) {
+  for (bool c : {true, false}) {
+    auto m = OuterScopeIfModel();
+    // The condition becomes an initializer (no longer a runtime input).
+    onnx::TensorProto t;
+    t.set_name("c");
+    t.set_data_type(onnx::TensorProto::BOOL);
+    t.add_int32_data(c ? 1 : 0);
+    AddInit(m, t);
+    auto g = Import(m);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(CountOps(*g, "Where"), 0);
+    EXPECT_EQ(CountOps(*g, "If"), 0);
+    EXPECT_EQ(CountOps(*g, "Mul"), c ? 1 : 0);
+    EXPECT_EQ(CountOps(*g, "Sub"), c ? 0 : 1);
+    auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({3}, {1.f, -2.f, 3.f})}});
+    ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+    const std::vector<float> want = c ? std::vector<float>{3.f, -4.f, 15.f} : std::vector<float>{0.f, 4.f, 0.f};
+    EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), want);
+  }
+}
+
+TEST(ControlFlow, ConditionFoldedFromStaticShapesIsConstant) {
+  // If(Size(x) == 3): the condition folds at import, so no Where remains.
+  auto m = OuterScopeIfModel();
+  m.mutable_graph()->mutable_input()->RemoveLast();  // drop input c
+  AddInit(m, Int64Tensor("three", {}, {3}));
+  AddNode(m, "Size", {"x"}, {"size"}, "size");
+  AddNode(m, "Equal", {"size", "three"}, {"c"}, "eq");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(CountOps(*g, "Where"), 0);
+  EXPECT_EQ(CountOps(*g, "Mul"), 1);
+}
+
+TEST(ControlFlow, RuntimeConditionBranchesOfDifferentShapesAreRefusedNamingTheNode) {
+  auto m = OuterScopeIfModel();
+  auto* node = m.mutable_graph()->mutable_node(1);
+  auto else_g = Subgraph("else", {}, {"e_out"});
+  AddInit(m, Int64Tensor("axes0", {1}, {0}));
+  GNode(else_g, "Unsqueeze", {"x", "axes0"}, {"e_out"}, "unsq");
+  *node->mutable_attribute(1)->mutable_g() = else_g;
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("node 'the_if' (If)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("then_branch gives float32 of shape 3, else_branch float32 of shape 1x3"), std::string::npos) << msg;
+}
+
+TEST(ControlFlow, RandomOperatorInARuntimeConditionBranchIsRefused) {
+  auto m = OuterScopeIfModel();
+  auto* node = m.mutable_graph()->mutable_node(1);
+  auto else_g = Subgraph("else", {}, {"e_out"});
+  GNode(else_g, "RandomUniformLike", {"x"}, {"e_out"}, "dice");
+  *node->mutable_attribute(1)->mutable_g() = else_g;
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("node 'the_if' (If)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'dice' (RandomUniformLike)"), std::string::npos) << msg;
+}
+
+// Loop(M = trip) over v (init x): v = If(i < 1) then v + 1 else v * 2 (an If
+// nested in the body, its condition from the iteration number), also stacked
+// as a scan output; the body uses the outer-scope initializer `one`.
+onnx::ModelProto LoopModel(const std::string& trip_name, int64_t trip, bool trip_is_input = false) {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {2});
+  if (trip_is_input) AddInput(m, trip_name, {}, onnx::TensorProto::INT64);
+  else AddInit(m, Int64Tensor(trip_name, {}, {trip}));
+  AddInit(m, FloatTensor("one", {}, {1.f}));
+  AddInit(m, FloatTensor("two", {}, {2.f}));
+  auto body = Subgraph("body", {"i", "cond_in", "v"}, {"cond_out", "v_next", "v_scan"});
+  auto then_g = Subgraph("then", {}, {"plus"});
+  GNode(then_g, "Add", {"v", "one"}, {"plus"}, "plus_one");
+  auto else_g = Subgraph("else", {}, {"times"});
+  GNode(else_g, "Mul", {"v", "two"}, {"times"}, "times_two");
+  auto* lim = body.add_initializer();
+  *lim = Int64Tensor("limit", {}, {1});
+  GNode(body, "Less", {"i", "limit"}, {"first"}, "less");
+  auto* inner = GNode(body, "If", {"first"}, {"v_next"}, "inner_if");
+  GraphAttribute(inner, "then_branch", then_g);
+  GraphAttribute(inner, "else_branch", else_g);
+  GNode(body, "Identity", {"cond_in"}, {"cond_out"}, "keep_going");
+  GNode(body, "Identity", {"v_next"}, {"v_scan"}, "copy");
+  auto* loop = AddNode(m, "Loop", {trip_name, "", "x"}, {"v_final", "v_all"}, "the_loop");
+  GraphAttribute(loop, "body", body);
+  AddOutput(m, "v_final");
+  AddOutput(m, "v_all");
+  return m;
+}
+
+TEST(ControlFlow, LoopWithConstantTripCountIsUnrolledWithANestedIf) {
+  auto g = Import(LoopModel("M", 3));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(CountOps(*g, "Where"), 0);  // each iteration's condition folded
+  EXPECT_EQ(CountOps(*g, "Add"), 1);
+  EXPECT_EQ(CountOps(*g, "Mul"), 2);
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({2}, {1.f, -3.f})}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{8.f, -8.f}));
+  const auto& all = *vals.value()[g->outputs[1]];
+  EXPECT_EQ(all.shape, (ir::Shape{3, 2}));
+  EXPECT_EQ(Floats(all), (std::vector<float>{2.f, -2.f, 4.f, -4.f, 8.f, -8.f}));
+}
+
+TEST(ControlFlow, LoopWithoutTripCountRunsUntilItsConditionFoldsToFalse) {
+  // No M, a constant true condition; the body's condition is i < 1, which
+  // folds in every iteration: false after the second, so two iterations.
+  auto m = LoopModel("M", 3);
+  auto* loop = m.mutable_graph()->mutable_node(0);
+  loop->set_input(0, "");
+  loop->set_input(1, "go");
+  onnx::TensorProto t;
+  t.set_name("go");
+  t.set_data_type(onnx::TensorProto::BOOL);
+  t.add_int32_data(1);
+  AddInit(m, t);
+  auto* body = loop->mutable_attribute(0)->mutable_g();
+  for (auto& n : *body->mutable_node())
+    if (n.name() == "keep_going") {
+      n.set_op_type("Less");
+      n.clear_input();
+      n.add_input("i");
+      n.add_input("limit");
+    }
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({2}, {1.f, -3.f})}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{4.f, -4.f}));
+  EXPECT_EQ(vals.value()[g->outputs[1]]->shape, (ir::Shape{2, 2}));
+}
+
+TEST(ControlFlow, DataDependentLoopIsRefusedNamingTheNode) {
+  auto g = Import(LoopModel("M", 0, /*trip_is_input=*/true));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("node 'the_loop' (Loop): its trip count ('M') is known only at run time"), std::string::npos)
+      << msg;
+  // A body condition computed from data: the iteration count depends on it.
+  auto m = LoopModel("M", 3);
+  auto* body = m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_g();
+  for (auto& n : *body->mutable_node())
+    if (n.name() == "keep_going") {
+      n.set_op_type("ReduceMax");  // cond_out = any(v > 0) needs data; a float here, then Cast
+      n.clear_input();
+      n.add_input("v");
+      n.set_output(0, "vmax");
+    }
+  AddInit(m, FloatTensor("zero", {}, {0.f}));
+  GNode(*body, "Greater", {"vmax", "zero"}, {"cond_out"}, "positive");
+  auto g2 = Import(m);
+  ASSERT_FALSE(g2.ok());
+  EXPECT_NE(g2.status().message().find("node 'the_loop' (Loop): the body's condition output ('cond_out') is known "
+                                       "only at run time"),
+            std::string::npos)
+      << g2.status().ToString();
+}
+
+TEST(ControlFlow, LoopPastTheUnrollCapIsRefusedNamingTripCountAndCap) {
+  auto g = Import(LoopModel("M", 5000));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'the_loop' (Loop): trip count 5000 is more than the 4096 iterations"),
+            std::string::npos)
+      << g.status().ToString();
+}
+
+TEST(ControlFlow, ScanRunsForwardAndReverseWithAxes) {
+  // Scan-9: state s (init 0, shape [2]); scan input x [2, 3] along axis 1,
+  // reversed; body: s' = s + x_t, output s' stacked along axis 1 reversed.
+  auto m = MakeModel(11);
+  AddInput(m, "x", {2, 3});
+  AddInit(m, FloatTensor("s0", {2}, {0.f, 0.f}));
+  auto body = Subgraph("body", {"s", "xt"}, {"s_next", "out"});
+  GNode(body, "Add", {"s", "xt"}, {"s_next"}, "acc");
+  GNode(body, "Identity", {"s_next"}, {"out"}, "emit");
+  auto* n = AddNode(m, "Scan", {"s0", "x"}, {"s_final", "ys"}, "the_scan");
+  AttrInt(n, "num_scan_inputs", 1);
+  AttrInts(n, "scan_input_axes", {1});
+  AttrInts(n, "scan_input_directions", {1});
+  AttrInts(n, "scan_output_axes", {-1});
+  AttrInts(n, "scan_output_directions", {1});
+  GraphAttribute(n, "body", body);
+  AddOutput(m, "s_final");
+  AddOutput(m, "ys");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto vals = Interpret(*g, {{g->inputs[0], ir::TensorData::FromFloats({2, 3}, {1, 2, 3, 10, 20, 30})}});
+  ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+  EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{6, 60}));
+  // Steps see x[:, 2], x[:, 1], x[:, 0]: partial sums 3, 5, 6 (30, 50, 60);
+  // written reversed along the last axis: [6, 5, 3] per row.
+  const auto& ys = *vals.value()[g->outputs[1]];
+  EXPECT_EQ(ys.shape, (ir::Shape{2, 3}));
+  EXPECT_EQ(Floats(ys), (std::vector<float>{6, 5, 3, 60, 50, 30}));
+}
+
+TEST(ControlFlow, HugeScan8BatchIsRefusedBeforeAnythingIsUnrolled) {
+  // Scan-8 unrolls each batch entry: 2^40 entries of an empty sequence hold
+  // no data at all, but would make 2^40 Gathers; refused up front.
+  auto m = MakeModel(8);
+  AddInput(m, "x", {Dim(int64_t{1} << 40), Dim(int64_t{0}), Dim(int64_t{2})});
+  auto body = Subgraph("body", {"xt"}, {"y"});
+  GNode(body, "Identity", {"xt"}, {"y"}, "copy");
+  auto* n = AddNode(m, "Scan", {"", "x"}, {"ys"}, "big_scan");
+  AttrInt(n, "num_scan_inputs", 1);
+  GraphAttribute(n, "body", body);
+  AddOutput(m, "ys");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'big_scan' (Scan): unrolling sequence length 0 times batch 1099511627776"),
+            std::string::npos)
+      << g.status().ToString();
+}
+
+TEST(ControlFlow, ControlFlowOpsAreListedButNeverSteps) {
+  for (const char* op : {"If", "Loop", "Scan"}) {
+    const ops::OpDef* def = ops::FindOp(op);
+    ASSERT_NE(def, nullptr) << op;
+    EXPECT_FALSE(def->internal) << op;
+    std::vector<ops::TensorInfo> in = {{ir::DType::kBool, {}}}, out;
+    ops::Attrs attrs;
+    std::vector<const ir::TensorData*> consts(1, nullptr);
+    ops::InferContext ctx{op, attrs, in, consts, 1};
+    Status st = ops::InferOutputs(*def, ctx, &out);
+    EXPECT_FALSE(st.ok()) << op;
+    EXPECT_NE(st.message().find("never a graph node or plan step"), std::string::npos) << st.ToString();
+  }
+}
+
 }  // namespace fcb::import

@@ -39,5 +39,6 @@ void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridS
 void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)
 void RegisterDataShapeOps(std::vector<OpDef>* ops);        // data_shape.cc: Compress, NonZero, Unique (shape-deciding input constant)
 void RegisterSignalOps(std::vector<OpDef>* ops);           // signal.cc: DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix
+void RegisterControlFlowOps(std::vector<OpDef>* ops);      // control_flow.cc: If, Loop, Scan (expanded at import, never steps)
 
 }  // namespace fcb::ops

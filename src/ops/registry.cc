@@ -107,6 +107,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterRandomOps(&v);
     RegisterDataShapeOps(&v);
     RegisterSignalOps(&v);
+    RegisterControlFlowOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();
