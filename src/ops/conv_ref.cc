@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "ops/families.h"
 #include "ops/op_util.h"
@@ -416,6 +417,10 @@ void RunPool(const PoolPlan& p, const T* x, T* y, int64_t* ind) {
       } else if (p.kind == 2) {
         acc = std::pow(acc, 1.0 / p.p);
       }
+      // A max window wholly in the padding has no value: -inf for floats,
+      // the type's lowest for integers (-inf does not convert to them).
+      if constexpr (std::is_integral_v<T>)
+        if (p.kind == 0 && count == 0) acc = static_cast<double>(std::numeric_limits<T>::lowest());
       y[ncx * out_sp + o] = static_cast<T>(acc);
       if (p.indices) ind[ncx * out_sp + o] = best;
     }
