@@ -135,12 +135,18 @@ uint64_t HostAvailableMemory() {
 
 }  // namespace
 
+// Where the memory limit came from, as errors name it.
+static std::string MemoryLimitSource(bool from_options) {
+  return from_options ? "LoadOptions::max_memory_bytes"
+                      : "this host's available memory; LoadOptions::max_memory_bytes sets another";
+}
+
 std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t scratch, int threads,
                              uint64_t limit, bool from_options) {
   return "method '" + method + "' needs a " + std::to_string(arena) + "-byte arena and " +
          std::to_string(scratch) + " bytes of scratch per thread (" + std::to_string(threads) + " thread" +
          (threads > 1 ? "s" : "") + "), more than the memory limit of " + std::to_string(limit) + " bytes (" +
-         (from_options ? "LoadOptions::max_memory_bytes" : "this host's available memory; LoadOptions::max_memory_bytes sets another") +
+         MemoryLimitSource(from_options) +
          ")";
 }
 
@@ -158,9 +164,7 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   // converted at load) and for what each execution allocates (arena, scratch).
   impl->memory_limit = options.max_memory_bytes ? options.max_memory_bytes : HostAvailableMemory();
   impl->memory_limit_from_options = options.max_memory_bytes != 0;
-  const std::string limit_name = impl->memory_limit_from_options
-                                     ? "LoadOptions::max_memory_bytes"
-                                     : "this host's available memory; LoadOptions::max_memory_bytes sets another";
+  const std::string limit_name = MemoryLimitSource(impl->memory_limit_from_options);
   auto loaded = format::LoadFcbFile(path, /*verify_checksums=*/false, impl->memory_limit);
   if (!loaded.ok() && loaded.status().code() == StatusCode::kResourceExhausted)
     return loaded.TakeStatus().Annotate("(" + limit_name + ")");
