@@ -17,6 +17,14 @@ that exporters produce and the torchvision models do not have.
            clip, peepholes, input_forget, sequence_lens, reverse,
            linear_before_reset 0; Y, Y_h (and Y_c) concatenated as the output.
 
+  kws_cnn_external
+           kws_cnn saved with every initializer of 64 bytes or more in
+           kws_cnn_external.weights beside the model (external data).
+
+  resnet18_fp16
+           torchvision resnet18 as `.half()` exports it: float16 weights,
+           a Cast of the float32 input, float16 compute and output.
+
 Control flow (tests/control_flow_models_test.cc), each run with its own
 inputs (DIR/CASE.feeds/NAME.npy) against ONNX Runtime (DIR/CASE.ref):
 
@@ -239,6 +247,68 @@ def scan_sum(np, onnx):
     return model
 
 
+def resnet18_fp16(np, onnx):
+    # What exporting `resnet18().half()` behind an `x.half()` writes: float16
+    # initializers, a Cast of the float32 input to float16, float16 compute
+    # and a float16 output. PyTorch 1.13 cannot trace a float16 convolution
+    # on the CPU, so the float32 export is rewritten into that form.
+    import io
+    import torch
+    import torchvision
+    from onnx import TensorProto, helper, numpy_helper
+
+    torch.manual_seed(SEED)
+    net = torchvision.models.resnet18(weights=None).eval()
+    f = io.BytesIO()
+    torch.onnx.export(net, torch.randn(1, 3, 224, 224), f, input_names=["input"], output_names=["output"],
+                      opset_version=14)
+    model = onnx.load_from_string(f.getvalue())
+    g = model.graph
+    for t in g.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    for n in g.node:
+        n.input[:] = ["input_fp16" if i == "input" else i for i in n.input]
+    g.node.insert(0, helper.make_node("Cast", ["input"], ["input_fp16"], name="input_to_fp16",
+                                      to=TensorProto.FLOAT16))
+    g.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.checker.check_model(model)
+    return model
+
+
+def kws_cnn_external(np, onnx):
+    # kws_cnn with its weights in a data file beside the model (saved by main()).
+    return kws_cnn(np, onnx)
+
+
+def to_external_data(np, onnx, model, out_dir, location):
+    # Moves every float initializer into `location` (in out_dir), at offsets
+    # aligned to 64 bytes, as large exports write them. Integer tensors (shapes
+    # and axes) stay inline: ONNX Runtime's shape inference reads those.
+    from onnx import TensorProto, numpy_helper
+    blob = bytearray()
+    for t in model.graph.initializer:
+        if t.data_type != TensorProto.FLOAT:
+            continue
+        raw = numpy_helper.to_array(t).tobytes()
+        blob += bytes(-len(blob) % 64)
+        offset = len(blob)
+        blob += raw
+        for field in ("float_data", "raw_data"):
+            t.ClearField(field)
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(len(raw)))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+    with open(os.path.join(out_dir, location + ".tmp"), "wb") as f:
+        f.write(blob)
+    os.replace(os.path.join(out_dir, location + ".tmp"), os.path.join(out_dir, location))
+
+
+# Models saved with their initializers as external data: NAME -> data file.
+EXTERNAL_DATA = {"kws_cnn_external": "kws_cnn_external.weights"}
+
+
 # Control-flow cases: CASE -> (model, builder, {input: array maker}).
 CONTROL_FLOW_MODELS = {"if_runtime": if_runtime, "loop_const": loop_const, "scan_sum": scan_sum}
 CONTROL_FLOW_CASES = {
@@ -251,6 +321,8 @@ CONTROL_FLOW_CASES = {
 
 MODELS = {
     "kws_cnn": (kws_cnn, "1,76,32,1"),
+    "kws_cnn_external": (kws_cnn_external, "1,76,32,1"),
+    "resnet18_fp16": (resnet18_fp16, "1,3,224,224"),
     "lstm_features": (lstm_features, "5,3,6"),
     "lstm_input_forget": (lstm_input_forget, "4,2,5"),
     "gru_features": (gru_features, "6,2,4"),
@@ -277,7 +349,10 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name, (build, _) in MODELS.items():
         path = os.path.join(a.out, name + ".onnx")
-        onnx.save(build(np, onnx), path + ".tmp")
+        model = build(np, onnx)
+        if name in EXTERNAL_DATA:
+            to_external_data(np, onnx, model, a.out, EXTERNAL_DATA[name])
+        onnx.save(model, path + ".tmp")
         os.replace(path + ".tmp", path)
     for name, build in CONTROL_FLOW_MODELS.items():
         path = os.path.join(a.out, name + ".onnx")

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 #include "fcb/npy.h"
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
+#include "core/half.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -22,10 +24,32 @@ namespace {
 using testing::TempDir;
 using testing::TestDataDir;
 
-std::vector<float> AsFloats(const NpyArray& a) {
-  std::vector<float> v(a.data.size() / 4);
-  std::memcpy(v.data(), a.data.data(), v.size() * 4);
+// The elements of float32 or float16 data as float32.
+std::vector<float> AsFloats(const uint8_t* p, size_t bytes, bool half) {
+  std::vector<float> v(bytes / (half ? 2 : 4));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (half) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      v[i] = HalfToFloat(h);
+    } else {
+      std::memcpy(&v[i], p + 4 * i, 4);
+    }
+  }
   return v;
+}
+std::vector<float> AsFloats(const NpyArray& a) {
+  return AsFloats(a.data.data(), a.data.size(), a.dtype == kNpyF16);
+}
+
+// The largest difference allowed between two outputs: 1e-3, or for a
+// float16 output 2 units in the last place at its largest magnitude (the
+// float32 results rounded to float16 may land on either side of a tie).
+float MaxAbsTolerance(const std::vector<float>& want, bool half) {
+  if (!half) return 1e-3f;
+  float m = 0;
+  for (float w : want) m = std::max(m, std::fabs(w));
+  return std::max(1e-3f, 2 * std::ldexp(1.0f, std::ilogb(std::max(m, 1e-4f)) - 10));
 }
 
 struct ModelCase {
@@ -81,11 +105,15 @@ void CheckEveryTarget(const std::string& name, const std::string& model) {
       const auto& info = ex.value()->info();
       ASSERT_EQ(info.outputs.size(), 1u);
       ASSERT_EQ(info.outputs[0].shape, want.value().shape);
-      const float* p = static_cast<const float*>(ex.value()->output_data(0));
-      std::vector<float> got(p, p + info.outputs[0].bytes() / 4);
-      auto d = testing::Compare(got, AsFloats(want.value()));
+      const bool half = want.value().dtype == kNpyF16;
+      ASSERT_EQ(info.outputs[0].dtype, half ? DType::kF16 : DType::kF32);
+      std::vector<float> got = AsFloats(static_cast<const uint8_t*>(ex.value()->output_data(0)),
+                                        info.outputs[0].bytes(), half);
+      const std::vector<float> ref = AsFloats(want.value());
+      auto d = testing::Compare(got, ref);
       EXPECT_LT(d.rel_l2, 1e-4) << mc.name << " on " << t.name << " with " << threads << " threads";
-      EXPECT_LT(d.max_abs, 1e-3) << mc.name << " on " << t.name << " with " << threads << " threads";
+      EXPECT_LE(d.max_abs, MaxAbsTolerance(ref, half))
+          << mc.name << " on " << t.name << " with " << threads << " threads";
     }
     ++ran;
   }
@@ -187,6 +215,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // scripts/export_graph_models.py: an NHWC input made NCHW by a
                       // Reshape, 1x3/3x1 convolutions, asymmetric pads, pools.
                       ModelCase{"kws_cnn", "kws_cnn.onnx", ""},
+                      // The same with its weights in a data file beside the model.
+                      ModelCase{"kws_cnn_external", "kws_cnn_external.onnx", ""},
+                      // float16 weights, compute and output behind a Cast of the input.
+                      ModelCase{"resnet18_fp16", "resnet18_fp16.onnx", ""},
                       // One recurrent node each, with what PyTorch never writes (explicit
                       // activations, clip, peepholes, input_forget, sequence_lens, reverse).
                       ModelCase{"lstm_features", "lstm_features.onnx", ""},

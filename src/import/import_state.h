@@ -15,6 +15,7 @@
 
 #include "fcb/status.h"
 #include "ir/ir.h"
+#include "ops/op.h"
 
 namespace fcb::import {
 
@@ -49,9 +50,18 @@ class ImportState {
  private:
   void RecordUnsupported(const ir::Node& n, const std::string& why);
   bool FoldShapeOrSize(const ir::Node& n);
+  // `n` did not infer as given. If its floating inputs are float16 (or
+  // bfloat16) and it infers with them as float32, emits Cast -> n in float32
+  // -> Cast back for every float32 output, and returns true; false (nothing
+  // emitted) otherwise.
+  bool WidenToFloat32(const ir::Node& n, const std::vector<ops::TensorInfo>& infos) const;
+  Result<bool> EmitInFloat32(const ir::Node& n, const ops::OpDef& def, const std::vector<ops::TensorInfo>& infos,
+                             const ops::Attrs& attrs);
 
   std::unordered_set<std::string> names_;
   std::vector<bool> unknown_;
+  // Half-precision value -> the float32 value a Cast rounded it from.
+  std::map<int, int> float32_source_;
 };
 
 // Rewrites one ONNX node (already converted to ir::Node, inputs resolved) into

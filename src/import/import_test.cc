@@ -11,6 +11,7 @@
 #include "import/onnx_import.h"
 #include "ops/op.h"
 #include "passes/test_interpreter.h"
+#include "core/half.h"
 #include "test_util.h"
 
 namespace fcb::import {
@@ -266,6 +267,96 @@ TEST(Import, InitializerListedAsInputIsAConstant) {
   ASSERT_EQ(g->inputs.size(), 1u);
   EXPECT_EQ(g->values[g->inputs[0]].name, "x");
   EXPECT_TRUE(V(*g, "w").is_constant());
+}
+
+// A float16 (or bfloat16) network, as `.half()` exports write it: every
+// operator that computes runs in float32, the values between such operators
+// stay float32 (ONNX Runtime removes the Cast pairs too), and only graph
+// outputs are rounded. Results equal the float32 network on the widened
+// weights with its outputs rounded, bit for bit (same generic kernels).
+onnx::ModelProto HalfNetwork(int elem, const std::vector<float>& w, const std::vector<float>& b) {
+  auto m = MakeModel(14);
+  AddInput(m, "x", {1, 2, 4, 4}, elem);
+  auto tensor = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v) {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(elem);
+    for (int64_t d : dims) t.add_dims(d);
+    std::string raw;
+    for (float f : v) {
+      if (elem == onnx::TensorProto::FLOAT) {
+        raw.append(reinterpret_cast<const char*>(&f), 4);
+        continue;
+      }
+      const uint16_t h = elem == onnx::TensorProto::FLOAT16 ? FloatToHalf(f) : FloatToBFloat16(f);
+      raw.append(reinterpret_cast<const char*>(&h), 2);
+    }
+    t.set_raw_data(raw);
+    return t;
+  };
+  AddInit(m, tensor("w", {3, 2, 3, 3}, w));
+  AddInit(m, tensor("b", {48, 5}, b));
+  AttrInts(AddNode(m, "Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  AddNode(m, "Relu", {"c"}, {"r"});
+  AddNode(m, "Flatten", {"r"}, {"f"});
+  AddNode(m, "MatMul", {"f", "b"}, {"y"});
+  AddNode(m, "Sigmoid", {"y"}, {"s"});
+  AddOutput(m, "r");
+  AddOutput(m, "s");
+  return m;
+}
+
+TEST(Import, HalfPrecisionComputesInFloat32AndRoundsOnlyGraphOutputs) {
+  ASSERT_TRUE(HaveOps({"Conv", "Relu", "Flatten", "MatMul", "Sigmoid", "Cast"}));
+  std::vector<float> w(54), b(240), x(32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.7 * i) * 0.5;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.3 * i) * 0.2;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(1.3 * i + 0.2) * 3;
+  for (int elem : {onnx::TensorProto::FLOAT16, onnx::TensorProto::BFLOAT16}) {
+    const bool f16 = elem == onnx::TensorProto::FLOAT16;
+    SCOPED_TRACE(f16 ? "float16" : "bfloat16");
+    const ir::DType half = f16 ? ir::DType::kF16 : ir::DType::kBF16;
+    auto round = [&](float v) { return f16 ? HalfToFloat(FloatToHalf(v)) : BFloat16ToFloat(FloatToBFloat16(v)); };
+    std::vector<float> w16 = w, b16 = b, x16 = x;
+    for (auto* v : {&w16, &b16, &x16})
+      for (float& f : *v) f = round(f);
+
+    auto g = Import(HalfNetwork(elem, w, b));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_EQ(V(*g, "r").dtype, half);
+    EXPECT_EQ(V(*g, "s").dtype, half);
+    int to_f32 = 0, to_half = 0;
+    const std::vector<int> uses = g->UseCounts();  // the rounding Casts nobody reads are left for the passes
+    for (const auto& n : g->nodes) {
+      if (uses[n.outputs[0]] == 0) continue;
+      if (n.op_type == "Cast") {
+        (n.GetInt("to", 0) == static_cast<int64_t>(ir::DType::kF32) ? to_f32 : to_half) += 1;
+        continue;
+      }
+      for (int i : n.inputs) EXPECT_EQ(g->values[i].dtype, ir::DType::kF32) << n.Describe() << " reads half";
+    }
+    EXPECT_EQ(to_f32, 1) << "only the input is widened";
+    EXPECT_EQ(to_half, 2) << "only the two graph outputs are rounded";
+
+    // The same network in float32 on the rounded weights and input.
+    auto g32 = Import(HalfNetwork(onnx::TensorProto::FLOAT, w16, b16));
+    ASSERT_TRUE(g32.ok()) << g32.status().ToString();
+    auto in32 = ir::TensorData::FromFloats({1, 2, 4, 4}, x16);
+    auto want = Interpret(*g32, {{g32->inputs[0], in32}});
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto inh = ir::TensorData::Make(half, {1, 2, 4, 4});
+    for (size_t i = 0; i < x.size(); ++i)
+      inh->mutable_data<uint16_t>()[i] = f16 ? FloatToHalf(x[i]) : FloatToBFloat16(x[i]);
+    auto got = Interpret(*g, {{g->inputs[0], inh}});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const char* out : {"r", "s"}) {
+      const ir::TensorData& a = *got.value()[ValueId(*g, out)];
+      const ir::TensorData& e = *want.value()[ValueId(*g32, out)];
+      ASSERT_EQ(a.numel(), e.numel());
+      for (int64_t i = 0; i < a.numel(); ++i)
+        ASSERT_EQ(a.GetDouble(i), round(e.data<float>()[i])) << out << "[" << i << "]";
+    }
+  }
 }
 
 TEST(Import, NonTensorInputIsRejected) {

@@ -17,6 +17,7 @@ const ort = require('onnxruntime-node');
 const DTYPES = [
   { descr: ['<f4'], ort: 'float32', array: Float32Array },
   { descr: ['<f8'], ort: 'float64', array: Float64Array },
+  { descr: ['<f2'], ort: 'float16', array: Uint16Array },  // IEEE half bits
   { descr: ['<i8'], ort: 'int64', array: BigInt64Array },
   { descr: ['<i4'], ort: 'int32', array: Int32Array },
   { descr: ['|u1', '<u1'], ort: 'uint8', array: Uint8Array },
