@@ -168,11 +168,18 @@ td_stamp="$dir/.tiny_decoder.stamp"
 td_want="$(sha256sum "$td_export" | cut -d' ' -f1)"
 if [ ! -f "$td_stamp" ] || [ "$(cat "$td_stamp")" != "$td_want" ]; then
   "$py" "$td_export" --out "$dir" >/dev/null
-  rm -rf "$dir/tiny_decoder.ref"
+  rm -rf "$dir/tiny_decoder.ref" "$dir/tiny_decoder.merged.ref"
   printf '%s' "$td_want" >"$td_stamp"
 fi
 if [ ! -f "$dir/tiny_decoder.ref/.done" ]; then
   node "$oracle/ort_generate.js" "$dir/tiny_decoder.prefill.onnx" "$dir/tiny_decoder.decode.onnx" \
     "$dir/tiny_decoder.prompt.npy" 16 "$dir/tiny_decoder.ref" >/dev/null
   touch "$dir/tiny_decoder.ref/.done"
+fi
+# The same model merged into one graph behind an If (as exporters merge a
+# decoder with and without a cache), decoded by ONNX Runtime from that graph.
+if [ ! -f "$dir/tiny_decoder.merged.ref/.done" ]; then
+  node "$oracle/ort_generate.js" --merged "$dir/tiny_decoder.merged.onnx" \
+    "$dir/tiny_decoder.prompt.npy" 16 "$dir/tiny_decoder.merged.ref" >/dev/null
+  touch "$dir/tiny_decoder.merged.ref/.done"
 fi

@@ -3,8 +3,9 @@
 
     /usr/bin/python3 export_tiny_decoder.py --out DIR
 
-writes DIR/tiny_decoder.prefill.onnx, DIR/tiny_decoder.decode.onnx and
-DIR/tiny_decoder.prompt.npy (int64 [1, PROMPT]).
+writes DIR/tiny_decoder.prefill.onnx, DIR/tiny_decoder.decode.onnx,
+DIR/tiny_decoder.merged.onnx (both in one graph behind an If, see
+merge_decoders) and DIR/tiny_decoder.prompt.npy (int64 [1, PROMPT]).
 
 The model: token + position embedding, LAYERS blocks of (LayerNorm, causal
 self-attention, LayerNorm, GELU MLP), a final LayerNorm and an LM head. The KV
@@ -24,6 +25,7 @@ import math
 import os
 
 import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 
@@ -148,6 +150,77 @@ def main():
                           input_names=["token", "pos", "k_cache", "v_cache"],
                           output_names=["logits", "k_cache_out", "v_cache_out"])
     np.save(os.path.join(args.out, "tiny_decoder.prompt.npy"), prompt.numpy())
+    merged = merge_decoders(os.path.join(args.out, "tiny_decoder.prefill.onnx"),
+                            os.path.join(args.out, "tiny_decoder.decode.onnx"))
+    onnx.save(merged, os.path.join(args.out, "tiny_decoder.merged.onnx"))
+
+
+def merge_decoders(prefill_path, decode_path):
+    """One graph with an If on `use_cache_branch`, as transformer exporters
+    merge a decoder with and without a cache: the decode graph is the then
+    branch, the prefill graph the else branch. Inputs input_ids [1, sequence],
+    pos, k_cache, v_cache and use_cache_branch (bool [1]); outputs logits
+    [1, sequence, VOCAB] (sequence 1 from decode, PROMPT from prefill),
+    present_k and present_v. Initializers equal in both graphs are held once,
+    in the outer graph."""
+    from onnx import TensorProto, helper
+
+    prefill, decode = onnx.load(prefill_path), onnx.load(decode_path)
+    outer_inits, by_content = [], {}
+
+    def branch(model, prefix, inputs, outputs):
+        g = model.graph
+        rename = dict(inputs)
+        for t in g.initializer:
+            key = (t.data_type, tuple(t.dims), t.raw_data or t.SerializeToString())
+            if key not in by_content:
+                name = t.name if all(i.name != t.name for i in outer_inits) else prefix + t.name
+                c = onnx.TensorProto()
+                c.CopyFrom(t)
+                c.name = name
+                outer_inits.append(c)
+                by_content[key] = name
+            rename[t.name] = by_content[key]
+        nodes = []
+        for n in g.node:
+            c = onnx.NodeProto()
+            c.CopyFrom(n)
+            for i, x in enumerate(c.input):
+                if x:
+                    c.input[i] = rename.get(x, prefix + x)
+            for i, x in enumerate(c.output):
+                rename[x] = prefix + x
+                c.output[i] = prefix + x
+            c.name = prefix + n.name
+            nodes.append(c)
+        for src, dst in outputs:
+            nodes.append(helper.make_node("Identity", [rename[src]], [prefix + "out_" + dst], name=prefix + "out_" + dst))
+        outs = [helper.make_tensor_value_info(prefix + "out_" + dst, TensorProto.FLOAT, None) for _, dst in outputs]
+        return helper.make_graph(nodes, prefix.strip("_"), [], outs)
+
+    cache = ["k_cache", "v_cache"]
+    then_g = branch(decode, "decode_", {"token": "input_ids", "pos": "pos", **{c: c for c in cache}},
+                    [("logits", "logits"), ("k_cache_out", "present_k"), ("v_cache_out", "present_v")])
+    else_g = branch(prefill, "prefill_", {"tokens": "input_ids"},
+                    [("logits", "logits"), ("k_cache", "present_k"), ("v_cache", "present_v")])
+    cache_shape = [LAYERS, HEADS, MAX_CTX, HEAD_DIM]
+    graph = helper.make_graph(
+        [helper.make_node("If", ["use_cache_branch"], ["logits", "present_k", "present_v"], name="use_cache",
+                          then_branch=then_g, else_branch=else_g)],
+        "tiny_decoder_merged",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "sequence"]),
+         helper.make_tensor_value_info("pos", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("k_cache", TensorProto.FLOAT, cache_shape),
+         helper.make_tensor_value_info("v_cache", TensorProto.FLOAT, cache_shape),
+         helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "sequence", VOCAB]),
+         helper.make_tensor_value_info("present_k", TensorProto.FLOAT, cache_shape),
+         helper.make_tensor_value_info("present_v", TensorProto.FLOAT, cache_shape)],
+        outer_inits)
+    model = helper.make_model(graph, opset_imports=list(prefill.opset_import))
+    model.ir_version = prefill.ir_version
+    onnx.checker.check_model(model)
+    return model
 
 
 if __name__ == "__main__":

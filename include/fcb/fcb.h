@@ -18,6 +18,7 @@
 
 #include "fcb/dtype.h"
 #include "fcb/export.h"
+#include "fcb/npy.h"
 #include "fcb/status.h"
 
 namespace fcb {
@@ -43,6 +44,14 @@ struct CompileSpec {
   bool weight_sharing = true;
   // "NAME" applies to every method, "METHOD:NAME" to one; dims fix symbolic input shapes.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // "NAME" applies to every method, "METHOD:NAME" to one (it wins over "NAME"
+  // for that method). Fixes a graph input to a constant: it is no longer an
+  // input of that method and is folded like any constant (a flag selecting
+  // an If branch picks that branch at compile time). The value is converted
+  // to the input's declared type when every element fits (bool only to
+  // bool); its shape must fit the model's dims. On an input that also has an
+  // initializer (older IR versions), it replaces the initializer's value.
+  std::map<std::string, NpyArray> input_values;
 };
 
 // What precision "int8" costs one method: its int8 context against an fp32

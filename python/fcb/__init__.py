@@ -99,6 +99,7 @@ def compile(
     target_options: Union[None, Mapping[str, Any], Sequence[Mapping[str, Any]]] = None,
     weight_sharing: bool = True,
     input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    input_values: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[str, str, str], None]] = None,
 ) -> CompileReport:
     """Compile ONNX model(s) into one .fcb file at out_path.
@@ -120,6 +121,11 @@ def compile(
             context (for comparison).
         input_shapes: fixes symbolic input dimensions: {"NAME": [1, 3, 224, 224]}
             for every method, {"METHOD:NAME": [...]} for one.
+        input_values: fixes inputs to constants: {"NAME": value} for every
+            method, {"METHOD:NAME": value} for one; a value is a NumPy array,
+            a nested list or a scalar, converted to the input's type when
+            every element fits. The input is no longer an input of that
+            method (e.g. a merged decoder's use-cache flag).
         progress: None, or a callable (stage, method, target) called as the
             compile goes on (from the compiling thread, with the GIL). An
             exception it raises is re-raised when compiling has finished.
@@ -153,6 +159,11 @@ def compile(
         if not isinstance(input_shapes, Mapping):
             raise ValueError("input_shapes must be a dict mapping input name to dims, e.g. {\"input\": [1, 3, 224, 224]}")
         spec["input_shapes"] = {str(name): _listed(dims) for name, dims in input_shapes.items()}
+    if input_values is not None:
+        if not isinstance(input_values, Mapping):
+            raise ValueError("input_values must be a dict mapping input name to a value, e.g. {\"flag\": [True]}")
+        spec["input_values"] = {str(name): v.tolist() if hasattr(v, "tolist") else v
+                                for name, v in input_values.items()}
     text = _json.dumps(spec, default=_jsonable)
     raw = _fcb.compile(methods, text, _os.fspath(out_path), progress)
     report = CompileReport(raw["file_size"], list(raw["warnings"]), list(raw["int8_accuracy"]))

@@ -97,3 +97,20 @@ def test_non_json_values_are_type_errors(demo_model, tmp_path):
         fcb.compile(demo_model, tmp_path / "x.fcb", targets="generic", input_shapes={"input": object()})
     with pytest.raises(ValueError, match="empty dict"):
         fcb.compile({}, tmp_path / "x.fcb")
+
+
+def test_input_values_fix_an_input_to_a_constant(demo_model, tmp_path):
+    import numpy as np
+    x = np.random.default_rng(3).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    fixed, free = tmp_path / "fixed.fcb", tmp_path / "free.fcb"
+    fcb.compile(demo_model, fixed, targets="generic", input_values={"input": x})
+    fcb.compile(demo_model, free, targets="generic", input_shapes=SHAPES)
+    program = fcb.load(fixed)
+    assert program.method("main").inputs == []
+    got = program.run({})
+    want = fcb.load(free).run({"input": x})
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError) as e:
+        fcb.compile(demo_model, tmp_path / "bad.fcb", targets="generic", input_values={"input": [[1.0, 2.0]]})
+    assert "input_values['input']" in str(e.value) and "rank" in str(e.value)

@@ -15,7 +15,7 @@ namespace fcb::cli {
 
 struct CompileArgs {
   std::string model, output, spec_path;
-  std::vector<std::string> targets, target_options, input_shapes, methods;
+  std::vector<std::string> targets, target_options, input_shapes, input_values, methods;
   bool no_weight_sharing = false;
 };
 struct RunArgs {

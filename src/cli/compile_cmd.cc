@@ -23,7 +23,8 @@ void ShowProgress(void* user, const std::string& stage, const std::string& metho
 
 // The library names an input shape as the spec entry that sets it,
 // "input_shapes['NAME'] = [1, 3, 224, 224]"; on the command line that is
-// the flag --input-shape NAME=1x3x224x224.
+// the flag --input-shape NAME=1x3x224x224 (and input_values['NAME'] is
+// --input-value NAME).
 Status FlagWords(const Status& s) {
   std::string m = s.message();
   const std::string key = "input_shapes['";
@@ -41,6 +42,15 @@ Status FlagWords(const Status& s) {
     m.replace(at, dims_end + 1 - at, flag);
     at += flag.size();
   }
+  const std::string vkey = "input_values['";
+  for (at = 0; (at = m.find(vkey, at)) != std::string::npos;) {
+    const size_t name_end = m.find("']", at + vkey.size());
+    if (name_end == std::string::npos) break;
+    const std::string flag = "--input-value " + m.substr(at + vkey.size(), name_end - at - vkey.size());
+    m.replace(at, name_end + 2 - at, flag);
+    at += flag.size();
+  }
+  for (at = 0; (at = m.find("input_values names", at)) != std::string::npos;) m.replace(at, 18, "--input-value names");
   for (at = 0; (at = m.find("in input_shapes", at)) != std::string::npos;) m.replace(at, 15, "with --input-shape");
   for (at = 0; (at = m.find("input_shapes names", at)) != std::string::npos;) m.replace(at, 18, "--input-shape names");
   return Status(s.code(), m);
@@ -80,6 +90,13 @@ int CmdCompile(const CompileArgs& a) {
     auto dims = ParseDims(kv.value().second, "--input-shape");
     if (!dims.ok()) return Fail(dims.status());
     spec.input_shapes[kv.value().first] = dims.value();
+  }
+  for (const auto& s : a.input_values) {
+    auto kv = SplitAssign(s, "--input-value");
+    if (!kv.ok()) return Fail(kv.status());
+    auto value = ReadNpy(kv.value().second);
+    if (!value.ok()) return Fail(value.TakeStatus().Annotate("--input-value " + kv.value().first));
+    spec.input_values[kv.value().first] = std::move(value.value());
   }
   if (a.no_weight_sharing) spec.weight_sharing = false;
   if (Status s = ValidateSpec(spec); !s.ok()) return Fail(s);

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
                       "\"precision\": \"int8\"}' (precision: fp32, bf16 or int8)");
   compile->add_option("--spec", ca.spec_path, "JSON compile spec (flags given too override its fields)");
   compile->add_option("--input-shape", ca.input_shapes, "[METHOD:]NAME=1x3x224x224 (repeatable)");
+  compile->add_option("--input-value", ca.input_values,
+                      "[METHOD:]NAME=FILE.npy: fix an input to a constant (repeatable)");
   compile->add_option("--method", ca.methods, "NAME=MODEL.onnx (repeatable)");
   compile->add_flag("--no-weight-sharing", ca.no_weight_sharing, "store per-target weight copies");
 

@@ -38,16 +38,30 @@ void Progress(const CompileHooks& h, const std::string& stage, const std::string
 }
 
 // Input shapes for one method: plain names apply to every method, "METHOD:NAME" to one.
-ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& method) {
-  ir::ImportOptions o;
-  for (const auto& [key, dims] : spec.input_shapes) {
+// The same rule for input values.
+template <typename T, typename Convert>
+void PerMethod(const std::map<std::string, T>& given, const std::string& method, Convert convert,
+               std::map<std::string, decltype(convert(std::declval<const T&>()))>* out) {
+  for (const auto& [key, v] : given) {
     const auto colon = key.find(':');
     if (colon == std::string::npos) {
-      if (!o.input_shapes.count(key)) o.input_shapes[key] = dims;
+      if (!out->count(key)) (*out)[key] = convert(v);
     } else if (key.substr(0, colon) == method) {
-      o.input_shapes[key.substr(colon + 1)] = dims;
+      (*out)[key.substr(colon + 1)] = convert(v);
     }
   }
+}
+
+ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& method) {
+  ir::ImportOptions o;
+  PerMethod(spec.input_shapes, method, [](const std::vector<int64_t>& d) { return d; }, &o.input_shapes);
+  PerMethod(spec.input_values, method, [](const NpyArray& a) -> ir::TensorPtr {
+    auto t = std::make_shared<ir::TensorData>();
+    t->dtype = static_cast<ir::DType>(a.dtype);  // NumPy codes are ONNX's (fcb/npy.h)
+    t->shape = a.shape;
+    t->bytes = a.data;
+    return t;
+  }, &o.input_values);
   return o;
 }
 

@@ -1,12 +1,15 @@
 // Compile-spec parsing and validation: every rule is checked before any work
 // starts, and every error names the problem and the fix.
 #include <algorithm>
+#include <climits>
+#include <functional>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/target.h"
 #include "fcb/fcb.h"
+#include "fcb/limits.h"
 
 namespace fcb {
 namespace {
@@ -80,6 +83,63 @@ Result<std::vector<int64_t>> ParseDims(const json& j, const std::string& name) {
   return dims;
 }
 
+// A JSON number, bool or nested list of them as an array: bools give bool,
+// integers int64, any other number float64 (the import converts it to the
+// input's type). Lists must be rectangular.
+Result<NpyArray> ParseValue(const json& j, const std::string& name) {
+  const std::string what = "input_values['" + name + "']";
+  NpyArray a;
+  const json* first = &j;
+  while (first->is_array()) {
+    if (first->empty()) return InvalidArgument(what + " has an empty list; give the value's elements");
+    if (a.shape.size() == static_cast<size_t>(limits::kMaxRank))
+      return InvalidArgument(what + " has more than " + std::to_string(limits::kMaxRank) +
+                             " levels of lists, the rank limit (fcb/limits.h)");
+    a.shape.push_back(static_cast<int64_t>(first->size()));
+    first = &(*first)[0];
+  }
+  std::vector<const json*> leaves;
+  // Walks `j` checking each list has the size its depth requires.
+  std::function<Status(const json&, size_t)> walk = [&](const json& e, size_t depth) -> Status {
+    if (depth == a.shape.size()) {
+      if (!e.is_boolean() && !e.is_number())
+        return InvalidArgument(what + " must hold numbers or true/false, in nested lists for a tensor");
+      leaves.push_back(&e);
+      return Status::Ok();
+    }
+    if (!e.is_array() || static_cast<int64_t>(e.size()) != a.shape[depth])
+      return InvalidArgument(what + " is not rectangular: every list at depth " + std::to_string(depth) +
+                             " must have " + std::to_string(a.shape[depth]) + " elements");
+    for (const auto& x : e) FCB_RETURN_IF_ERROR(walk(x, depth + 1));
+    return Status::Ok();
+  };
+  FCB_RETURN_IF_ERROR(walk(j, 0));
+  bool all_bool = true, all_int = true;
+  for (const json* e : leaves) {
+    all_bool = all_bool && e->is_boolean();
+    all_int = all_int && e->is_number_integer();
+  }
+  if (!all_bool && std::any_of(leaves.begin(), leaves.end(), [](const json* e) { return e->is_boolean(); }))
+    return InvalidArgument(what + " mixes true/false with numbers");
+  a.dtype = all_bool ? kNpyBool : all_int ? kNpyI64 : kNpyF64;
+  for (const json* e : leaves) {
+    if (all_bool) {
+      a.data.push_back(e->get<bool>() ? 1 : 0);
+    } else if (all_int) {
+      if (e->is_number_unsigned() && e->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        return InvalidArgument(what + " has an integer beyond int64");
+      const int64_t v = e->get<int64_t>();
+      const auto* b = reinterpret_cast<const uint8_t*>(&v);
+      a.data.insert(a.data.end(), b, b + 8);
+    } else {
+      const double v = e->get<double>();
+      const auto* b = reinterpret_cast<const uint8_t*>(&v);
+      a.data.insert(a.data.end(), b, b + 8);
+    }
+  }
+  return a;
+}
+
 }  // namespace
 
 Status ValidateSpec(const CompileSpec& spec) {
@@ -127,6 +187,10 @@ Status ValidateSpec(const CompileSpec& spec) {
     for (int64_t d : dims)
       if (d < 1) return InvalidArgument("input shape for '" + name + "' has a dimension < 1; all dims must be positive");
   }
+  for (const auto& [name, value] : spec.input_values) {
+    if (name.empty() || name.back() == ':')
+      return InvalidArgument("an input value has an empty input name; write NAME=FILE.npy or METHOD:NAME=...");
+  }
   return Status::Ok();
 }
 
@@ -148,7 +212,8 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
     return InvalidArgument(std::string("the spec is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return InvalidArgument("the spec must be a JSON object with a \"targets\" key");
-  static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes"};
+  static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes",
+                                                 "input_values"};
   CompileSpec spec;
   bool options_is_object = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -185,6 +250,13 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
         return InvalidArgument("\"input_shapes\" must be an object mapping input name to dims, e.g. {\"input\": [1, 3, 224, 224]}");
       for (auto s = it->begin(); s != it->end(); ++s) {
         FCB_ASSIGN_OR_RETURN(spec.input_shapes[s.key()], ParseDims(*s, s.key()));
+      }
+    } else if (key == "input_values") {
+      if (!it->is_object())
+        return InvalidArgument("\"input_values\" must be an object mapping input name to a value, e.g. "
+                               "{\"use_cache_branch\": [true]}");
+      for (auto s = it->begin(); s != it->end(); ++s) {
+        FCB_ASSIGN_OR_RETURN(spec.input_values[s.key()], ParseValue(*s, s.key()));
       }
     } else {
       return InvalidArgument("unknown spec key '" + key + "'; did you mean '" + Nearest(key, kKeys) +

@@ -359,6 +359,64 @@ TEST(Import, HalfPrecisionComputesInFloat32AndRoundsOnlyGraphOutputs) {
   }
 }
 
+// input_values: an input becomes a constant (and leaves the inputs); on an
+// input that also has an initializer it replaces the default, as feeding it
+// does in ONNX Runtime. Values convert to the declared type when they fit.
+TEST(Import, InputValuesFixInputsAndOverrideInitializerDefaults) {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {2});
+  AddInput(m, "n", {Dim("batch")}, onnx::TensorProto::INT32);
+  AddInput(m, "w", {2});
+  AddInit(m, FloatTensor("w", {2}, {1, 2}));
+  AddNode(m, "Add", {"x", "w"}, {"y"});
+  AddOutput(m, "y");
+  AddOutput(m, "n");
+  ImportOptions opts;
+  opts.input_values["x"] = ir::TensorData::FromFloats({2}, {5, 6});
+  opts.input_values["w"] = ir::TensorData::FromFloats({2}, {10, 20});
+  opts.input_values["n"] = ir::TensorData::FromInts({3}, {7, -8, 9});  // int64 -> int32, symbolic dim sized 3
+  auto g = Import(m, "", opts);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(g->inputs.empty());
+  ASSERT_TRUE(V(*g, "w").is_constant());
+  EXPECT_EQ(V(*g, "w").constant->GetDouble(1), 20);
+  ASSERT_TRUE(V(*g, "n").is_constant());
+  EXPECT_EQ(V(*g, "n").dtype, ir::DType::kI32);
+  EXPECT_EQ(V(*g, "n").shape, (ir::Shape{3}));
+  EXPECT_EQ(V(*g, "n").constant->GetInt(1), -8);
+  ASSERT_TRUE(V(*g, "y").is_constant()) << "the Add of two constants folds";
+  EXPECT_EQ(V(*g, "y").constant->GetDouble(0), 15);
+
+  struct Bad {
+    const char* name;
+    ir::TensorPtr value;
+    const char* want;
+  };
+  auto flag = ir::TensorData::Make(ir::DType::kBool, {2});
+  for (const Bad& b : std::vector<Bad>{
+           {"x", ir::TensorData::FromFloats({3}, {1, 2, 3}), "fixes dim 0 of the input to 2"},
+           {"x", ir::TensorData::FromFloats({1, 2}, {1, 2}), "rank 2"},
+           {"x", flag, "bool"},
+           {"n", ir::TensorData::FromInts({1}, {int64_t{1} << 40}), "cannot hold element 0"},
+           {"n", ir::TensorData::FromFloats({1}, {1.5f}), "cannot hold element 0"},
+           {"z", ir::TensorData::FromFloats({1}, {1}), "names no input of the model; its inputs are 'x', 'n', 'w'"}}) {
+    ImportOptions o;
+    o.input_values[b.name] = b.value;
+    auto r = Import(m, "", o);
+    ASSERT_FALSE(r.ok()) << b.name << " " << b.want;
+    EXPECT_NE(r.status().message().find("input_values['" + std::string(b.name) + "']"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(b.want), std::string::npos) << r.status().message();
+  }
+  // A value and a shape for the same input must agree.
+  ImportOptions both;
+  both.input_values["n"] = ir::TensorData::FromInts({3}, {1, 2, 3});
+  both.input_shapes["n"] = {4};
+  auto r = Import(m, "", both);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("input_shapes gives 4"), std::string::npos) << r.status().message();
+}
+
 TEST(Import, NonTensorInputIsRejected) {
   auto m = MakeModel(13);
   auto* vi = m.mutable_graph()->add_input();

@@ -7,6 +7,7 @@
 #include "import/onnx_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -21,6 +22,7 @@
 #include "fcb/limits.h"
 #include "import/import_state.h"
 #include "import/tensor_proto.h"
+#include "ops/op.h"
 
 namespace fcb::import {
 namespace {
@@ -255,6 +257,28 @@ class Importer {
         return NotFound("input_shapes names '" + name + "', which is not an input of the model; "
                         "its inputs are " + (names.empty() ? "(none)" : names));
     }
+    for (const auto& [name, t] : opts_.input_values) {
+      bool found = false;
+      std::string all;  // initializer-backed inputs included: a value may override those
+      for (const auto& vi : g_.input()) {
+        found = found || vi.name() == name;
+        all += (all.empty() ? "'" : ", '") + vi.name() + "'";
+      }
+      if (!found)
+        return NotFound("input_values['" + name + "'] names no input of the model; its inputs are " +
+                        (all.empty() ? "(none)" : all));
+      if (!t) return InvalidArgument("input_values['" + name + "'] has no data");
+    }
+    // An initializer that is also an input (older IR versions) is a default
+    // ONNX Runtime lets a feed override; input_values overrides it here.
+    for (const auto& vi : g_.input()) {
+      auto given = opts_.input_values.find(vi.name());
+      auto init = s_.by_name.find(vi.name());
+      if (given == opts_.input_values.end() || init == s_.by_name.end()) continue;
+      ir::Value& v = s_.g.values[init->second];
+      FCB_ASSIGN_OR_RETURN(auto t, FitInputValue(vi.name(), *given->second, v.dtype, v.shape, v.shape));
+      v.constant = std::move(t);
+    }
     for (const auto* vi : runtime) {
       const std::string& name = vi->name();
       if (!vi->type().has_tensor_type())
@@ -265,6 +289,29 @@ class Importer {
       if (dtype == ir::DType::kUndefined)
         return Unsupported("input '" + name + "' has element type " + OnnxTypeName(tt.elem_type()) +
                            ", which is not supported");
+      auto given = opts_.input_values.find(name);
+      if (given != opts_.input_values.end()) {
+        // Fixed to a constant: its shape is the value's, checked against the
+        // model's dims (symbolic ones take any size) and input_shapes.
+        ir::Shape declared;
+        if (tt.has_shape())
+          for (const auto& d : tt.shape().dim()) declared.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        else
+          declared = ir::Shape(given->second->shape.size(), -1);
+        auto shape_given = opts_.input_shapes.find(name);
+        if (shape_given != opts_.input_shapes.end() && shape_given->second != given->second->shape)
+          return InvalidArgument("input_values['" + name + "'] has shape " + ir::ShapeToString(given->second->shape) +
+                                 " but input_shapes gives " + ir::ShapeToString(shape_given->second) +
+                                 "; give one of them");
+        FCB_ASSIGN_OR_RETURN(auto t, FitInputValue(name, *given->second, dtype, declared, given->second->shape));
+        FCB_ASSIGN_OR_RETURN(int id, s_.AddNamed(name));
+        ir::Value& v = s_.g.values[id];
+        v.dtype = dtype;
+        v.shape = t->shape;
+        v.has_shape = true;
+        v.constant = std::move(t);
+        continue;
+      }
       FCB_ASSIGN_OR_RETURN(ir::Shape shape, InputShape(*vi));
       FCB_ASSIGN_OR_RETURN(int id, s_.AddNamed(name));
       ir::Value& v = s_.g.values[id];
@@ -274,6 +321,53 @@ class Importer {
       s_.g.inputs.push_back(id);
     }
     return Status::Ok();
+  }
+
+  // `value` for input `name` as a constant of `dtype` and shape `shape`:
+  // `declared` is the model's shape for it (-1 = any size). Refuses a rank or
+  // dim that contradicts the model, and an element the type cannot hold.
+  static Result<ir::TensorPtr> FitInputValue(const std::string& name, const ir::TensorData& value, ir::DType dtype,
+                                             const ir::Shape& declared, const ir::Shape& shape) {
+    const std::string what = "input_values['" + name + "']";
+    const std::string value_desc = std::string(ir::DTypeName(value.dtype)) + " " + ir::ShapeToString(value.shape);
+    if (value.shape.size() != declared.size())
+      return InvalidArgument(what + " is " + value_desc + " (rank " + std::to_string(value.shape.size()) +
+                             "), but the model's input has rank " + std::to_string(declared.size()));
+    for (size_t i = 0; i < declared.size(); ++i)
+      if (declared[i] >= 0 && declared[i] != value.shape[i])
+        return InvalidArgument(what + " is " + value_desc + ", but the model fixes dim " + std::to_string(i) +
+                               " of the input to " + std::to_string(declared[i]));
+    if (value.shape != shape)
+      return InvalidArgument(what + " is " + value_desc + ", but the input's shape is " + ir::ShapeToString(shape));
+    if (static_cast<int64_t>(value.bytes.size()) != value.numel() * static_cast<int64_t>(ir::DTypeSize(value.dtype)))
+      return InvalidArgument(what + ": " + std::to_string(value.bytes.size()) + " bytes of data for " + value_desc);
+    if (value.dtype == dtype) return std::make_shared<const ir::TensorData>(value);
+    const bool to_bool = dtype == ir::DType::kBool, from_bool = value.dtype == ir::DType::kBool;
+    const bool to_float = dtype == ir::DType::kF32 || dtype == ir::DType::kF64 || dtype == ir::DType::kF16 ||
+                          dtype == ir::DType::kBF16;
+    const bool to_int = !to_bool && !to_float && ir::DTypeSize(dtype) > 0;
+    const std::string refused = what + " is " + value_desc + "; the model's input is " + ir::DTypeName(dtype);
+    if (to_bool != from_bool || (!to_float && !to_int && !to_bool)) return InvalidArgument(refused);
+    // An integer type needs integral values in its range (checked through
+    // double: exact for integers below 2^53 and for every float value).
+    if (to_int) {
+      const int bits = 8 * static_cast<int>(ir::DTypeSize(dtype));
+      const bool is_unsigned = dtype == ir::DType::kU8 || dtype == ir::DType::kU16 || dtype == ir::DType::kU32 ||
+                               dtype == ir::DType::kU64;
+      const double lo = is_unsigned ? 0 : -std::ldexp(1.0, bits - 1);
+      const double hi = std::ldexp(1.0, is_unsigned ? bits : bits - 1);  // exclusive
+      for (int64_t i = 0; i < value.numel(); ++i) {
+        const double d = value.GetDouble(i);
+        if (!(d == std::floor(d)) || d < lo || d >= hi)
+          return InvalidArgument(refused + ", which cannot hold element " + std::to_string(i) + " (" +
+                                 std::to_string(d) + ")");
+      }
+    }
+    ir::Node cast_node;
+    cast_node.op_type = "Cast";
+    cast_node.SetInt("to", static_cast<int64_t>(dtype));
+    FCB_ASSIGN_OR_RETURN(auto cast, ops::Evaluate("Cast", ops::AttrsFromNode(cast_node), {&value}, 1));
+    return ir::TensorPtr(std::move(cast[0]));
   }
 
   // The model's dims, with symbolic/unknown ones fixed by opts.input_shapes,

@@ -22,6 +22,13 @@ struct ImportOptions {
   // Graph input name -> dims. Fixes symbolic/unknown dims; must agree with
   // every dim the model fixes.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Graph input name -> a value that fixes it: the input becomes a constant
+  // (folded like any other) and leaves the graph's inputs. The value is
+  // converted to the input's declared type when every element is
+  // representable in it (bool only to bool); its shape must fit the declared
+  // one (and input_shapes, if that names it too). On an input that also has
+  // an initializer, it replaces the initializer's value.
+  std::map<std::string, TensorPtr> input_values;
 };
 
 // Reads the ONNX model at `path` into a graph with static shapes.

@@ -3,6 +3,7 @@
 // oracle for the tiny-decoder example (examples/transformer).
 //
 //   node ort_generate.js PREFILL.onnx DECODE.onnx PROMPT.npy N OUTDIR
+//   node ort_generate.js --merged MERGED.onnx PROMPT.npy N OUTDIR
 //
 // PROMPT.npy is int64 [1, T]. Prefill gives logits [1, T, V] and the KV cache;
 // token 0 is argmax of the last row. Token i > 0 comes from decode(token i-1,
@@ -55,34 +56,52 @@ function argmaxRow(data, row, v) {
 }
 
 async function main() {
-  const [prefillPath, decodePath, promptPath, nArg, outDir] = process.argv.slice(2);
-  if (!outDir) fail('usage: node ort_generate.js PREFILL.onnx DECODE.onnx PROMPT.npy N OUTDIR');
+  const args = process.argv.slice(2);
+  const merged = args[0] === '--merged';
+  if (merged) args.shift();
+  const [prefillPath, decodePath, promptPath, nArg, outDir] = merged ? [args[0], args[0], ...args.slice(1)] : args;
+  if (!outDir) {
+    fail('usage: node ort_generate.js PREFILL.onnx DECODE.onnx PROMPT.npy N OUTDIR\n' +
+         '       node ort_generate.js --merged MERGED.onnx PROMPT.npy N OUTDIR');
+  }
   const n = Number(nArg);
   if (!Number.isInteger(n) || n < 1) fail(`N must be a positive integer, got '${nArg}'`);
   const opts = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
   const prefill = await ort.InferenceSession.create(prefillPath, opts);
-  const decode = await ort.InferenceSession.create(decodePath, opts);
+  const decode = merged ? prefill : await ort.InferenceSession.create(decodePath, opts);
   const prompt = readInt64Npy(promptPath);
   const t = prompt.dims[1];
 
-  let out = await prefill.run({ tokens: new ort.Tensor('int64', prompt.data, prompt.dims) });
+  // The merged graph (export_tiny_decoder.py merge_decoders) takes every
+  // input in both modes: prefill gets an empty cache, use_cache_branch false.
+  const cacheIn = merged ? prefill.inputNames.indexOf('k_cache') : -1;
+  const flag = (b) => new ort.Tensor('bool', Uint8Array.of(b ? 1 : 0), [1]);
+  let out;
+  if (merged) {
+    const zeros = new ort.Tensor('float32', new Float32Array(2 * 3 * 32 * 16), [2, 3, 32, 16]);
+    if (cacheIn < 0) fail(`${prefillPath}: no k_cache input`);
+    out = await prefill.run({ input_ids: new ort.Tensor('int64', prompt.data, prompt.dims),
+                              pos: new ort.Tensor('int64', BigInt64Array.of(0n), [1]),
+                              k_cache: zeros, v_cache: zeros, use_cache_branch: flag(false) });
+  } else {
+    out = await prefill.run({ tokens: new ort.Tensor('int64', prompt.data, prompt.dims) });
+  }
+  const kName = merged ? 'present_k' : 'k_cache', vName = merged ? 'present_v' : 'v_cache';
   const vocab = Number(out.logits.dims[2]);
   const tokens = new BigInt64Array(n);
   const logits = new Float32Array(n * vocab);
   logits.set(out.logits.data.subarray((t - 1) * vocab, t * vocab), 0);
   tokens[0] = BigInt(argmaxRow(out.logits.data, t - 1, vocab));
-  let k = out.k_cache, v = out.v_cache;
+  let k = out[kName], v = out[vName];
   for (let i = 1; i < n; i++) {
-    out = await decode.run({
-      token: new ort.Tensor('int64', BigInt64Array.of(tokens[i - 1]), [1, 1]),
-      pos: new ort.Tensor('int64', BigInt64Array.of(BigInt(t + i - 1)), [1]),
-      k_cache: k,
-      v_cache: v,
-    });
+    const token = new ort.Tensor('int64', BigInt64Array.of(tokens[i - 1]), [1, 1]);
+    const pos = new ort.Tensor('int64', BigInt64Array.of(BigInt(t + i - 1)), [1]);
+    out = await decode.run(merged ? { input_ids: token, pos, k_cache: k, v_cache: v, use_cache_branch: flag(true) }
+                                  : { token, pos, k_cache: k, v_cache: v });
     logits.set(out.logits.data.subarray(0, vocab), i * vocab);
     tokens[i] = BigInt(argmaxRow(out.logits.data, 0, vocab));
-    k = out.k_cache_out;
-    v = out.v_cache_out;
+    k = merged ? out.present_k : out.k_cache_out;
+    v = merged ? out.present_v : out.v_cache_out;
   }
   fs.mkdirSync(outDir, { recursive: true });
   writeNpy(path.join(outDir, 'tokens.npy'), '<i8', tokens, [n]);
