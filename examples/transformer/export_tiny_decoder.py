@@ -134,9 +134,16 @@ def build():
 
 
 def main():
+    global D_MODEL, HEAD_DIM, LAYERS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--width", type=int, default=D_MODEL,
+                    help=f"model width, a multiple of {HEADS} (default {D_MODEL}; larger ones to measure with)")
+    ap.add_argument("--layers", type=int, default=LAYERS, help=f"number of blocks (default {LAYERS})")
     args = ap.parse_args()
+    if args.width < HEADS or args.width % HEADS or args.layers < 1:
+        ap.error(f"--width must be a positive multiple of {HEADS} and --layers positive")
+    D_MODEL, HEAD_DIM, LAYERS = args.width, args.width // HEADS, args.layers
     os.makedirs(args.out, exist_ok=True)
     m = build()
     prompt = torch.from_numpy(np.random.default_rng(7).integers(0, VOCAB, (1, PROMPT)).astype(np.int64))

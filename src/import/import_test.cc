@@ -1145,6 +1145,47 @@ TEST(ControlFlow, HugeScan8BatchIsRefusedBeforeAnythingIsUnrolled) {
       << g.status().ToString();
 }
 
+// Everything this models can still hit is reported with the rest,
+// in one error naming each node: a Loop whose trip count is a graph input,
+// an If on a graph input whose branches give different shapes, one with a
+// random operator in a branch, NonZero of a graph input, and an operator
+// fcb lacks. Nodes after them are not listed.
+TEST(ControlFlow, EveryControlFlowRefusalIsListedInOneError) {
+  auto m = LoopModel("M", 0, /*trip_is_input=*/true);
+  AddInput(m, "c", {}, onnx::TensorProto::BOOL);
+  AddInit(m, Int64Tensor("axes0", {1}, {0}));
+  auto if_node = [&](const std::string& name, const std::string& out, onnx::GraphProto else_g) {
+    auto then_g = Subgraph("then", {}, {"t_" + out});
+    GNode(then_g, "Abs", {"x"}, {"t_" + out}, name + "_abs");
+    auto* n = AddNode(m, "If", {"c"}, {out}, name);
+    GraphAttribute(n, "then_branch", then_g);
+    GraphAttribute(n, "else_branch", else_g);
+    AddOutput(m, out);
+  };
+  auto shapes = Subgraph("else", {}, {"e_shaped"});
+  GNode(shapes, "Unsqueeze", {"x", "axes0"}, {"e_shaped"}, "unsq");
+  if_node("if_shapes", "shaped", shapes);
+  auto random = Subgraph("else", {}, {"e_random"});
+  GNode(random, "RandomNormalLike", {"x"}, {"e_random"}, "dice");
+  if_node("if_random", "randomized", random);
+  AddNode(m, "NonZero", {"x"}, {"nz"}, "where_nonzero");
+  AddOutput(m, "nz");
+  AddNode(m, "NonMaxSuppression", {"x", "x"}, {"boxes"}, "nms");
+  AddNode(m, "Relu", {"boxes"}, {"after"}, "after_nms");
+  AddOutput(m, "after");
+  auto g = Import(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("5 unsupported"), std::string::npos) << msg;
+  for (const char* want : {"node 'the_loop' (Loop): its trip count ('M') is known only at run time",
+                           "node 'if_shapes' (If)", "then_branch gives float32 of shape 2, else_branch float32 of shape 1x2",
+                           "node 'if_random' (If)", "'dice' (RandomNormalLike)", "node 'where_nonzero' (NonZero)",
+                           "node 'nms' (NonMaxSuppression)"})
+    EXPECT_NE(msg.find(want), std::string::npos) << want << "\n" << msg;
+  EXPECT_EQ(msg.find("after_nms"), std::string::npos) << msg;
+}
+
 TEST(ControlFlow, ControlFlowOpsAreListedButNeverSteps) {
   for (const char* op : {"If", "Loop", "Scan"}) {
     const ops::OpDef* def = ops::FindOp(op);

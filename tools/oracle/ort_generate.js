@@ -74,12 +74,12 @@ async function main() {
 
   // The merged graph (export_tiny_decoder.py merge_decoders) takes every
   // input in both modes: prefill gets an empty cache, use_cache_branch false.
-  const cacheIn = merged ? prefill.inputNames.indexOf('k_cache') : -1;
   const flag = (b) => new ort.Tensor('bool', Uint8Array.of(b ? 1 : 0), [1]);
   let out;
   if (merged) {
-    const zeros = new ort.Tensor('float32', new Float32Array(2 * 3 * 32 * 16), [2, 3, 32, 16]);
-    if (cacheIn < 0) fail(`${prefillPath}: no k_cache input`);
+    const cache = prefill.inputMetadata.find((m) => m.name === 'k_cache');
+    if (!cache || !cache.shape.every(Number.isInteger)) fail(`${prefillPath}: no k_cache input of a fixed shape`);
+    const zeros = new ort.Tensor('float32', new Float32Array(cache.shape.reduce((a, b) => a * b, 1)), cache.shape);
     out = await prefill.run({ input_ids: new ort.Tensor('int64', prompt.data, prompt.dims),
                               pos: new ort.Tensor('int64', BigInt64Array.of(0n), [1]),
                               k_cache: zeros, v_cache: zeros, use_cache_branch: flag(false) });
