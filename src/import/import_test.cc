@@ -455,14 +455,22 @@ TEST(Import, ConstantNodesBecomeConstants) {
 }
 
 TEST(Import, OpsetsOutsideOneToEighteenAreRejected) {
-  for (int64_t opset : {0, 19}) {
+  for (int64_t opset : {0, 19, 21}) {
     auto m = PassThroughModel({1, 2});
     m.mutable_opset_import(0)->set_version(opset);
+    AddNode(m, "Relu", {"input"}, {"r"}, "first_relu");
+    AddOutput(m, "r");
     auto g = Import(m);
     ASSERT_FALSE(g.ok()) << opset;
     EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
     EXPECT_NE(g.status().message().find("opset " + std::to_string(opset)), std::string::npos)
         << g.status().ToString();
+    if (opset > 18) {  // names the first node it would misread and the fix
+      EXPECT_NE(g.status().message().find("from node 'first_relu' (Relu) on"), std::string::npos)
+          << g.status().ToString();
+      EXPECT_NE(g.status().message().find("re-export the model at opset 18"), std::string::npos)
+          << g.status().ToString();
+    }
   }
   auto m = PassThroughModel({1, 2});
   m.mutable_opset_import(0)->set_domain("ai.onnx");

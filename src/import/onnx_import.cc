@@ -39,7 +39,24 @@ constexpr int64_t kMinIrVersion = 3, kMaxIrVersion = 10;
 Result<int64_t> DefaultOpset(const onnx::ModelProto& m) {
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") {
-      if (o.version() < kMinOpset || o.version() > kMaxOpset)
+      if (o.version() > kMaxOpset) {
+        // Operators may have changed meaning after kMaxOpset, which no
+        // definition this build has describes: name what would be misread.
+        std::string first;
+        for (const auto& n : m.graph().node())
+          if (n.domain().empty() || n.domain() == "ai.onnx") {
+            first = "node '" + n.name() + "' (" + n.op_type() + ")";
+            break;
+          }
+        return Unsupported("model uses opset " + std::to_string(o.version()) +
+                           " of the default ONNX domain, newer than opset " + std::to_string(kMaxOpset) +
+                           ", the newest whose operators fcb knows (Debian's libonnx 1.12)" +
+                           (first.empty() ? "" : "; its nodes, from " + first + " on, would be read with opset-" +
+                                                     std::to_string(o.version()) + " meanings fcb cannot check") +
+                           "; re-export the model at opset " + std::to_string(kMaxOpset) +
+                           " or lower (torch.onnx.export(..., opset_version=" + std::to_string(kMaxOpset) + "))");
+      }
+      if (o.version() < kMinOpset)
         return Unsupported("model uses opset " + std::to_string(o.version()) +
                            " of the default ONNX domain; fcb supports opsets " +
                            std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
