@@ -60,7 +60,11 @@ def main():
     ap.add_argument("--fcb", default=os.path.join(REPO, "build", "fcb"))
     ap.add_argument("--data", default=os.path.join(REPO, "build", "testdata"))
     ap.add_argument("--work", default=os.path.join(REPO, "build", "bench_vs_ort"))
-    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--models", default="")
+    ap.add_argument("--set", choices=["default", "wide", "all"], default="default",
+                    help="default: the five CNNs (--data); wide: the models of scripts/export_bench_models.py "
+                         "(--wide-data, exported there if missing); all: both")
+    ap.add_argument("--wide-data", default=os.path.join(REPO, "build", "benchdata"))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=10)
@@ -76,9 +80,24 @@ def main():
     ort_bench = os.path.join(REPO, "tools", "oracle", "ort_bench.js")
     os.makedirs(a.work, exist_ok=True)
 
+    # (name, folder) per model: --models names test-data models; --set picks sets.
+    wanted = []
+    if a.models:
+        wanted = [(m, a.data) for m in a.models.split(",") if m]
+    else:
+        if a.set in ("default", "all"):
+            wanted += [(m, a.data) for m in DEFAULT_MODELS]
+        if a.set in ("wide", "all"):
+            exporter = os.path.join(REPO, "scripts", "export_bench_models.py")
+            wide = run(["/usr/bin/python3", exporter, "--list"]).stdout.split()
+            if any(not os.path.exists(os.path.join(a.wide_data, m + ".onnx")) for m in wide):
+                print(f"exporting the wide set into {a.wide_data} ...", file=sys.stderr, flush=True)
+                run(["/usr/bin/python3", exporter, "--out", a.wide_data])
+            wanted += [(m, a.wide_data) for m in wide]
     models = []
-    for m in a.models.split(","):
-        onnx_path = os.path.join(a.data, m + ".onnx")
+    failed = {}
+    for m, folder in wanted:
+        onnx_path = os.path.join(folder, m + ".onnx")
         if not os.path.exists(onnx_path):
             print(f"warning: {onnx_path} missing, skipping {m} "
                   f"(scripts/prepare_testdata.sh {a.data} --with-resnet50 adds resnet50)", file=sys.stderr)
@@ -86,12 +105,17 @@ def main():
         fcb_path = os.path.join(a.work, m + ".fcb")
         if not os.path.exists(fcb_path) or os.path.getmtime(fcb_path) < max(
                 os.path.getmtime(onnx_path), os.path.getmtime(a.fcb)):
-            run([a.fcb, "compile", onnx_path, "-o", fcb_path, "--target", "all"])
+            r = subprocess.run([a.fcb, "compile", onnx_path, "-o", fcb_path, "--target", "all"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:  # reported in the table; the others still run
+                failed[m] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
+                print(f"warning: {m} does not compile: {failed[m]}", file=sys.stderr)
+                continue
         models.append((m, onnx_path, fcb_path))
     if not models:
         sys.exit("error: no models to benchmark")
 
-    results = {"latency": {}, "cold_start": None}
+    results = {"latency": {}, "cold_start": None, "compile_failed": failed}
     for threads in [int(t) for t in a.threads.split(",")]:
         best = {m: {"fcb": math.inf, "ort": math.inf} for m, _, _ in models}
         for rnd in range(a.rounds):
@@ -117,9 +141,11 @@ def main():
             ratio = b["fcb"] / b["ort"]
             logs.append(math.log(ratio))
             print(f"{m:<18}{b['target']:<12}{b['fcb']:>10.2f}{b['ort']:>10.2f}{ratio:>10.3f}")
+        for m, why in failed.items():
+            print(f"{m:<18}compile failed: {why}")
         geo = math.exp(sum(logs) / len(logs))
         best["geomean_ratio"] = geo
-        print(f"{'geometric mean':<40}{geo:>10.3f}")
+        print(f"{'geometric mean':<40}{geo:>10.3f}" + (f"  ({len(failed)} model(s) failed)" if failed else ""))
 
     cold = [x for x in models if x[0] == a.cold_model]
     if cold:

@@ -21,6 +21,11 @@ that exporters produce and the torchvision models do not have.
            kws_cnn saved with every initializer of 64 bytes or more in
            kws_cnn_external.weights beside the model (external data).
 
+  conv1d_codec
+           1-D convolutions as audio models use them (torch export):
+           stride 4, dilation, groups, depthwise, ConvTranspose1d with
+           output_padding, GroupNorm, GELU.
+
   resnet18_fp16
            torchvision resnet18 as `.half()` exports it: float16 weights,
            a Cast of the float32 input, float16 compute and output.
@@ -276,6 +281,29 @@ def resnet18_fp16(np, onnx):
     return model
 
 
+def conv1d_codec(np, onnx):
+    # 1-D convolutions of every kind an audio codec uses, exported by torch:
+    # stride-4 downsampling, dilation, groups, depthwise, ConvTranspose1d
+    # with output_padding, GroupNorm and GELU between them.
+    import io
+    import torch
+    nn = torch.nn
+    torch.manual_seed(SEED)
+    net = nn.Sequential(
+        nn.Conv1d(2, 16, 7, padding=3), nn.GELU(),
+        nn.Conv1d(16, 32, 8, stride=4, padding=2), nn.GroupNorm(4, 32), nn.GELU(),
+        nn.Conv1d(32, 32, 3, padding=2, dilation=2, groups=4), nn.ReLU(),
+        nn.Conv1d(32, 32, 5, padding=2, groups=32),
+        nn.ConvTranspose1d(32, 16, 8, stride=4, padding=2, output_padding=1), nn.GroupNorm(4, 16), nn.GELU(),
+        nn.ConvTranspose1d(16, 8, 3, stride=2, padding=1, groups=2), nn.Tanh(),
+        nn.Conv1d(8, 2, 1)).eval()
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(net, torch.randn(1, 2, 4000), f, input_names=["input"], output_names=["output"],
+                          opset_version=14)
+    return onnx.load_from_string(f.getvalue())
+
+
 def kws_cnn_external(np, onnx):
     # kws_cnn with its weights in a data file beside the model (saved by main()).
     return kws_cnn(np, onnx)
@@ -323,6 +351,7 @@ MODELS = {
     "kws_cnn": (kws_cnn, "1,76,32,1"),
     "kws_cnn_external": (kws_cnn_external, "1,76,32,1"),
     "resnet18_fp16": (resnet18_fp16, "1,3,224,224"),
+    "conv1d_codec": (conv1d_codec, "1,2,4000"),
     "lstm_features": (lstm_features, "5,3,6"),
     "lstm_input_forget": (lstm_input_forget, "4,2,5"),
     "gru_features": (gru_features, "6,2,4"),

@@ -219,6 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"kws_cnn_external", "kws_cnn_external.onnx", ""},
                       // float16 weights, compute and output behind a Cast of the input.
                       ModelCase{"resnet18_fp16", "resnet18_fp16.onnx", ""},
+                      // 1-D Conv and ConvTranspose of every kind (run as 2-D NHWC convolutions).
+                      ModelCase{"conv1d_codec", "conv1d_codec.onnx", ""},
                       // One recurrent node each, with what PyTorch never writes (explicit
                       // activations, clip, peepholes, input_forget, sequence_lens, reverse).
                       ModelCase{"lstm_features", "lstm_features.onnx", ""},

@@ -34,6 +34,29 @@ TEST(CoverageOps, GroupNormalizationPerGroupScale) {
         {F32(s, want)}, 1e-4);
 }
 
+// Long rows with a large mean and a small spread (the case blocked float
+// sums get wrong): statistics keep double accuracy; several rows run in
+// parallel (Check runs 1, 2 and 3 threads on every target).
+TEST(CoverageOps, InstanceNormalizationLongRowsWithALargeMean) {
+  const int64_t c = 3, len = 100003;  // not a multiple of the 64-element block
+  std::vector<float> x(c * len);
+  for (int64_t i = 0; i < c * len; ++i) x[i] = 1000.f * (1 + i / len) + 0.01f * std::sin(0.37f * i);
+  const std::vector<float> scale = {1.5f, -0.5f, 2.f}, bias = {0.1f, 0.f, -0.3f};
+  std::vector<float> want(x.size());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < len; ++i) mean += x[ch * len + i];
+    mean /= len;
+    for (int64_t i = 0; i < len; ++i) var += (x[ch * len + i] - mean) * (x[ch * len + i] - mean);
+    var /= len;
+    for (int64_t i = 0; i < len; ++i)
+      want[ch * len + i] =
+          static_cast<float>((x[ch * len + i] - mean) / std::sqrt(var + 1e-5) * scale[ch] + bias[ch]);
+  }
+  Check("InstanceNormalization", A(), {F32({1, c, len}, x), F32({c}, scale), F32({c}, bias)},
+        {F32({1, c, len}, want)}, 1e-3);
+}
+
 TEST(CoverageOps, LpPool1d) {
   const std::vector<float> x = {1.f, -2.f, 3.f, 4.f};
   Check("LpPool", A().Is("kernel_shape", {2}).I("p", 2), {F32({1, 1, 4}, x)},

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ops/lowering.h"
+#include "passes/passes.h"
 #include "ops/names.h"
 #include "ops/op.h"
 
@@ -265,6 +266,9 @@ class LayoutRewriter final : public ops::LayoutContext {
 
 }  // namespace
 
-Status AssignLayouts(ir::Graph& g) { return LayoutRewriter(g).Run(); }
+Status AssignLayouts(ir::Graph& g) {
+  FCB_RETURN_IF_ERROR(Conv1dAs2d(g).Annotate("1-D convolutions as 2-D"));
+  return LayoutRewriter(g).Run();
+}
 
 }  // namespace fcb::passes

@@ -44,6 +44,12 @@ Status FuseLayerNorm(ir::Graph& g);
 // (fuse_gelu.cc), which FuseActivations may then fold into a GEMM epilogue.
 Status FuseGelu(ir::Graph& g);
 
+// 1-D Conv / ConvTranspose (float32, constant weights) as 2-D ones of height
+// 1 between an Unsqueeze and a Squeeze, so the layout pass gives them the
+// NHWC kernels; consecutive ones stay 4-D between them (conv1d_as_2d.cc).
+// Run by AssignLayouts.
+Status Conv1dAs2d(ir::Graph& g);
+
 // Removes nodes none of whose outputs is used, then every value no node or
 // graph input/output refers to (compacting the value table and remapping ids).
 Status EliminateDeadNodes(ir::Graph& g);

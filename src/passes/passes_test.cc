@@ -297,6 +297,63 @@ TEST(FuseActivations, LeavesUnfusibleCasesAlone) {
   }
 }
 
+// 1-D convolutions become 2-D ones of height 1 with the same results (the
+// reference kernels before and after), whatever their stride, padding,
+// dilation, groups and output padding; a chain of them stays 4-D between
+// the convolutions, and a 1-D value read elsewhere keeps its Squeeze.
+TEST(Conv1dAs2d, SameResultsAndChainsStay4D) {
+  ir::Graph g;
+  const int x = AddTensor(g, "x", {2, 4, 19});
+  g.inputs = {x};
+  // conv_a: stride 3, asymmetric pads, dilation 2, groups 2, bias.
+  const int wa = g.AddConstant("wa", ir::TensorData::FromFloats({6, 2, 3}, Ramp(36, 0.37f, 0.f)));
+  const int ba = g.AddConstant("ba", ir::TensorData::FromFloats({6}, Ramp(6, 1.1f, 0.1f)));
+  const int a = AddTensor(g, "a", {2, 6, 6});  // (19 + 1 + 2 - 5) / 3 + 1 = 6
+  AddNode(g, "Conv", {x, wa, ba}, {a}, "conv_a")
+      .SetInts("strides", {3});
+  g.nodes.back().SetInts("pads", {1, 2});
+  g.nodes.back().SetInts("dilations", {2});
+  g.nodes.back().SetInt("group", 2);
+  // conv_t: ConvTranspose stride 2, pads, output_padding 1, reading conv_a directly.
+  const int wt = g.AddConstant("wt", ir::TensorData::FromFloats({6, 5, 4}, Ramp(120, 0.23f, -0.1f)));
+  const int t = AddTensor(g, "t", {2, 5, 11});  // (6 - 1) * 2 - 1 - 2 + 4 + 1 = 11
+  AddNode(g, "ConvTranspose", {a, wt}, {t}, "conv_t").SetInts("strides", {2});
+  g.nodes.back().SetInts("pads", {1, 2});
+  g.nodes.back().SetInts("output_padding", {1});
+  // relu reads conv_a's 1-D output too: that Squeeze stays.
+  const int r = AddTensor(g, "r", {2, 6, 6});
+  AddNode(g, "Relu", {a}, {r}, "relu");
+  g.outputs = {t, r};
+  const ir::Graph orig = g;
+
+  ASSERT_TRUE(Conv1dAs2d(g).ok());
+  int convs = 0, unsqueezes = 0, squeezes = 0;
+  for (const auto& n : g.nodes) {
+    if (n.op_type == "Conv" || n.op_type == "ConvTranspose") {
+      ++convs;
+      EXPECT_EQ(g.values[n.inputs[0]].shape.size(), 4u) << n.Describe();
+      EXPECT_EQ(g.values[n.inputs[1]].shape.size(), 4u) << n.Describe();
+    }
+    unsqueezes += n.op_type == "Unsqueeze";
+    squeezes += n.op_type == "Squeeze";
+  }
+  EXPECT_EQ(convs, 2);
+  EXPECT_EQ(unsqueezes, 1) << "conv_t reads conv_a's 4-D output";
+  EXPECT_EQ(squeezes, 2) << "conv_a's (read by relu) and conv_t's (a graph output)";
+  EXPECT_EQ(g.values[g.outputs[0]].name, "t");
+
+  auto in = ir::TensorData::FromFloats({2, 4, 19}, Ramp(152, 0.71f, 0.2f));
+  auto want = Interpret(orig, {{x, in}});
+  auto got = Interpret(g, {{x, in}});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (int k = 0; k < 2; ++k) {
+    const auto w = Floats(want.value()[orig.outputs[k]]), o = Floats(got.value()[g.outputs[k]]);
+    ASSERT_EQ(w.size(), o.size());
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(o[i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << k << " " << i;
+  }
+}
+
 TEST(EliminateDeadNodes, RemovesDeadChainsAndCompactsValues) {
   ir::Graph g;
   int x = AddTensor(g, "x", {4});

@@ -1,0 +1,121 @@
+// Conv1dAs2d: 1-D Conv and ConvTranspose become 2-D ones of height 1, so the
+// layout pass gives them the NHWC kernels (packed GEMM, depthwise, col2im)
+// that 2-D convolutions have, instead of the reference kernel.
+//
+//   Y = Conv(X [N,C,W], W [M,C/g,k], B)
+// becomes
+//   X4 = Unsqueeze(X, axes=[2])                 [N,C,1,W]
+//   Y4 = Conv(X4, W4 [M,C/g,1,k], B)            kernel [1,k], strides [1,s],
+//                                               dilations [1,d], pads [0,b,0,e]
+//   Y  = Squeeze(Y4, axes=[2])                  the original value and name
+// (ConvTranspose alike, with output_padding [0,p] and output_shape [1,L]).
+// W4 is the same bytes as W. When X is itself the Squeeze of such a rewrite,
+// the convolution reads the 4-D value directly, so a chain of 1-D
+// convolutions stays 4-D (and NHWC) between them; Squeezes left without a
+// reader are removed. Only float32 convolutions with constant weights (and
+// bias) are rewritten: the ones the NHWC forms take.
+#include <map>
+
+#include "passes/graph_util.h"
+#include "passes/passes.h"
+
+namespace fcb::passes {
+namespace {
+
+// A per-axis attribute of the 1-D form in its 2-D form: `fill` for the new
+// height axis (pads: [b, e] -> [fill, b, fill, e]).
+void WidenInts(ir::Node& n, const char* attr, int64_t fill, bool pads) {
+  if (!n.Has(attr)) return;
+  std::vector<int64_t> v = n.GetInts(attr);
+  if (pads && v.size() == 2) v = {fill, v[0], fill, v[1]};
+  else if (!pads && v.size() == 1) v = {fill, v[0]};
+  n.SetInts(attr, v);
+}
+
+int AddShaped(ir::Graph& g, const std::string& name, ir::DType dtype, ir::Shape shape) {
+  ir::Value v;
+  v.name = g.UniqueName(name);
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  v.has_shape = true;
+  return g.AddValue(std::move(v));
+}
+
+bool Rewritable(const ir::Graph& g, const ir::Node& n) {
+  if (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) return false;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.size() != 1) return false;
+  const ir::Value& x = g.values[n.inputs[0]];
+  const ir::Value& w = g.values[n.inputs[1]];
+  if (x.is_constant() || x.dtype != ir::DType::kF32 || x.shape.size() != 3) return false;
+  if (!w.is_constant() || w.dtype != ir::DType::kF32 || w.shape.size() != 3) return false;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.values[n.inputs[2]].is_constant()) return false;
+  return g.values[n.outputs[0]].shape.size() == 3;
+}
+
+}  // namespace
+
+Status Conv1dAs2d(ir::Graph& g) {
+  bool any = false;
+  for (const auto& n : g.nodes) any = any || Rewritable(g, n);
+  if (!any) return Status::Ok();
+  const int axes = g.AddConstant(g.UniqueName("conv1d_axes"), ir::TensorData::FromInts({1}, {2}));
+  std::map<int, int> squeezed_from;  // 3-D value -> the 4-D value it is a Squeeze of
+  std::vector<ir::Node> out;
+  out.reserve(g.nodes.size() + 8);
+  for (ir::Node& n : g.nodes) {
+    if (!Rewritable(g, n)) {
+      out.push_back(std::move(n));
+      continue;
+    }
+    const int x = n.inputs[0], y = n.outputs[0];
+    int x4;
+    if (auto it = squeezed_from.find(x); it != squeezed_from.end()) {
+      x4 = it->second;
+    } else {
+      const ir::Shape& xs = g.values[x].shape;
+      x4 = AddShaped(g, g.values[x].name + "/as_2d", ir::DType::kF32, {xs[0], xs[1], 1, xs[2]});
+      ir::Node u;
+      u.name = g.UniqueName(n.name + "/unsqueeze");
+      u.op_type = "Unsqueeze";
+      u.inputs = {x, axes};
+      u.outputs = {x4};
+      out.push_back(std::move(u));
+    }
+    const ir::TensorData& w = *g.values[n.inputs[1]].constant;
+    auto w4 = std::make_shared<ir::TensorData>(w);
+    w4->shape = {w.shape[0], w.shape[1], 1, w.shape[2]};
+    const int w4_id = g.AddConstant(g.UniqueName(g.values[n.inputs[1]].name + "/as_2d"), std::move(w4));
+    const ir::Shape& ys = g.values[y].shape;
+    const int y4 = AddShaped(g, g.values[y].name + "/as_2d", ir::DType::kF32, {ys[0], ys[1], 1, ys[2]});
+    n.inputs[0] = x4;
+    n.inputs[1] = w4_id;
+    n.outputs[0] = y4;
+    WidenInts(n, "kernel_shape", 1, false);
+    WidenInts(n, "strides", 1, false);
+    WidenInts(n, "dilations", 1, false);
+    WidenInts(n, "output_padding", 0, false);
+    WidenInts(n, "output_shape", 1, false);
+    WidenInts(n, "pads", 0, true);
+    ir::Node s;
+    s.name = g.UniqueName(n.name + "/squeeze");
+    s.op_type = "Squeeze";
+    s.inputs = {y4, axes};
+    s.outputs = {y};
+    out.push_back(std::move(n));
+    out.push_back(std::move(s));
+    squeezed_from[y] = y4;
+  }
+  g.nodes = std::move(out);
+  // Squeezes whose only readers were rewritten convolutions.
+  const std::vector<int> uses = g.UseCounts();
+  std::vector<bool> erase(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    erase[i] = n.op_type == "Squeeze" && n.outputs.size() == 1 && squeezed_from.count(n.outputs[0]) &&
+               uses[n.outputs[0]] == 0;
+  }
+  EraseNodes(g, erase);
+  return g.Validate();
+}
+
+}  // namespace fcb::passes
