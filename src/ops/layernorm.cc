@@ -81,16 +81,9 @@ Result<std::unique_ptr<Kernel>> CreateLayerNorm(const CreateContext& c) {
       for (int64_t r = b; r < e; ++r) {
         const float* xr = x + r * D;
         float* yr = y + r * D;
-        // Two passes in double: stable for rows with a large mean.
-        double sum = 0;
-        for (int64_t j = 0; j < D; ++j) sum += xr[j];
-        const double mean = D ? sum / static_cast<double>(D) : 0.0;
-        double sq = 0;
-        for (int64_t j = 0; j < D; ++j) {
-          const double d = xr[j] - mean;
-          sq += d * d;
-        }
-        const double var = D ? sq / static_cast<double>(D) : 0.0;
+        // Two passes with double accuracy: stable for rows with a large mean.
+        const double mean = D ? RowSum(xr, D, false, 0.0) / static_cast<double>(D) : 0.0;
+        const double var = D ? RowSum(xr, D, true, mean) / static_cast<double>(D) : 0.0;
         const float inv = static_cast<float>(1.0 / std::sqrt(var + p.eps));
         const float m = static_cast<float>(mean);
         if (p.scale_n == D && (!bias || p.bias_n == D)) {

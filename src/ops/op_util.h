@@ -202,4 +202,8 @@ inline void CopyBytes(void* dst, const void* src, size_t n) {
   if (dst != src && n) std::memmove(dst, src, n);
 }
 
+// Sum of x[i] (squares false) or of (x[i] - center)^2 (squares true) over a
+// row, with double accuracy at float speed (normalization statistics).
+double RowSum(const float* x, int64_t n, bool squares, double center);
+
 }  // namespace fcb::ops

@@ -260,32 +260,90 @@ bool OnlyLastTwoAxes(const Plan& p) {
   return true;
 }
 
-// RunResize for OnlyLastTwoAxes plans, planes [begin, end): the same taps,
-// the same double arithmetic in the same order (the weight of a tap pair is
-// wy * wx, the identity axes multiplying by exactly 1), without the generic
-// walk over every axis per element.
-void RunResize2d(const Plan& p, const float* x, float* y, int64_t begin, int64_t end) {
+// The taps of one axis as float32 arrays, for the separable kernel.
+struct FlatTaps {
+  std::vector<int32_t> n;                 // per output coordinate: 0 (outside) to 4
+  std::vector<std::array<int64_t, 4>> idx;
+  std::vector<std::array<float, 4>> w;
+  explicit FlatTaps(const std::vector<Taps>& t) : n(t.size()), idx(t.size()), w(t.size()) {
+    for (size_t o = 0; o < t.size(); ++o) {
+      n[o] = t[o].n;
+      idx[o] = t[o].idx;
+      for (int k = 0; k < 4; ++k) w[o][k] = static_cast<float>(t[o].w[k]);
+    }
+  }
+};
+
+// OnlyLastTwoAxes plans, separably in float32: output columns in chunks of
+// kChunk; in each chunk, every input row an output row reads is interpolated
+// horizontally once into a small cache (the rows stay the same for several
+// output rows when upsampling), then each output row is the vertical
+// combination of its cached rows (contiguous, vectorized). No allocation:
+// the cache lives on the stack.
+void RunResize2dSeparable(const Plan& p, const FlatTaps& ty, const FlatTaps& tx, const float* x, float* y,
+                          int64_t begin, int64_t end) {
+  constexpr int64_t kChunk = 256;
   const size_t r = p.out.size();
-  const int64_t h = p.in[r - 2], w = p.in[r - 1], oh = p.out[r - 2], ow = p.out[r - 1];
-  const std::vector<Taps>& ty = p.taps[r - 2];
-  const std::vector<Taps>& tx = p.taps[r - 1];
+  const int64_t w = p.in[r - 1], oh = p.out[r - 2], ow = p.out[r - 1], h = p.in[r - 2];
+  float cache[4][kChunk];
+  int64_t cached_row[4];
   for (int64_t plane = begin; plane < end; ++plane) {
     const float* xp = x + plane * h * w;
     float* yp = y + plane * oh * ow;
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      const Taps& a = ty[oy];
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const Taps& b = tx[ox];
-        if (a.n == 0 || b.n == 0) {
-          yp[oy * ow + ox] = p.extrapolation;
+    for (int64_t c0 = 0; c0 < ow; c0 += kChunk) {
+      const int64_t cn = std::min(kChunk, ow - c0);
+      for (int64_t& cr : cached_row) cr = -1;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        float* yr = yp + oy * ow + c0;
+        const int na = ty.n[oy];
+        if (na == 0) {
+          for (int64_t c = 0; c < cn; ++c) yr[c] = p.extrapolation;
           continue;
         }
-        double acc = 0;
-        for (int i = 0; i < a.n; ++i) {
-          const float* row = xp + a.idx[i] * w;
-          for (int j = 0; j < b.n; ++j) acc += (a.w[i] * b.w[j]) * row[b.idx[j]];
+        // The cache slot of each tap row, interpolating rows not cached yet
+        // into slots no tap of this output row uses.
+        int slot[4] = {0, 0, 0, 0};
+        bool used[4] = {false, false, false, false};
+        for (int i = 0; i < na; ++i) {
+          slot[i] = -1;
+          for (int k = 0; k < 4; ++k)
+            if (cached_row[k] == ty.idx[oy][i]) slot[i] = k;
+          if (slot[i] >= 0) used[slot[i]] = true;
         }
-        yp[oy * ow + ox] = static_cast<float>(acc);
+        for (int i = 0; i < na; ++i) {
+          if (slot[i] >= 0) continue;
+          int k = 0;
+          while (used[k]) ++k;
+          used[k] = true;
+          slot[i] = k;
+          cached_row[k] = ty.idx[oy][i];
+          const float* row = xp + ty.idx[oy][i] * w;
+          float* dst = cache[k];
+          for (int64_t c = 0; c < cn; ++c) {
+            const int64_t ox = c0 + c;
+            const int nb = tx.n[ox];
+            float v = 0;
+            for (int j = 0; j < nb; ++j) v += tx.w[ox][j] * row[tx.idx[ox][j]];
+            dst[c] = v;
+          }
+        }
+        const float w0 = ty.w[oy][0];
+        const float* r0 = cache[slot[0]];
+        if (na == 1) {
+          for (int64_t c = 0; c < cn; ++c) yr[c] = w0 * r0[c];
+        } else {
+          const float w1 = ty.w[oy][1];
+          const float* r1 = cache[slot[1]];
+          for (int64_t c = 0; c < cn; ++c) yr[c] = w0 * r0[c] + w1 * r1[c];
+          for (int i = 2; i < na; ++i) {
+            const float wi = ty.w[oy][i];
+            const float* ri = cache[slot[i]];
+            for (int64_t c = 0; c < cn; ++c) yr[c] += wi * ri[c];
+          }
+        }
+        // Columns outside the crop (tf_crop_and_resize) take the extrapolation value.
+        for (int64_t c = 0; c < cn; ++c)
+          if (tx.n[c0 + c] == 0) yr[c] = p.extrapolation;
       }
     }
   }
@@ -308,11 +366,13 @@ Result<std::unique_ptr<Kernel>> CreateResize(const CreateContext& c) {
     const size_t r = plan.out.size();
     const int64_t planes = ir::NumElements(plan.out) / std::max<int64_t>(1, plan.out[r - 2] * plan.out[r - 1]);
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plan.out[r - 2] * plan.out[r - 1]));
-    return MakeKernel([plan = std::move(plan), planes, grain](const RunContext& ctx, const void* const* in,
-                                                               void* const* out) -> Status {
+    FlatTaps ty(plan.taps[r - 2]), tx(plan.taps[r - 1]);
+    return MakeKernel([plan = std::move(plan), ty = std::move(ty), tx = std::move(tx), planes, grain](
+                          const RunContext& ctx, const void* const* in, void* const* out) -> Status {
       const float* x = static_cast<const float*>(in[0]);
       float* y = static_cast<float*>(out[0]);
-      ctx.pool->ParallelFor(planes, grain, [&](int64_t b, int64_t e) { RunResize2d(plan, x, y, b, e); });
+      ctx.pool->ParallelFor(planes, grain,
+                            [&](int64_t b, int64_t e) { RunResize2dSeparable(plan, ty, tx, x, y, b, e); });
       return Status::Ok();
     });
   }
