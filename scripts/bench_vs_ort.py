@@ -134,18 +134,18 @@ def main():
                         best[m]["target"] = j.get("target", "?")
         results["latency"][threads] = best
         print(f"\nthreads={threads}  (best of {a.rounds} interleaved rounds x {a.iterations} runs)")
-        print(f"{'model':<18}{'target':<12}{'fcb ms':>10}{'ORT ms':>10}{'fcb/ORT':>10}")
+        print(f"{'model':<30}{'target':<12}{'fcb ms':>10}{'ORT ms':>10}{'fcb/ORT':>10}")
         logs = []
         for m, _, _ in models:
             b = best[m]
             ratio = b["fcb"] / b["ort"]
             logs.append(math.log(ratio))
-            print(f"{m:<18}{b['target']:<12}{b['fcb']:>10.2f}{b['ort']:>10.2f}{ratio:>10.3f}")
+            print(f"{m:<30}{b['target']:<12}{b['fcb']:>10.2f}{b['ort']:>10.2f}{ratio:>10.3f}")
         for m, why in failed.items():
-            print(f"{m:<18}compile failed: {why}")
+            print(f"{m:<30}compile failed: {why}")
         geo = math.exp(sum(logs) / len(logs))
         best["geomean_ratio"] = geo
-        print(f"{'geometric mean':<40}{geo:>10.3f}" + (f"  ({len(failed)} model(s) failed)" if failed else ""))
+        print(f"{'geometric mean':<52}{geo:>10.3f}" + (f"  ({len(failed)} model(s) failed)" if failed else ""))
 
     cold = [x for x in models if x[0] == a.cold_model]
     if cold:

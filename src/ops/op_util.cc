@@ -179,7 +179,11 @@ std::vector<int64_t> DenseStrides(const ir::Shape& s) {
 // RowSum: 16 float lanes over blocks of 64 elements (4 terms per lane, which
 // the compiler vectorizes), each block folded into a double, so a long row
 // keeps double accuracy at a fraction of a double add per element.
-double RowSum(const float* x, int64_t n, bool squares, double center) {
+namespace {
+
+// The block loop with `kSquares` fixed at compile time, so it vectorizes.
+template <bool kSquares>
+double RowSumT(const float* x, int64_t n, double center) {
   constexpr int kLanes = 16, kBlock = 64;
   const float c = static_cast<float>(center);
   double total = 0;
@@ -189,7 +193,7 @@ double RowSum(const float* x, int64_t n, bool squares, double center) {
     for (int j = 0; j < kBlock; j += kLanes)
       for (int l = 0; l < kLanes; ++l) {
         const float v = x[i + j + l] - c;
-        acc[l] += squares ? v * v : v;
+        acc[l] += kSquares ? v * v : v;
       }
     float s = 0;
     for (int l = 0; l < kLanes; ++l) s += acc[l];
@@ -197,9 +201,15 @@ double RowSum(const float* x, int64_t n, bool squares, double center) {
   }
   for (; i < n; ++i) {
     const double v = x[i] - center;
-    total += squares ? v * v : v;
+    total += kSquares ? v * v : v;
   }
   return total;
+}
+
+}  // namespace
+
+double RowSum(const float* x, int64_t n, bool squares, double center) {
+  return squares ? RowSumT<true>(x, n, center) : RowSumT<false>(x, n, center);
 }
 
 }  // namespace fcb::ops
