@@ -4,6 +4,7 @@
 #include <cstring>
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -168,8 +169,42 @@ class Lowerer final : public ops::LowerContext {
 
   // The registered rules for the node's op, highest priority first; a node
   // no rule takes becomes one step as it is (ONNX ops and the NHWC pools).
+  // A Reshape, Flatten, Squeeze, Unsqueeze or Identity of an intermediate
+  // value into another intermediate value moves no bytes: its output becomes
+  // a second tensor over the input's arena bytes (PlanArena gives both one
+  // buffer whose lifetime covers both), and no step is emitted.
+  bool LowerAsView(const Node& n) {
+    static const std::set<std::string, std::less<>> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                                              "Identity"};
+    if (!n.domain.empty() || !kViews.count(n.op_type) || n.inputs.empty() || n.inputs[0] < 0 ||
+        n.outputs.size() != 1)
+      return false;
+    const int x = n.inputs[0], y = n.outputs[0];
+    const ir::Value& xv = g_.values[x];
+    const ir::Value& yv = g_.values[y];
+    if (xv.is_constant() || yv.is_constant() || xv.dtype != yv.dtype ||
+        ir::NumElements(xv.shape) != ir::NumElements(yv.shape))
+      return false;
+    for (int v : g_.inputs)
+      if (v == x) return false;
+    for (int v : g_.outputs)
+      if (v == x || v == y) return false;
+    const int32_t root = Root(Value(x));
+    const int32_t out = Value(y);
+    if (alias_of_.size() <= static_cast<size_t>(out)) alias_of_.resize(out + 1, -1);
+    alias_of_[out] = root;
+    return true;
+  }
+
+  // The tensor whose arena bytes `t` uses (itself unless a view).
+  int32_t Root(int32_t t) const {
+    while (t >= 0 && static_cast<size_t>(t) < alias_of_.size() && alias_of_[t] >= 0) t = alias_of_[t];
+    return t;
+  }
+
   Status LowerNode(int i) {
     const Node& n = g_.nodes[i];
+    if (LowerAsView(n)) return Status::Ok();
     const auto& rules = RulesByOp();
     if (auto it = rules.find(n.op_type); it != rules.end()) {
       for (const auto* rule : it->second) {
@@ -212,6 +247,7 @@ class Lowerer final : public ops::LowerContext {
     std::vector<BufferLifetime> bufs;
     auto touch = [&](int32_t t, int step, bool def) {
       if (t < 0 || ctx_.tensors[t].storage != Storage::kArena) return;
+      t = Root(t);  // a view's readers keep its input's bytes alive
       if (arena_index[t] < 0) {
         arena_index[t] = static_cast<int>(bufs.size());
         const auto& d = ctx_.tensors[t];
@@ -235,8 +271,10 @@ class Lowerer final : public ops::LowerContext {
     // gave it, so a caller sets only the inputs that change between runs.
     for (int32_t t : ctx_.inputs) touch(t, nsteps, false);
     MemoryPlan plan = PlanMemory(bufs);
-    for (size_t t = 0; t < ctx_.tensors.size(); ++t)
-      if (arena_index[t] >= 0) ctx_.tensors[t].offset = plan.offsets[arena_index[t]];
+    for (size_t t = 0; t < ctx_.tensors.size(); ++t) {
+      const int32_t r = Root(static_cast<int32_t>(t));
+      if (arena_index[r] >= 0) ctx_.tensors[t].offset = plan.offsets[arena_index[r]];
+    }
     ctx_.arena_bytes = plan.arena_bytes;
   }
 
@@ -247,6 +285,7 @@ class Lowerer final : public ops::LowerContext {
   std::vector<int> readers_, reader_;  // per value (CountReaders)
   format::WeightPoolBuilder& pool_;
   std::vector<int32_t> tensor_of_;
+  std::vector<int32_t> alias_of_;  // per tensor: the tensor whose bytes a view uses, or -1
   ContextDesc ctx_;
   Status error_;  // first allocation failure, reported with the node being lowered
 };

@@ -50,6 +50,12 @@ Status FuseGelu(ir::Graph& g);
 // Run by AssignLayouts.
 Status Conv1dAs2d(ir::Graph& g);
 
+// MatMul(A, constant B [K, N]) + constant row bias [N] becomes Gemm(A, B, bias)
+// (A of rank > 2 through Reshapes to [M, K] and back, which lowering makes
+// views); an activation reading only the sum moves next to the Gemm so that
+// FuseActivations folds it too (fuse_matmul_bias.cc).
+Status FuseMatMulBias(ir::Graph& g);
+
 // Removes nodes none of whose outputs is used, then every value no node or
 // graph input/output refers to (compacting the value table and remapping ids).
 Status EliminateDeadNodes(ir::Graph& g);

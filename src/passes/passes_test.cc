@@ -354,6 +354,53 @@ TEST(Conv1dAs2d, SameResultsAndChainsStay4D) {
   }
 }
 
+// MatMul + row bias becomes Gemm with C (rank 3 through Reshapes, the Gelu
+// after it moved next to the Gemm so FuseActivations can fold it); a rank-2
+// MatMul + bias becomes one Gemm; a bias that is not a row, or a MatMul
+// output read twice, stays as it is. Same results before and after.
+TEST(FuseMatMulBias, BiasIntoGemmAndActivationNextToIt) {
+  ir::Graph g;
+  const int x = AddTensor(g, "x", {2, 3, 4});
+  const int x2 = AddTensor(g, "x2", {5, 4});
+  g.inputs = {x, x2};
+  const int w = g.AddConstant("w", ir::TensorData::FromFloats({4, 6}, Ramp(24, 0.41f, 0.f)));
+  const int bias = g.AddConstant("bias", ir::TensorData::FromFloats({1, 1, 6}, Ramp(6, 1.3f, 0.2f)));
+  const int bias2 = g.AddConstant("bias2", ir::TensorData::FromFloats({6}, Ramp(6, 0.7f, -0.1f)));
+  const int full = g.AddConstant("full", ir::TensorData::FromFloats({5, 6}, Ramp(30, 0.3f, 0.f)));
+  const int y = AddTensor(g, "y", {2, 3, 6}), z = AddTensor(g, "z", {2, 3, 6}), a = AddTensor(g, "a", {2, 3, 6});
+  AddNode(g, "MatMul", {x, w}, {y}, "mm");
+  AddNode(g, "Add", {bias, y}, {z}, "add");
+  AddNode(g, "Gelu", {z}, {a}, "gelu");
+  const int y2 = AddTensor(g, "y2", {5, 6}), z2 = AddTensor(g, "z2", {5, 6});
+  AddNode(g, "MatMul", {x2, w}, {y2}, "mm2");
+  AddNode(g, "Add", {y2, bias2}, {z2}, "add2");
+  const int y3 = AddTensor(g, "y3", {5, 6}), z3 = AddTensor(g, "z3", {5, 6});
+  AddNode(g, "MatMul", {x2, w}, {y3}, "mm3");
+  AddNode(g, "Add", {y3, full}, {z3}, "add3");  // not a row: stays
+  g.outputs = {a, z2, z3};
+  const ir::Graph orig = g;
+
+  ASSERT_TRUE(FuseMatMulBias(g).ok());
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Gemm", "Gelu", "Reshape", "Gemm", "MatMul", "Add"}));
+  EXPECT_EQ(g.nodes[1].name, "mm");
+  EXPECT_EQ(g.nodes[2].inputs[0], g.nodes[1].outputs[0]) << "the Gelu reads the Gemm directly";
+  EXPECT_EQ(g.values[g.outputs[0]].name, "a");
+
+  auto in = ir::TensorData::FromFloats({2, 3, 4}, Ramp(24, 0.9f, 0.1f));
+  auto in2 = ir::TensorData::FromFloats({5, 4}, Ramp(20, 0.6f, -0.2f));
+  auto want = Interpret(orig, {{x, in}, {x2, in2}});
+  auto got = Interpret(g, {{x, in}, {x2, in2}});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (size_t k = 0; k < 3; ++k) {
+    const auto wv = Floats(want.value()[orig.outputs[k]]), gv = Floats(got.value()[g.outputs[k]]);
+    ASSERT_EQ(wv.size(), gv.size());
+    for (size_t i = 0; i < wv.size(); ++i) EXPECT_NEAR(gv[i], wv[i], 1e-5f * (1 + std::fabs(wv[i]))) << k << " " << i;
+  }
+}
+
 TEST(EliminateDeadNodes, RemovesDeadChainsAndCompactsValues) {
   ir::Graph g;
   int x = AddTensor(g, "x", {4});

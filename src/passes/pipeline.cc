@@ -19,6 +19,7 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
     if (quantize_int8) FCB_RETURN_IF_ERROR(QuantizeInt8(g).Annotate("quantizing to int8"));
     FCB_RETURN_IF_ERROR(FuseLayerNorm(g).Annotate("fusing layer normalization"));
     FCB_RETURN_IF_ERROR(FuseGelu(g).Annotate("fusing GELU"));
+    FCB_RETURN_IF_ERROR(FuseMatMulBias(g).Annotate("fusing MatMul bias"));
     FCB_RETURN_IF_ERROR(FuseActivations(g).Annotate("fusing activations"));
     FCB_RETURN_IF_ERROR(FuseQuantized(g).Annotate("fusing quantized operators"));
     FCB_RETURN_IF_ERROR(FoldConstants(g).Annotate("constant folding"));
