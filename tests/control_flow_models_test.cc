@@ -12,6 +12,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
+#include "target_loop.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -57,15 +58,9 @@ TEST_P(ControlFlowModel, EveryTargetMatchesOnnxRuntime) {
   auto report = Compile(model, spec, out);
   ASSERT_TRUE(report.ok()) << report.status().message();
 
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(out, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
-    auto ex = Execution::Create(program.value(), "main", 1);
+  const int ran = testing::ForEachRunnableTarget(
+      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
+    auto ex = Execution::Create(program, "main", 1);
     ASSERT_TRUE(ex.ok()) << ex.status().message();
     const MethodInfo& info = ex.value()->info();
     ASSERT_EQ(info.inputs.size(), feeds.size());
@@ -86,10 +81,9 @@ TEST_P(ControlFlowModel, EveryTargetMatchesOnnxRuntime) {
       std::vector<float> got(p, p + spec_i.bytes() / 4), ref(w->second.data.size() / 4);
       std::memcpy(ref.data(), w->second.data.data(), ref.size() * 4);
       auto d = testing::Compare(got, ref);
-      EXPECT_LE(d.rel_l2, 1e-4) << c.name << " output " << spec_i.name << " on " << t.name;
+      EXPECT_LE(d.rel_l2, 1e-4) << c.name << " output " << spec_i.name << " on " << target;
     }
-    ++ran;
-  }
+  });
   EXPECT_GE(ran, 1);
 }
 

@@ -16,6 +16,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "core/half.h"
+#include "target_loop.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -87,17 +88,10 @@ void CheckEveryTarget(const std::string& name, const std::string& model) {
   std::vector<std::string> in_file = any.value()->targets_in_file();
   EXPECT_EQ(in_file.size(), ListTargets().size()) << "the file must hold every target";
 
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(out, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
-    ASSERT_EQ(program.value()->target(), t.name);
+  const int ran = testing::ForEachRunnableTarget(
+      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     for (int threads : {1, 2}) {
-      auto ex = Execution::Create(program.value(), "main", threads);
+      auto ex = Execution::Create(program, "main", threads);
       ASSERT_TRUE(ex.ok()) << ex.status().message();
       ASSERT_TRUE(ex.value()->SetInput("input", input.value().data.data(), input.value().data.size()).ok());
       Status s = ex.value()->Run();
@@ -111,12 +105,11 @@ void CheckEveryTarget(const std::string& name, const std::string& model) {
                                         info.outputs[0].bytes(), half);
       const std::vector<float> ref = AsFloats(want.value());
       auto d = testing::Compare(got, ref);
-      EXPECT_LT(d.rel_l2, 1e-4) << mc.name << " on " << t.name << " with " << threads << " threads";
+      EXPECT_LT(d.rel_l2, 1e-4) << mc.name << " on " << target << " with " << threads << " threads";
       EXPECT_LE(d.max_abs, MaxAbsTolerance(ref, half))
-          << mc.name << " on " << t.name << " with " << threads << " threads";
+          << mc.name << " on " << target << " with " << threads << " threads";
     }
-    ++ran;
-  }
+  });
   EXPECT_GE(ran, 1);
 }
 

@@ -17,6 +17,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
+#include "target_loop.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -76,16 +77,10 @@ TEST_P(QuantModelTest, EveryTargetMatchesOnnxRuntime) {
   ASSERT_TRUE(any.ok()) << any.status().message();
   EXPECT_EQ(any.value()->targets_in_file().size(), ListTargets().size()) << "the file must hold every target";
 
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(out, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
+  const int ran = testing::ForEachRunnableTarget(
+      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     for (int threads : {1, 2}) {
-      auto ex = Execution::Create(program.value(), "main", threads);
+      auto ex = Execution::Create(program, "main", threads);
       ASSERT_TRUE(ex.ok()) << ex.status().message();
       ASSERT_TRUE(ex.value()->SetInput("input", input.value().data.data(), input.value().data.size()).ok());
       Status s = ex.value()->Run();
@@ -104,8 +99,8 @@ TEST_P(QuantModelTest, EveryTargetMatchesOnnxRuntime) {
           ASSERT_EQ(o.dtype, DType::kF32) << o.name;
           auto d = testing::Compare(AsFloats(got, o.bytes()), AsFloats(want.value().data.data(), o.bytes()));
           std::printf("[quant] %-14s %-10s %dT %-8s float  rel_l2 %.3g  max_abs %.3g\n", name.c_str(),
-                      t.name.c_str(), threads, file.c_str(), d.rel_l2, d.max_abs);
-          EXPECT_LT(d.rel_l2, 1e-3) << name << " output " << o.name << " on " << t.name << " with " << threads
+                      target.c_str(), threads, file.c_str(), d.rel_l2, d.max_abs);
+          EXPECT_LT(d.rel_l2, 1e-3) << name << " output " << o.name << " on " << target << " with " << threads
                                     << " threads (max abs " << d.max_abs << ")";
         } else {
           // Integer outputs (uint8 of a final QuantizeLinear, int64 of an
@@ -118,14 +113,13 @@ TEST_P(QuantModelTest, EveryTargetMatchesOnnxRuntime) {
           for (size_t b = 0; b < o.bytes(); b += elem)
             differ += std::memcmp(got + b, want.value().data.data() + b, elem) != 0;
           std::printf("[quant] %-14s %-10s %dT %-8s int    %zu of %zu elements differ\n", name.c_str(),
-                      t.name.c_str(), threads, file.c_str(), differ, static_cast<size_t>(o.bytes() / elem));
-          EXPECT_EQ(differ, 0u) << name << " output " << o.name << " on " << t.name << " with " << threads
+                      target.c_str(), threads, file.c_str(), differ, static_cast<size_t>(o.bytes() / elem));
+          EXPECT_EQ(differ, 0u) << name << " output " << o.name << " on " << target << " with " << threads
                                 << " threads";
         }
       }
     }
-    ++ran;
-  }
+  });
   EXPECT_GE(ran, 1);
 }
 

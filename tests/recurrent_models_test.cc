@@ -16,6 +16,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
+#include "target_loop.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -60,15 +61,9 @@ TEST_P(RecurrentStream, EveryTargetMatchesOnnxRuntimeCallByCall) {
   auto report = Compile(dir + "/" + name + ".onnx", spec, file);
   ASSERT_TRUE(report.ok()) << report.status().message();
 
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(file, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
-    auto ex = Execution::Create(program.value(), "main", 1);
+  const int ran = testing::ForEachRunnableTarget(
+      file, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
+    auto ex = Execution::Create(program, "main", 1);
     ASSERT_TRUE(ex.ok()) << ex.status().message();
     const MethodInfo& info = ex.value()->info();
     std::map<std::string, std::vector<uint8_t>> state;
@@ -99,8 +94,7 @@ TEST_P(RecurrentStream, EveryTargetMatchesOnnxRuntimeCallByCall) {
         }
       }
     }
-    ++ran;
-  }
+  });
   EXPECT_GE(ran, 1);
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "fcb/npy.h"
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
+#include "target_loop.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -31,6 +33,45 @@ constexpr int64_t kParams = kVocab * kDModel + kMaxCtx * kDModel +
                                        kDModel + kDModel * 4 * kDModel + 4 * kDModel + 4 * kDModel * kDModel +
                                        kDModel) +
                             2 * kDModel + kDModel * kVocab;
+
+// Greedy decoding with `file`'s prefill and decode methods on every target
+// this host runs, at 1 and 2 threads, against ONNX Runtime's tokens and the
+// logits each was chosen from (DIR/<ref>/tokens.npy, logits.npy; the prompt is
+// DIR/tiny_decoder.prompt.npy). `each_target` runs first on every program.
+void ExpectGenerationMatchesOnnxRuntime(
+    const std::string& file, const std::string& ref, const example::DecoderNames& names = {},
+    const std::function<void(const std::shared_ptr<const Program>&)>& each_target = nullptr) {
+  const std::string dir = TestDataDir();
+  auto prompt = ReadNpy(dir + "/tiny_decoder.prompt.npy");
+  auto want_tokens = ReadNpy(dir + "/" + ref + "/tokens.npy");
+  auto want_logits = ReadNpy(dir + "/" + ref + "/logits.npy");
+  ASSERT_TRUE(prompt.ok() && want_tokens.ok() && want_logits.ok());
+  std::vector<int64_t> p(prompt.value().data.size() / 8), tokens(want_tokens.value().data.size() / 8);
+  std::memcpy(p.data(), prompt.value().data.data(), p.size() * 8);
+  std::memcpy(tokens.data(), want_tokens.value().data.data(), tokens.size() * 8);
+  const int n = static_cast<int>(tokens.size());
+  ASSERT_EQ(want_logits.value().shape, (std::vector<int64_t>{n, kVocab}));
+  const float* logits = reinterpret_cast<const float*>(want_logits.value().data.data());
+
+  const int ran = testing::ForEachRunnableTarget(
+      file, [&](const std::string&, const std::shared_ptr<const Program>& program) {
+        if (each_target) each_target(program);
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(threads);
+          auto g = example::GreedyGenerate(program, p, n, threads, names);
+          ASSERT_TRUE(g.ok()) << g.status().message();
+          EXPECT_EQ(g.value().tokens, tokens);
+          ASSERT_EQ(g.value().logits.size(), static_cast<size_t>(n));
+          for (int i = 0; i < n; ++i) {
+            std::vector<float> want(logits + i * kVocab, logits + (i + 1) * kVocab);
+            auto d = testing::Compare(g.value().logits[i], want);
+            EXPECT_LT(d.rel_l2, 1e-5) << "token " << i;
+            EXPECT_LT(d.max_abs, 1e-4) << "token " << i;
+          }
+        }
+      });
+  EXPECT_GE(ran, 1);
+}
 
 class TransformerTest : public ::testing::Test {
  protected:
@@ -77,41 +118,7 @@ TEST_F(TransformerTest, WeightsAreHeldOnce) {
 }
 
 TEST_F(TransformerTest, TokensAndLogitsMatchOnnxRuntimeOnEveryTarget) {
-  auto prompt = ReadNpy(dir_ + "/tiny_decoder.prompt.npy");
-  auto want_tokens = ReadNpy(dir_ + "/tiny_decoder.ref/tokens.npy");
-  auto want_logits = ReadNpy(dir_ + "/tiny_decoder.ref/logits.npy");
-  ASSERT_TRUE(prompt.ok() && want_tokens.ok() && want_logits.ok());
-  std::vector<int64_t> p(prompt.value().data.size() / 8), tokens(want_tokens.value().data.size() / 8);
-  std::memcpy(p.data(), prompt.value().data.data(), p.size() * 8);
-  std::memcpy(tokens.data(), want_tokens.value().data.data(), tokens.size() * 8);
-  const int n = static_cast<int>(tokens.size());
-  ASSERT_EQ(want_logits.value().shape, (std::vector<int64_t>{n, kVocab}));
-  const float* ref = reinterpret_cast<const float*>(want_logits.value().data.data());
-
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(fcb_, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(threads);
-      auto g = example::GreedyGenerate(program.value(), p, n, threads);
-      ASSERT_TRUE(g.ok()) << g.status().message();
-      EXPECT_EQ(g.value().tokens, tokens);
-      ASSERT_EQ(g.value().logits.size(), static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        std::vector<float> want(ref + i * kVocab, ref + (i + 1) * kVocab);
-        auto d = testing::Compare(g.value().logits[i], want);
-        EXPECT_LT(d.rel_l2, 1e-5) << "token " << i;
-        EXPECT_LT(d.max_abs, 1e-4) << "token " << i;
-      }
-    }
-    ++ran;
-  }
-  EXPECT_GE(ran, 1);
+  ExpectGenerationMatchesOnnxRuntime(fcb_, "tiny_decoder.ref");
 }
 
 // The example program prints the same tokens.
@@ -183,46 +190,16 @@ TEST_F(MergedDecoderTest, InputValuesMakePrefillAndDecodeMatchingOnnxRuntime) {
   auto r = CompileMethods({{"prefill", merged_}, {"decode", merged_}}, Spec(), out);
   ASSERT_TRUE(r.ok()) << r.status().message();
 
-  auto prompt = ReadNpy(dir_ + "/tiny_decoder.prompt.npy");
-  auto want_tokens = ReadNpy(dir_ + "/tiny_decoder.merged.ref/tokens.npy");
-  auto want_logits = ReadNpy(dir_ + "/tiny_decoder.merged.ref/logits.npy");
-  ASSERT_TRUE(prompt.ok() && want_tokens.ok() && want_logits.ok());
-  std::vector<int64_t> p(prompt.value().data.size() / 8), tokens(want_tokens.value().data.size() / 8);
-  std::memcpy(p.data(), prompt.value().data.data(), p.size() * 8);
-  std::memcpy(tokens.data(), want_tokens.value().data.data(), tokens.size() * 8);
-  const int n = static_cast<int>(tokens.size());
-  const float* ref = reinterpret_cast<const float*>(want_logits.value().data.data());
-
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(out, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
-    // The flag is no input of either method any more.
-    for (const char* m : {"prefill", "decode"}) {
-      auto ex = Execution::Create(program.value(), m, 1);
-      ASSERT_TRUE(ex.ok()) << ex.status().message();
-      for (const auto& in : ex.value()->info().inputs) EXPECT_NE(in.name, "use_cache_branch") << m;
-      EXPECT_EQ(ex.value()->info().inputs.size(), 4u) << m << ": input_ids, pos, k_cache, v_cache";
-    }
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(threads);
-      auto g = example::GreedyGenerate(program.value(), p, n, threads, example::DecoderNames::Merged());
-      ASSERT_TRUE(g.ok()) << g.status().message();
-      EXPECT_EQ(g.value().tokens, tokens);
-      ASSERT_EQ(g.value().logits.size(), static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        std::vector<float> want(ref + i * kVocab, ref + (i + 1) * kVocab);
-        auto d = testing::Compare(g.value().logits[i], want);
-        EXPECT_LT(d.rel_l2, 1e-5) << "token " << i;
-      }
-    }
-    ++ran;
-  }
-  EXPECT_GE(ran, 1);
+  ExpectGenerationMatchesOnnxRuntime(
+      out, "tiny_decoder.merged.ref", example::DecoderNames::Merged(), [](const std::shared_ptr<const Program>& program) {
+        // The flag is no input of either method any more.
+        for (const char* m : {"prefill", "decode"}) {
+          auto ex = Execution::Create(program, m, 1);
+          ASSERT_TRUE(ex.ok()) << ex.status().message();
+          for (const auto& in : ex.value()->info().inputs) EXPECT_NE(in.name, "use_cache_branch") << m;
+          EXPECT_EQ(ex.value()->info().inputs.size(), 4u) << m << ": input_ids, pos, k_cache, v_cache";
+        }
+      });
 
   // Both methods in one file hold the weights once: the pool is one
   // method's plus the other's few constants (the plans, which name every

@@ -14,6 +14,7 @@
 
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
+#include "target_loop.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -100,16 +101,10 @@ TEST(Views, NoStepsAndEveryReaderSeesTheBytes) {
 
   std::vector<float> x(24);
   for (int i = 0; i < 24; ++i) x[i] = std::sin(0.9f * i) * 2;
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(out, lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
+  const int ran = testing::ForEachRunnableTarget(
+      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     for (int threads : {1, 2}) {
-      auto ex = Execution::Create(program.value(), "main", threads);
+      auto ex = Execution::Create(program, "main", threads);
       ASSERT_TRUE(ex.ok()) << ex.status().message();
       ASSERT_TRUE(ex.value()->SetInput("x", x.data(), x.size() * 4).ok());
       ASSERT_TRUE(ex.value()->Run().ok());
@@ -128,8 +123,7 @@ TEST(Views, NoStepsAndEveryReaderSeesTheBytes) {
         }
       }
     }
-    ++ran;
-  }
+  });
   EXPECT_GE(ran, 1);
 }
 
