@@ -3,8 +3,9 @@
 inputs of a 10-call stream: state tensors are model inputs and outputs, fed
 back call after call, as streaming speech models run.
 
-  lstm_stream  2-layer bidirectional LSTM (sequence first) + Linear head;
-               state h0/c0 [4, 2, 32]
+  lstm_stream  2-layer bidirectional LSTM (sequence first), then a
+               unidirectional LSTM, + Linear head; state h0/c0 [4, 2, 32],
+               h1/c1 [1, 2, 24]
   gru_stream   GRU (batch first) then a bidirectional GRU; state h0 [1, 2, 24],
                h1 [2, 2, 24]
   rnn_stream   bidirectional RNN with ReLU (batch first); state h0 [2, 3, 20]
@@ -34,11 +35,13 @@ def models(torch):
         def __init__(self):
             super().__init__()
             self.lstm = torch.nn.LSTM(16, 32, num_layers=2, bidirectional=True)
-            self.head = torch.nn.Linear(64, 8)
+            self.lstm2 = torch.nn.LSTM(64, 24)  # unidirectional
+            self.head = torch.nn.Linear(24, 8)
 
-        def forward(self, x, h0, c0):
+        def forward(self, x, h0, c0, h1, c1):
             y, (h, c) = self.lstm(x, (h0, c0))
-            return self.head(y), h, c
+            y2, (h2, c2) = self.lstm2(y, (h1, c1))
+            return self.head(y2), h, c, h2, c2
 
     class GRUStream(torch.nn.Module):
         def __init__(self):
@@ -62,8 +65,9 @@ def models(torch):
 
     return {
         # name: (module, chunk shape, {state input: shape}, output names, {output: state input})
-        "lstm_stream": (LSTMStream(), (5, 2, 16), {"h0": (4, 2, 32), "c0": (4, 2, 32)}, ["output", "hn", "cn"],
-                        {"hn": "h0", "cn": "c0"}),
+        "lstm_stream": (LSTMStream(), (5, 2, 16), {"h0": (4, 2, 32), "c0": (4, 2, 32), "h1": (1, 2, 24),
+                                                    "c1": (1, 2, 24)},
+                        ["output", "hn", "cn", "hn2", "cn2"], {"hn": "h0", "cn": "c0", "hn2": "h1", "cn2": "c1"}),
         "gru_stream": (GRUStream(), (2, 5, 16), {"h0": (1, 2, 24), "h1": (2, 2, 24)}, ["output", "hn", "hn2"],
                        {"hn": "h0", "hn2": "h1"}),
         "rnn_stream": (RNNStream(), (3, 4, 12), {"h0": (2, 3, 20)}, ["output", "hn"], {"hn": "h0"}),

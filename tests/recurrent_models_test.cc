@@ -1,5 +1,6 @@
 // Recurrent layers exported by PyTorch (scripts/export_recurrent_models.py):
-// a 2-layer bidirectional LSTM, a batch-first GRU followed by a bidirectional
+// a 2-layer bidirectional LSTM followed by a unidirectional one, a batch-first
+// GRU followed by a bidirectional
 // one, a bidirectional ReLU RNN. Each compiles into one file for every
 // target; on every target the host runs, a 10-call stream (state outputs fed
 // back as the next call's state inputs, a new input chunk per call) matches
