@@ -32,15 +32,6 @@ void WidenInts(ir::Node& n, const char* attr, int64_t fill, bool pads) {
   n.SetInts(attr, v);
 }
 
-int AddShaped(ir::Graph& g, const std::string& name, ir::DType dtype, ir::Shape shape) {
-  ir::Value v;
-  v.name = g.UniqueName(name);
-  v.dtype = dtype;
-  v.shape = std::move(shape);
-  v.has_shape = true;
-  return g.AddValue(std::move(v));
-}
-
 bool Rewritable(const ir::Graph& g, const ir::Node& n) {
   if (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) return false;
   if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.size() != 1) return false;
@@ -73,7 +64,7 @@ Status Conv1dAs2d(ir::Graph& g) {
       x4 = it->second;
     } else {
       const ir::Shape& xs = g.values[x].shape;
-      x4 = AddShaped(g, g.values[x].name + "/as_2d", ir::DType::kF32, {xs[0], xs[1], 1, xs[2]});
+      x4 = NewValue(g, g.values[x].name + "/as_2d", ir::DType::kF32, {xs[0], xs[1], 1, xs[2]});
       ir::Node u;
       u.name = g.UniqueName(n.name + "/unsqueeze");
       u.op_type = "Unsqueeze";
@@ -86,7 +77,7 @@ Status Conv1dAs2d(ir::Graph& g) {
     w4->shape = {w.shape[0], w.shape[1], 1, w.shape[2]};
     const int w4_id = g.AddConstant(g.UniqueName(g.values[n.inputs[1]].name + "/as_2d"), std::move(w4));
     const ir::Shape& ys = g.values[y].shape;
-    const int y4 = AddShaped(g, g.values[y].name + "/as_2d", ir::DType::kF32, {ys[0], ys[1], 1, ys[2]});
+    const int y4 = NewValue(g, g.values[y].name + "/as_2d", ir::DType::kF32, {ys[0], ys[1], 1, ys[2]});
     n.inputs[0] = x4;
     n.inputs[1] = w4_id;
     n.outputs[0] = y4;

@@ -30,15 +30,6 @@ ir::TensorPtr RowBias(const ir::TensorData* c, int64_t n) {
   return row;
 }
 
-int AddValue(ir::Graph& g, const std::string& name, ir::Shape shape) {
-  ir::Value v;
-  v.name = g.UniqueName(name);
-  v.dtype = ir::DType::kF32;
-  v.shape = std::move(shape);
-  v.has_shape = true;
-  return g.AddValue(std::move(v));
-}
-
 }  // namespace
 
 Status FuseMatMulBias(ir::Graph& g) {
@@ -71,7 +62,7 @@ Status FuseMatMulBias(ir::Graph& g) {
     const int z = add.outputs[0];
     if (!bias || g.values[z].shape != g.values[y].shape) continue;
 
-    const ir::Shape ys = g.values[y].shape;  // a copy: AddValue below may move the values
+    const ir::Shape ys = g.values[y].shape;  // a copy: NewValue below may move the values
     const int64_t m = ir::NumElements(ys) / n;
     const bool rank2 = ys.size() == 2;
     ir::Node gemm;
@@ -89,13 +80,13 @@ Status FuseMatMulBias(ir::Graph& g) {
       return g.AddConstant(g.UniqueName(mm.name + "/shape"),
                            ir::TensorData::FromInts({static_cast<int64_t>(s.size())}, s));
     };
-    const int a2 = AddValue(g, g.values[a].name + "/rows", {m, k});
+    const int a2 = NewValue(g, g.values[a].name + "/rows", ir::DType::kF32, {m, k});
     ir::Node flat;
     flat.name = g.UniqueName(mm.name + "/rows");
     flat.op_type = "Reshape";
     flat.inputs = {a, shape_const({m, k})};
     flat.outputs = {a2};
-    const int z2 = AddValue(g, g.values[z].name + "/rows", {m, n});
+    const int z2 = NewValue(g, g.values[z].name + "/rows", ir::DType::kF32, {m, n});
     gemm.inputs[0] = a2;
     gemm.outputs = {z2};
     // An activation reading only z moves between the Gemm and the Reshape.
@@ -108,7 +99,7 @@ Status FuseMatMulBias(ir::Graph& g) {
     back.op_type = "Reshape";
     if (act) {
       ir::Node moved = g.nodes[act_i];
-      const int za = AddValue(g, g.values[moved.outputs[0]].name + "/rows", {m, n});
+      const int za = NewValue(g, g.values[moved.outputs[0]].name + "/rows", ir::DType::kF32, {m, n});
       back.inputs = {za, shape_const(ys)};
       back.outputs = {moved.outputs[0]};
       moved.inputs[0] = z2;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +56,16 @@ inline void ReplaceNodes(ir::Graph& g, const std::vector<bool>& erase, std::vect
     else if (!erase[i]) nodes.push_back(std::move(g.nodes[i]));
   }
   g.nodes = std::move(nodes);
+}
+
+// A new value named after `base` (made unique) with a static dtype and shape.
+inline int NewValue(ir::Graph& g, const std::string& base, ir::DType dt, ir::Shape shape) {
+  ir::Value v;
+  v.name = g.UniqueName(base);
+  v.dtype = dt;
+  v.shape = std::move(shape);
+  v.has_shape = true;
+  return g.AddValue(std::move(v));
 }
 
 // The constant tensor of input `k` of `n`, or null (absent or not constant).

@@ -33,15 +33,6 @@ bool ScalarZeroPoint(const ir::Graph& g, const ir::Node& n, size_t k, bool allow
   return true;
 }
 
-int NewValue(ir::Graph& g, const std::string& base, ir::DType dt, ir::Shape shape) {
-  ir::Value v;
-  v.name = g.UniqueName(base);
-  v.dtype = dt;
-  v.shape = std::move(shape);
-  v.has_shape = true;
-  return g.AddValue(std::move(v));
-}
-
 ir::Node MakeNode(const std::string& name, const char* op, std::vector<int> in, int out) {
   ir::Node n;
   n.name = name;
