@@ -26,6 +26,11 @@ that exporters produce and the torchvision models do not have.
            stride 4, dilation, groups, depthwise, ConvTranspose1d with
            output_padding, GroupNorm, GELU.
 
+  grouped_cnn
+           2-D grouped convolutions with 2, 4, 8 and 16 channels per group
+           (ResNeXt's bottleneck widths), strided, dilated and with a
+           residual add, and one with 32 per group (torch export).
+
   resnet18_fp16
            torchvision resnet18 as `.half()` exports it: float16 weights,
            a Cast of the float32 input, float16 compute and output.
@@ -304,6 +309,40 @@ def conv1d_codec(np, onnx):
     return onnx.load_from_string(f.getvalue())
 
 
+def grouped_cnn(np, onnx):
+    # Grouped 3x3 convolutions of every width the small-group kernel takes
+    # (2, 4, 8, 16 channels per group) and one it leaves to the dense kernel
+    # (32), with stride, dilation and a residual add.
+    import io
+    import torch
+    nn = torch.nn
+    torch.manual_seed(SEED)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 64, 3, padding=1)
+            self.g4 = nn.Conv2d(64, 64, 3, stride=2, padding=1, groups=16)
+            self.g8 = nn.Conv2d(64, 64, 3, padding=2, dilation=2, groups=8)
+            self.g16 = nn.Conv2d(64, 64, 3, padding=1, groups=4)
+            self.g2 = nn.Conv2d(64, 64, (3, 5), padding=(1, 2), groups=32)
+            self.g32 = nn.Conv2d(64, 64, 3, padding=1, groups=2)
+
+        def forward(self, x):
+            x = torch.relu(self.stem(x))
+            x = torch.relu(self.g4(x))
+            x = torch.relu(self.g8(x)) + x
+            x = torch.relu(self.g16(x))
+            x = self.g2(x) + x
+            return self.g32(x)
+
+    f = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(Net().eval(), torch.randn(1, 3, 30, 27), f, input_names=["input"],
+                          output_names=["output"], opset_version=14)
+    return onnx.load_from_string(f.getvalue())
+
+
 def kws_cnn_external(np, onnx):
     # kws_cnn with its weights in a data file beside the model (saved by main()).
     return kws_cnn(np, onnx)
@@ -352,6 +391,7 @@ MODELS = {
     "kws_cnn_external": (kws_cnn_external, "1,76,32,1"),
     "resnet18_fp16": (resnet18_fp16, "1,3,224,224"),
     "conv1d_codec": (conv1d_codec, "1,2,4000"),
+    "grouped_cnn": (grouped_cnn, "1,3,30,27"),
     "lstm_features": (lstm_features, "5,3,6"),
     "lstm_input_forget": (lstm_input_forget, "4,2,5"),
     "gru_features": (gru_features, "6,2,4"),

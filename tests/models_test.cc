@@ -214,6 +214,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"resnet18_fp16", "resnet18_fp16.onnx", ""},
                       // 1-D Conv and ConvTranspose of every kind (run as 2-D NHWC convolutions).
                       ModelCase{"conv1d_codec", "conv1d_codec.onnx", ""},
+                      // Grouped 2-D convolutions, 2 to 32 channels per group.
+                      ModelCase{"grouped_cnn", "grouped_cnn.onnx", ""},
                       // One recurrent node each, with what PyTorch never writes (explicit
                       // activations, clip, peepholes, input_forget, sequence_lens, reverse).
                       ModelCase{"lstm_features", "lstm_features.onnx", ""},

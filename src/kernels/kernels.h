@@ -109,6 +109,14 @@ struct KernelTable {
                     const float* residual, float* out, const Epilogue& ep, int64_t begin,
                     int64_t end);
 
+  // Grouped conv with s = ic / groups = oc / groups input and output channels
+  // per group, 2 <= s <= 16 and s dividing 16. Weights packed by
+  // PackGroupedSmall, bias by PackDepthwiseBias. Work items: output pixels in
+  // [0, n*oh*ow).
+  void (*grouped_small)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                        const float* residual, float* out, const Epilogue& ep, int64_t begin,
+                        int64_t end);
+
   // Winograd F(4x4, 3x3) conv: kh = kw = 3, unit strides and dilations,
   // groups == 1, 1 <= ic <= kWinogradMaxIc (otherwise it does nothing).
   // Weights packed by PackWinograd, bias by PackConvBias. Work items: 4x4

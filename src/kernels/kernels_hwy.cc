@@ -50,6 +50,7 @@ void FillTable(KernelTable* t) {
   t->isa = hwy::TargetName(HWY_TARGET);
   t->conv = &Conv;
   t->depthwise = &Depthwise;
+  t->grouped_small = &GroupedSmall;
   t->winograd = &Winograd;
   t->gemm = &Gemm;
   t->matmul = &MatMul;

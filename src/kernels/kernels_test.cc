@@ -83,8 +83,11 @@ std::string Describe(const ConvCase& c, Act act, bool res) {
   return buf;
 }
 
-void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, bool depthwise,
+// packing: 0 PackConv (KernelTable::conv), 1 PackDepthwise (depthwise), 2
+// PackGroupedSmall (grouped_small).
+void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, int packing,
              uint32_t seed) {
+  const bool depthwise = packing == 1, grouped_small = packing == 2;
   ConvGeom g{};
   g.n = c.n, g.ih = c.ih, g.iw = c.iw, g.ic = c.ic, g.oc = c.oc, g.kh = c.kh, g.kw = c.kw;
   g.sh = c.sh, g.sw = c.sw, g.dh = c.dh, g.dw = c.dw, g.pad_top = c.pt, g.pad_left = c.pl;
@@ -102,10 +105,13 @@ void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, bo
   const auto bias = Random(c.oc, seed + 2);
   const auto res = Random(pixels * res_stride, seed + 3);
   const std::vector<float> packed =
-      depthwise ? PackDepthwise(w.data(), c.oc, c.kh, c.kw) : PackConv(w.data(), c.oc, icg, c.kh, c.kw, c.groups);
-  const std::vector<float> pbias =
-      depthwise ? PackDepthwiseBias(bias.data(), c.oc) : PackConvBias(bias.data(), c.oc, c.groups);
-  if (!depthwise) ASSERT_EQ(static_cast<int64_t>(packed.size()), PackedConvFloats(c.oc, icg, c.kh, c.kw, c.groups));
+      depthwise       ? PackDepthwise(w.data(), c.oc, c.kh, c.kw)
+      : grouped_small ? PackGroupedSmall(w.data(), c.oc, icg, c.kh, c.kw)
+                      : PackConv(w.data(), c.oc, icg, c.kh, c.kw, c.groups);
+  const std::vector<float> pbias = depthwise || grouped_small ? PackDepthwiseBias(bias.data(), c.oc)
+                                                              : PackConvBias(bias.data(), c.oc, c.groups);
+  if (grouped_small) ASSERT_EQ(static_cast<int64_t>(packed.size()), PackedGroupedSmallFloats(c.oc, icg, c.kh, c.kw));
+  if (packing == 0) ASSERT_EQ(static_cast<int64_t>(packed.size()), PackedConvFloats(c.oc, icg, c.kh, c.kw, c.groups));
   const Epilogue ep = EpFor(act);
   const float* rp = with_res ? res.data() : nullptr;
   std::vector<float> got(static_cast<size_t>(pixels * g.out_pixel_stride), kSentinel), want = got;
@@ -113,6 +119,8 @@ void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, bo
   auto fn = [&](int64_t begin, int64_t end) {
     if (depthwise) {
       k.depthwise(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end);
+    } else if (grouped_small) {
+      k.grouped_small(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end);
     } else {
       k.conv(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end, scratch.get());
     }
@@ -123,7 +131,8 @@ void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, bo
   fn(mid, pixels);
   reference::Conv(g, in.data(), w.data(), bias.data(), rp, res_stride, ep, want.data());
   ExpectRowsClose(got, want, pixels, g.out_pixel_stride, c.oc,
-                  std::string(k.isa) + (depthwise ? " depthwise " : " conv ") + Describe(c, act, with_res));
+                  std::string(k.isa) + (depthwise ? " depthwise " : grouped_small ? " grouped_small " : " conv ") +
+                      Describe(c, act, with_res));
 }
 
 // n, ih, iw, ic, oc, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, groups, in_extra, out_extra
@@ -161,6 +170,35 @@ TEST_P(KernelTest, ConvEveryActivationWithAndWithoutResidual) {
   const ConvCase c{2, 5, 4, 6, 19, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 1, 2};
   for (Act act : kAllActs)
     for (bool res : {false, true}) RunConv(K(), c, act, res, false, 7);
+}
+
+// Few channels per group, every s the kernel takes (2, 4, 8, 16): fewer
+// channels per group than a vector's lanes (a lane permutation per input
+// channel) and as many or more (a broadcast); strides, dilations, asymmetric
+// padding, a partial last vector, channel slices of wider tensors (in_extra,
+// out_extra) and the residual. Each case also goes through the dense kernel's
+// grouped path (PackConv), the same reference.
+TEST_P(KernelTest, GroupedSmall) {
+  // n, ih, iw, ic, oc, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, groups, in_extra, out_extra
+  const ConvCase cases[] = {
+      {1, 9, 21, 128, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, 0, 0},  // ResNeXt stage 1: s = 4
+      {2, 8, 11, 64, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 8, 0, 0},     // s = 8, stride 2
+      {1, 7, 12, 48, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 1},     // s = 16, strided pixels
+      {1, 10, 13, 40, 40, 5, 3, 1, 2, 2, 1, 3, 1, 2, 0, 20, 0, 2},   // s = 2, 40 channels: a partial vector
+      {1, 6, 17, 24, 24, 3, 3, 1, 1, 1, 1, 0, 2, 1, 1, 6, 1, 0},     // s = 4, 24 channels, asymmetric pads
+      {1, 1, 1, 32, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 4, 0, 0},      // 1x1, one pixel
+      {1, 3, 3, 16, 16, 3, 3, 1, 1, 1, 1, 4, 4, 4, 4, 8, 0, 0},      // padding wider than the input
+  };
+  int i = 0;
+  for (const ConvCase& c : cases) {
+    ASSERT_TRUE(GroupedSmallFits(c.oc, c.groups));
+    RunConv(K(), c, kAllActs[i % 9], i % 2 == 0, 2, 300 + i);
+    RunConv(K(), c, kAllActs[(i + 4) % 9], i % 2 == 1, 0, 400 + i);
+    ++i;
+  }
+  EXPECT_FALSE(GroupedSmallFits(96, 32));  // s = 3 does not divide 16
+  EXPECT_FALSE(GroupedSmallFits(64, 2));   // s = 32
+  EXPECT_FALSE(GroupedSmallFits(64, 64));  // depthwise
 }
 
 TEST_P(KernelTest, Depthwise) {

@@ -55,6 +55,26 @@ std::vector<float> PackDepthwiseBias(const float* bias, int64_t c) {
   return out;
 }
 
+bool GroupedSmallFits(int64_t c, int64_t groups) {
+  if (groups < 2 || c % groups != 0) return false;
+  const int64_t s = c / groups;
+  return s >= 2 && s <= kPanel && kPanel % s == 0;
+}
+
+int64_t PackedGroupedSmallFloats(int64_t c, int64_t s, int64_t kh, int64_t kw) {
+  return Panels(c) * kh * kw * s * kPanel;
+}
+
+std::vector<float> PackGroupedSmall(const float* w, int64_t c, int64_t s, int64_t kh, int64_t kw) {
+  const int64_t taps = kh * kw;
+  std::vector<float> out(static_cast<size_t>(PackedGroupedSmallFloats(c, s, kh, kw)), 0.f);
+  for (int64_t o = 0; o < c; ++o)
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t t = 0; t < taps; ++t)
+        out[(((o / kPanel) * taps + t) * s + j) * kPanel + o % kPanel] = w[(o * s + j) * taps + t];
+  return out;
+}
+
 int64_t PackedWinogradFloats(int64_t oc, int64_t ic) { return 36 * Panels(oc) * ic * kPanel; }
 
 std::vector<float> PackWinograd(const float* w, int64_t oc, int64_t ic) {

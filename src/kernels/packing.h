@@ -23,6 +23,14 @@ std::vector<float> PackConvBias(const float* bias, int64_t oc, int64_t groups);
 std::vector<float> PackDepthwise(const float* w, int64_t c, int64_t kh, int64_t kw);
 std::vector<float> PackDepthwiseBias(const float* bias, int64_t c);
 
+// Grouped conv weights with s input and output channels per group (s divides
+// 16), ONNX [c][s][kh][kw] -> [ceil(c/16)][ky][kx][j < s][16], where lane l of
+// block b is output channel 16b + l and j its group's j-th input channel (the
+// layout of KernelTable::grouped_small); bias as PackDepthwiseBias.
+bool GroupedSmallFits(int64_t c, int64_t groups);  // s = c / groups qualifies
+int64_t PackedGroupedSmallFloats(int64_t c, int64_t s, int64_t kh, int64_t kw);
+std::vector<float> PackGroupedSmall(const float* w, int64_t c, int64_t s, int64_t kh, int64_t kw);
+
 // Winograd F(4x4, 3x3) weights: ONNX [oc][ic][3][3] -> U = G g G^T per
 // (output, input) channel pair, laid out [36 positions][ceil(oc/16)][ic][16]
 // (each position is a PackGemmB-style matrix of ic x oc).

@@ -229,6 +229,150 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
   }
 }
 
+// Grouped convolution with few channels per group (ResNeXt: 4, 8 or 16), where
+// a group is too narrow for the dense kernel's tiles (one 16-column panel per
+// group, 4 of whose 16 columns do work at 4 channels per group). Here the
+// vector runs over output channels of several groups at once, as in a
+// depthwise conv: lane l (output channel c0 + l, of group (c0 + l) / s) needs
+// input channel j of its own group, which is lane (l / s) * s + j of the input
+// vector loaded at c0 (groups never straddle a vector: s divides kN or kN
+// divides s). So each tap and j costs one lane permutation and one FMA per
+// pixel when s < kN, and one broadcast and one FMA when s >= kN (every lane in
+// one group). Weights: PackGroupedSmall, [c / 16][tap][j][16].
+inline constexpr int kGroupedPixels = kN == 16 ? 8 : 4;
+
+template <int P, bool kPermute, int S>  // S: channels per group
+HWY_NOINLINE void GroupedSmallPixels(const ConvGeom& g, const float* img, const float* packed_w,
+                                     const float* bias, const float* residual, float* out,
+                                     const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                     int64_t ky0, int64_t ky1, int64_t kx0, int64_t kx1,
+                                     int64_t res_stride) {
+  const DF d;
+  constexpr int64_t s = S;
+  const int64_t c = g.oc, taps = g.kh * g.kw;
+  const int64_t pix = g.sw * g.in_pixel_stride;
+  using Idx = decltype(hn::SetTableIndices(d, static_cast<const int32_t*>(nullptr)));
+  Idx idx[kPermute ? S : 1];
+  if constexpr (kPermute) {
+    HWY_ALIGN int32_t lanes[kN];
+    for (int j = 0; j < S; ++j) {
+      for (int l = 0; l < kN; ++l) lanes[l] = static_cast<int32_t>(l / S * S + j);
+      idx[j] = hn::SetTableIndices(d, lanes);
+    }
+  }
+  for (int64_t c0 = 0; c0 < c; c0 += kN) {
+    const int64_t n = std::min<int64_t>(kN, c - c0);
+    const int64_t gbase = c0 / s * s - c0;  // broadcast mode: the group's first channel, from c0
+    // Fewer than 4 pixels are too few independent FMA chains to hide the
+    // FMA latency: the channels j of a tap then alternate between A sets of
+    // accumulators, summed at the end.
+    constexpr int A = P >= 4 ? 1 : (S < 4 / P ? S : 4 / P);
+    VReg acc[A][P];
+    const VF bv = hn::LoadU(d, bias + c0);
+    HWY_UNROLL(8)
+    for (int q = 0; q < P; ++q) {
+      acc[0][q] = bv;
+      HWY_UNROLL(4)
+      for (int a = 1; a < A; ++a) acc[a][q] = hn::Zero(d);
+    }
+    const float* wblock = packed_w + (c0 / kPanel) * taps * s * kPanel + c0 % kPanel;
+    for (int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* row = img + ((iy0 + ky * g.dh) * g.iw + ix0) * g.in_pixel_stride + c0;
+      for (int64_t kx = kx0; kx < kx1; ++kx) {
+        const float* ip = row + kx * g.dw * g.in_pixel_stride;
+        const float* wp = wblock + (ky * g.kw + kx) * s * kPanel;
+        if constexpr (kPermute) {
+          VReg xv[P];
+          HWY_UNROLL(8)
+          for (int q = 0; q < P; ++q) xv[q] = LoadN(d, ip + q * pix, n);
+          HWY_UNROLL(16)
+          for (int j = 0; j < S; ++j) {
+            const VF wv = hn::LoadU(d, wp + j * kPanel);
+            HWY_UNROLL(8)
+            for (int q = 0; q < P; ++q)
+              acc[j % A][q] = hn::MulAdd(hn::TableLookupLanes(VF(xv[q]), idx[j]), wv, acc[j % A][q]);
+          }
+        } else {
+          HWY_UNROLL(16)
+          for (int j = 0; j < S; ++j) {
+            const VF wv = hn::LoadU(d, wp + j * kPanel);
+            HWY_UNROLL(8)
+            for (int q = 0; q < P; ++q)
+              acc[j % A][q] = hn::MulAdd(hn::Set(d, ip[q * pix + gbase + j]), wv, acc[j % A][q]);
+          }
+        }
+      }
+    }
+    HWY_UNROLL(8)
+    for (int q = 0; q < P; ++q) {
+      HWY_UNROLL(4)
+      for (int a = 1; a < A; ++a) acc[0][q] = hn::Add(acc[0][q], acc[a][q]);
+    }
+    StoreDwPixels<P>(d, acc[0], g, residual, out, ep, p, c0, n, res_stride);
+  }
+}
+
+template <int P>
+HWY_INLINE void GroupedSmallRun(const ConvGeom& g, const float* img, const float* packed_w,
+                                const float* bias, const float* residual, float* out,
+                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                int64_t ky0, int64_t ky1, int64_t kx0, int64_t kx1,
+                                int64_t res_stride) {
+  const auto run = [&]<int S>() {
+    GroupedSmallPixels<P, (S < kN), S>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, kx0, kx1,
+                                      res_stride);
+  };
+  switch (g.ic / g.groups) {
+    case 2: run.template operator()<2>(); break;
+    case 4: run.template operator()<4>(); break;
+    case 8: run.template operator()<8>(); break;
+    default: run.template operator()<16>(); break;
+  }
+}
+
+void GroupedSmall(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+                  const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
+  const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
+  const int64_t ohw = g.oh * g.ow;
+  // Columns [x_lo, x_hi) have every tap inside the row (as in Depthwise).
+  const int64_t x_lo = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
+  const int64_t reach = (g.kw - 1) * g.dw - g.pad_left;
+  const int64_t x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
+  for (int64_t p = begin; p < end;) {
+    const int64_t b = p / ohw, q = p % ohw, oy = q / g.ow, ox = q % g.ow;
+    const int64_t run = std::min(g.ow - ox, end - p);
+    const float* img = in + b * g.ih * g.iw * g.in_pixel_stride;
+    const int64_t iy0 = oy * g.sh - g.pad_top;
+    int64_t ky0, ky1;
+    TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
+    for (int64_t i = 0; i < run;) {
+      const int64_t x = ox + i, ix0 = x * g.sw - g.pad_left;
+      if (x < x_lo || x >= x_hi) {
+        int64_t kx0, kx1;
+        TapsInside(ix0, g.kw, g.dw, g.iw, kx0, kx1);
+        GroupedSmallRun<1>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, ky0, ky1, kx0, kx1, res_stride);
+        ++i;
+        continue;
+      }
+      const int64_t left = std::min(run - i, x_hi - x);
+      if (left >= kGroupedPixels) {
+        GroupedSmallRun<kGroupedPixels>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, ky0, ky1, 0, g.kw, res_stride);
+        i += kGroupedPixels;
+      } else if (left >= 4 && kGroupedPixels > 4) {
+        GroupedSmallRun<4>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, ky0, ky1, 0, g.kw, res_stride);
+        i += 4;
+      } else if (left >= 2) {
+        GroupedSmallRun<2>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, ky0, ky1, 0, g.kw, res_stride);
+        i += 2;
+      } else {
+        GroupedSmallRun<1>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, ky0, ky1, 0, g.kw, res_stride);
+        i += 1;
+      }
+    }
+    p += run;
+  }
+}
+
 void MaxPool(const PoolGeom& g, const float* in, float* out, int64_t begin, int64_t end) {
   const DF d;
   for (int64_t p = begin; p < end; ++p) {

@@ -2,7 +2,9 @@
 //
 //   ConvNhwc(X[n,h,w,c], Wpacked, Bpacked[, residual]) -> Y[n,oh,ow,oc]
 //   params: ConvParams (lowered.h); depthwise = 1 when group == c == oc and
-//   the weights are PackDepthwise's, else PackConv's (dense or grouped).
+//   the weights are PackDepthwise's, 2 when c == oc with 2 to 16 channels per
+//   group (a divisor of 16) and the weights are PackGroupedSmall's, else 0 and
+//   PackConv's (dense or grouped).
 //
 // Layout: an ONNX Conv on a 4-D float input with constant weights (and
 // constant bias) becomes a graph ConvNhwc holding the ONNX weights.
@@ -29,6 +31,7 @@ struct Config {
   kernels::ConvGeom g{};
   kernels::Epilogue ep{};
   bool depthwise = false;
+  bool grouped_small = false;
   bool has_residual = false;
 };
 
@@ -38,10 +41,18 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   Config cfg;
   FCB_ASSIGN_OR_RETURN(cfg.g, lowered::ConvGeometry(kOp, p, in[0]));
   cfg.ep = p.ep;
-  cfg.depthwise = p.depthwise != 0;
+  cfg.depthwise = p.depthwise == 1;
+  cfg.grouped_small = p.depthwise == 2;
   const auto& g = cfg.g;
   int64_t want_w, want_b;
-  if (cfg.depthwise) {
+  if (cfg.grouped_small) {
+    if (g.ic != g.oc || !kernels::GroupedSmallFits(g.oc, g.groups))
+      return InvalidArgument(std::string(kOp) + ": small-group packing needs as many input as output channels and "
+                             "2 to 16 channels per group dividing 16, got " + std::to_string(g.ic) + " -> " +
+                             std::to_string(g.oc) + " channels in " + std::to_string(g.groups) + " groups");
+    want_w = kernels::PackedGroupedSmallFloats(g.oc, g.oc / g.groups, g.kh, g.kw);
+    want_b = RoundUp(g.oc, kPanel);
+  } else if (cfg.depthwise) {
     if (g.groups != g.ic || g.oc != g.ic)
       return InvalidArgument(std::string(kOp) + ": depthwise packing needs group == channels");
     want_w = g.kh * g.kw * RoundUp(g.ic, kPanel);
@@ -92,6 +103,12 @@ class ConvNhwcKernel : public Kernel {
     if (cfg_.depthwise) {
       ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
         ctx.k->depthwise(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
+      });
+      return Status::Ok();
+    }
+    if (cfg_.grouped_small) {
+      ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
+        ctx.k->grouped_small(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
       });
       return Status::Ok();
     }
@@ -176,7 +193,7 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
 
 Result<uint64_t> Scratch(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
-  return cfg.depthwise ? 0 : kernels::kGemmScratchFloats * sizeof(float);
+  return cfg.depthwise || cfg.grouped_small ? 0 : kernels::kGemmScratchFloats * sizeof(float);
 }
 
 // ONNX Conv -> graph ConvNhwc (ONNX weights, explicit pads).
@@ -233,14 +250,20 @@ Result<bool> Lower(LowerContext& c, int ni) {
            {c.Value(n.outputs[0])}, EncodeParams(p));
     return true;
   }
+  // Few channels per group (ResNeXt's 4 to 16): the depthwise-style kernel
+  // that vectorizes across groups (KernelTable::grouped_small).
+  const bool grouped_small = !depthwise && ic == oc && kernels::GroupedSmallFits(oc, p.group);
   if (depthwise) {
     pw = c.PackedWeights(n.name + ".w", kernels::PackDepthwise(w->data<float>(), oc, kh, kw));
+    pb = c.Floats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc));
+  } else if (grouped_small) {
+    pw = c.PackedWeights(n.name + ".w", kernels::PackGroupedSmall(w->data<float>(), oc, icg, kh, kw));
     pb = c.Floats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc));
   } else {
     pw = c.PackedWeights(n.name + ".w", kernels::PackConv(w->data<float>(), oc, icg, kh, kw, p.group));
     pb = c.Floats(n.name + ".b", kernels::PackConvBias(bias, oc, p.group));
   }
-  p.depthwise = depthwise ? 1 : 0;
+  p.depthwise = depthwise ? 1 : grouped_small ? 2 : 0;
   lowered::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
   return true;
 }

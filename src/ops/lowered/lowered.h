@@ -71,6 +71,7 @@ struct WindowParams {
 // plan's weights have (PackDepthwise, else PackConv); graph nodes hold ONNX
 // weights and depthwise 0.
 struct ConvParams : WindowParams {
+  // depthwise: the weights' packing: 0 PackConv, 1 PackDepthwise, 2 PackGroupedSmall.
   int64_t group = 1, out_channels = 1, depthwise = 0;
   kernels::Epilogue ep;
   template <typename V>
@@ -78,7 +79,7 @@ struct ConvParams : WindowParams {
     WindowParams::Fields(v);
     v.Int(attr::kGroup, group, 1, kMaxChannels);
     v.Int(attr::kOutChannels, out_channels, 1, kMaxChannels);
-    v.Int(attr::kDepthwise, depthwise, 0, 1);
+    v.Int(attr::kDepthwise, depthwise, 0, 2);
     v.Epilogue(attr::kActivation, attr::kActivationAlpha, attr::kActivationBeta, ep);
   }
 };

@@ -115,6 +115,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   FCB_RETURN_IF_ERROR(CheckedNumel(c.out_shape).status());
   c.ocg = g.oc / g.groups;
   c.ocp = RoundUp(c.ocg, kPanel);
+  if (c.p.depthwise > 1) return Err("depthwise must be 0 or 1 (the small-group packing is float32 only)");
   if (c.p.depthwise) {
     if (g.groups != g.ic || g.oc != g.ic) return Err("depthwise needs group == channels");
     c.columns = RoundUp(g.oc, kPanel);
