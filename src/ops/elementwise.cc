@@ -130,9 +130,37 @@ void Pass2(const RunContext& ctx, const BroadcastPlan& plan, const A* a, const B
   });
 }
 
+// Floats of the repeated row Pass2F32 lays out once per chunk.
+constexpr int64_t kRowTileFloats = 4096;
+
 // The same pass through the target's float kernel.
 void Pass2F32(const RunContext& ctx, const BroadcastPlan& plan, BinaryOp op, const float* a,
               const float* b, float* y) {
+  // A dense [rows, run] tensor against one short row repeated over the rows
+  // (NHWC x a per-channel vector, e.g. the squeeze-and-excitation scale of
+  // EfficientNet and MobileNetV3): one kernel call per row would cost more
+  // than its few vectors of work, so the row is laid out k times in a local
+  // buffer and each call covers k rows.
+  const int64_t run = plan.run;
+  if (plan.dims.size() == 1 && plan.pieces_per_run == 1 && run <= kRowTileFloats / 2 &&
+      plan.run_stride[0] == 1 && plan.run_stride[1] == 1) {
+    const int64_t sa = plan.strides[0][0], sb = plan.strides[1][0];
+    const int rep = sa == 0 && sb == run ? 0 : sb == 0 && sa == run ? 1 : -1;  // the repeated input
+    if (rep >= 0) {
+      const int64_t k = kRowTileFloats / run;
+      ctx.pool->ParallelFor(plan.rows, std::max<int64_t>(k, GrainFor(run)), [&](int64_t s, int64_t e) {
+        alignas(64) float tiled[kRowTileFloats];
+        const float* row = rep == 0 ? a : b;
+        for (int64_t i = 0; i < k; ++i) std::memcpy(tiled + i * run, row, static_cast<size_t>(run) * sizeof(float));
+        for (int64_t r = s; r < e; r += k) {
+          const int64_t n = std::min(k, e - r) * run;
+          const float* dense = (rep == 0 ? b : a) + r * run;
+          ctx.k->binary(op, rep == 0 ? tiled : dense, 1, rep == 0 ? dense : tiled, 1, y + r * run, n);
+        }
+      });
+      return;
+    }
+  }
   ctx.pool->ParallelFor(plan.items(), GrainFor(plan.piece), [&](int64_t s, int64_t e) {
     plan.ForRuns(s, e, [&](const int64_t* off, int64_t yo, int64_t n) {
       ctx.k->binary(op, a + off[0], plan.run_stride[0], b + off[1], plan.run_stride[1], y + yo, n);

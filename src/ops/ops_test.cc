@@ -41,6 +41,12 @@ const Case kBroadcastCases[] = {
     {{3, 1, 7}, {5, 1}},        // both sides
     {{1, 4, 1, 3}, {2, 1, 5, 1}},  // both sides, interleaved
     {{2, 70001}, {70001}},      // long runs split into pieces
+    // A short row repeated over many rows (NHWC x per-channel): several
+    // 4096-float tiles of the row per chunk, and a partial last one; the
+    // repeated row on either side (Sub, Div, Pow are not symmetric).
+    {{1, 40, 30, 24}, {24}},
+    {{37}, {130, 37}},
+    {{2, 9, 11, 48}, {1, 1, 1, 48}},
     {{1}, {1}},
     {{0, 3}, {3}},              // empty output
 };
