@@ -212,10 +212,21 @@ Result<bool> Lower(LowerContext& c, int ai) {
   return true;
 }
 
+// Both convolutions' arithmetic: the 1x1 over every input pixel, then the
+// depthwise over the output.
+uint64_t Flops(const CreateContext& c) {
+  auto cfg = Resolve(c.attrs, c.inputs);
+  if (!cfg.ok()) return 0;
+  kernels::ConvGeom e = cfg.value().expand;
+  e.n = cfg.value().dw.n;
+  return lowered::ConvFlops(e) + lowered::ConvFlops(cfg.value().dw);
+}
+
 }  // namespace
 
 OpDef DefineConvExpandDwNhwc() {
   OpDef d = lowered::LoweredOp(kOp, 5, 5, Infer, Create, Scratch);
+  d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 30, Lower}};
   return d;
 }
