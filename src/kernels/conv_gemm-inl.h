@@ -464,8 +464,15 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
   // Row blocks outermost: a block's rows of C (kMC x N) stay in L2 while every
   // reduction block adds into them. With reduction blocks outermost, all of C
   // would pass through L3 once per block (4 MiB per pass at M = N = 1024).
-  for (int64_t mb = begin; mb < end; mb += kMC) {
-    const int64_t me = std::min(end, mb + kMC);
+  // Row blocks of equal size (whole tiles), not kMC and a remainder: every
+  // row block streams all of B, and B does not stay in cache when it is a
+  // transformer's weights (7 MiB for 768 x 2304), so a remainder block of 8
+  // rows (M = 128: 120 + 8) would pay a whole pass over B for 8 rows of work,
+  // bound by memory. 128 rows run as 72 + 56.
+  const int64_t nblocks = (end - begin + kMC - 1) / kMC;
+  const int64_t mc = nblocks > 0 ? ((end - begin + nblocks - 1) / nblocks + kMR - 1) / kMR * kMR : kMC;
+  for (int64_t mb = begin; mb < end; mb += mc) {
+    const int64_t me = std::min(end, mb + mc);
     for (int64_t k0 = 0, kc = 0; k0 < K; k0 += kc) {
       kc = std::min(kKC, rm.seg ? rm.seg - k0 % rm.seg : K - k0);
       int ntiles = 0;

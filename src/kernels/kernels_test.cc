@@ -266,6 +266,10 @@ TEST_P(KernelTest, Gemm) {
   RunGemm(this->K(), 17, 33, 300, true, Act::kRelu, false, 1);
   RunGemm(this->K(), 13, 48, 600, false, Act::kTanh, true, 2);
   RunGemm(this->K(), 3, 20, 0, true, Act::kSigmoid, false, 3);
+  // Calls of more rows than one row block (kMC): equal blocks of whole tiles
+  // (150 rows per call run as 84 + 66, 129 as 72 + 57), over several K blocks.
+  RunGemm(this->K(), 300, 40, 520, true, Act::kRelu, true, 6);
+  RunGemm(this->K(), 258, 33, 70, false, Act::kNone, false, 7);
   // One row (the matrix-vector path): a partial group of 4 panels over two K
   // blocks, and whole groups with partial panels left over.
   RunGemm(this->K(), 1, 50, 300, true, Act::kSilu, false, 4);
