@@ -75,6 +75,10 @@ struct ConvGeom {
   int64_t in_pixel_stride, out_pixel_stride;
   // Pixel stride of the residual tensor; 0 means the same as out_pixel_stride.
   int64_t residual_pixel_stride = 0;
+  // Depthwise only: floats from one tap's packed weights to the next's; 0
+  // means ceil(oc / 16) * 16 (PackDepthwise of oc channels). A conv over a
+  // channel slice of a wider packed tensor passes the wider one's.
+  int64_t dw_tap_stride = 0;
 };
 
 // Geometry of an NHWC pooling window op.

@@ -85,7 +85,7 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
                                     const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                     int64_t ky0, int64_t ky1, int64_t res_stride) {
   const DF d;
-  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t c = g.oc, cpad = g.dw_tap_stride ? g.dw_tap_stride : (c + kPanel - 1) / kPanel * kPanel;
   const int64_t kw = KW ? KW : g.kw;
   const int64_t pix = g.sw * g.in_pixel_stride, tap = g.dw * g.in_pixel_stride;
   const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
@@ -134,7 +134,7 @@ HWY_NOINLINE void DepthwiseRowsInterior(const ConvGeom& g, const float* img, con
                                         const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                         int64_t ky0, int64_t ky1, int64_t res_stride) {
   const DF d;
-  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t c = g.oc, cpad = g.dw_tap_stride ? g.dw_tap_stride : (c + kPanel - 1) / kPanel * kPanel;
   const int64_t col = g.in_pixel_stride;  // floats from one input column to the next
   const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
   const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
@@ -184,7 +184,7 @@ HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const 
                                      const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                      int64_t res_stride) {
   const DF d;
-  const int64_t c = g.oc, cpad = (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t c = g.oc, cpad = g.dw_tap_stride ? g.dw_tap_stride : (c + kPanel - 1) / kPanel * kPanel;
   int64_t ky0, ky1, kx0, kx1;
   TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
   TapsInside(ix0, g.kw, g.dw, g.iw, kx0, kx1);

@@ -3,8 +3,9 @@
 // 1, 2 and 3 threads it must match the two ConvNhwc steps run one after the
 // other, for geometries that cut the map into many bands (wide rows), that
 // carry rows from band to band (stride 1, 3x3 and 5x5), that skip rows
-// (stride 2), with padding wider than the reach, a batch of 2 and activations
-// on both halves; and its shape inference must refuse what the kernel cannot
+// (stride 2), with padding wider than the reach, a batch of 2, activations
+// on both halves and, on few rows with many channels, slices of the channels
+// per thread; and its shape inference must refuse what the kernel cannot
 // run, since it also checks untrusted files at load.
 
 #include <gtest/gtest.h>
@@ -50,6 +51,11 @@ TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
       {1, 37, 150, 16, 96, 3, 1, 1, 1},  // wide rows: many bands, rows carried over
       {1, 30, 131, 24, 144, 5, 2, 2, 1}, // 5x5 stride 2 (EfficientNet)
       {1, 12, 20, 6, 33, 3, 1, 3, 2},    // dilation 2, padding beyond the reach
+      // Few rows, many channels: at 2 and 3 threads the channels are split
+      // (slices of 32, the last one partial: 200 = 6 x 32 + 8).
+      {1, 7, 9, 24, 200, 3, 1, 1, 1},
+      {1, 14, 14, 40, 240, 5, 2, 2, 1},
+      {2, 4, 6, 16, 224, 3, 1, 1, 1},
   };
   const int64_t silu = static_cast<int64_t>(kernels::Act::kSilu);
   const kernels::Act clip = kernels::Act::kClip;

@@ -97,55 +97,98 @@ class ExpandDwKernel : public Kernel {
  public:
   explicit ExpandDwKernel(Config cfg) : cfg_(cfg) {}
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
-    const float* x = static_cast<const float*>(in[0]);
-    const float* w1 = static_cast<const float*>(in[1]);
-    const float* b1 = static_cast<const float*>(in[2]);
-    const float* w2 = static_cast<const float*>(in[3]);
-    const float* b2 = static_cast<const float*>(in[4]);
-    float* y = static_cast<float*>(out[0]);
+    const Operands o{static_cast<const float*>(in[0]), static_cast<const float*>(in[1]),
+                     static_cast<const float*>(in[2]), static_cast<const float*>(in[3]),
+                     static_cast<const float*>(in[4]), static_cast<float*>(out[0])};
     const auto& d = cfg_.dw;
+    const int threads = ctx.pool->num_threads();
+    const int64_t units = (d.oc + kChannelUnit - 1) / kChannelUnit;
+    if (threads > 1 && d.n * d.oh <= 8 * threads && units >= 2 * threads) {
+      // Few rows (14x14 and 7x7 maps): split the channels instead. Each
+      // thread makes its slice of the intermediate for every row from its
+      // slice of the 1x1 weights, so no thread computes the rows another
+      // also needs (a row split recomputes kh - 1 rows per boundary, a
+      // third of 7 rows) or streams weights it does not use.
+      ctx.pool->ParallelForThreads(units, 1, [&](int t, int64_t u0, int64_t u1) {
+        const int64_t c0 = u0 * kChannelUnit;
+        Bands(ctx, t, o, 0, d.n * d.oh, c0, std::min(d.oc, u1 * kChannelUnit) - c0);
+      });
+      return Status::Ok();
+    }
     // Rows split evenly over the threads (a grain of whole bands would leave
     // 7x7 and 14x14 maps on one thread); each chunk runs its own bands.
     ctx.pool->ParallelForThreads(d.n * d.oh, 1, [&](int t, int64_t begin, int64_t end) {
-      float* buf = static_cast<float*>(ctx.ThreadScratch(t));
-      float* conv_scratch = buf + kBandFloats;
-      const int64_t row_floats = d.iw * d.ic;
-      // Intermediate rows [have_lo, have_hi) of image have_b are in buf, from
-      // row 0: consecutive bands share (kh - 1) * dh + 1 - sh rows, which
-      // move to the top instead of being computed again.
-      int64_t have_b = -1, have_lo = 0, have_hi = 0;
-      for (int64_t r = begin; r < end;) {
-        const int64_t b = r / d.oh, oy0 = r % d.oh;
-        const int64_t oy1 = std::min({d.oh, oy0 + cfg_.band_rows, oy0 + (end - r)});
-        // Intermediate rows [ys, ye) feed output rows [oy0, oy1).
-        const int64_t ys = std::max<int64_t>(0, oy0 * d.sh - d.pad_top);
-        const int64_t ye = std::max(ys, std::min(d.ih, (oy1 - 1) * d.sh - d.pad_top + (d.kh - 1) * d.dh + 1));
-        int64_t from = ys;  // first row still to compute
-        if (have_b == b && ys >= have_lo && ys < have_hi) {
-          const int64_t keep = std::min(have_hi, ye) - ys;
-          std::memmove(buf, buf + (ys - have_lo) * row_floats, keep * row_floats * sizeof(float));
-          from = ys + keep;
-        }
-        if (ye > from) {
-          kernels::ConvGeom ge = cfg_.expand;
-          ge.n = 1, ge.ih = ge.oh = ye - from;
-          ctx.k->conv(ge, x + (b * d.ih + from) * d.iw * ge.ic, w1, b1, nullptr,
-                      buf + (from - ys) * row_floats, cfg_.expand_ep, 0, (ye - from) * d.iw, conv_scratch);
-        }
-        have_b = b, have_lo = ys, have_hi = ye;
-        // The depthwise conv over the band: buffer row 0 is intermediate row ys.
-        kernels::ConvGeom gd = d;
-        gd.n = 1, gd.ih = ye - ys, gd.oh = oy1 - oy0;
-        gd.pad_top = d.pad_top + ys - oy0 * d.sh;
-        ctx.k->depthwise(gd, buf, w2, b2, nullptr, y + (b * d.oh + oy0) * d.ow * d.oc, cfg_.dw_ep, 0,
-                         gd.oh * d.ow);
-        r += oy1 - oy0;
-      }
+      Bands(ctx, t, o, begin, end, 0, d.oc);
     });
     return Status::Ok();
   }
 
  private:
+  // Channel slices of the channel split: whole 16-column panels of the packed
+  // 1x1 weights, two at a time (an AVX-512 column tile).
+  static constexpr int64_t kChannelUnit = 2 * kPanel;
+
+  struct Operands {
+    const float *x, *w1, *b1, *w2, *b2;
+    float* y;
+  };
+
+  // Output rows [begin, end) (over the batch) of channels [c0, c0 + ne), in
+  // bands, on thread t's scratch.
+  void Bands(const RunContext& ctx, int t, const Operands& o, int64_t begin, int64_t end, int64_t c0,
+             int64_t ne) const {
+    const auto& d = cfg_.dw;
+    float* buf = static_cast<float*>(ctx.ThreadScratch(t));
+    float* conv_scratch = buf + kBandFloats;
+    // The 1x1 conv makes channels [c0, c0 + ne) of the intermediate: panels
+    // from c0 / 16 on of its packed weights ([panel][ic][16]) and bias.
+    kernels::ConvGeom ge0 = cfg_.expand;
+    ge0.oc = ne, ge0.out_pixel_stride = ne;
+    const float* w1 = o.w1 + (c0 / kPanel) * ge0.ic * kPanel;
+    // The depthwise conv reads the slice (ne channels per pixel) and writes
+    // its channels of the output; its packed weights keep the full tensor's
+    // tap stride.
+    kernels::ConvGeom gd0 = d;
+    gd0.ic = gd0.oc = gd0.groups = ne;
+    gd0.in_pixel_stride = ne;
+    gd0.dw_tap_stride = (d.oc + kPanel - 1) / kPanel * kPanel;
+    const int64_t row_floats = d.iw * ne;
+    const int64_t reach = (d.kh - 1) * d.dh + 1;
+    const int64_t band_rows =
+        ne == d.oc ? cfg_.band_rows : std::max<int64_t>(1, (kBandFloats / row_floats - reach) / d.sh + 1);
+    // Intermediate rows [have_lo, have_hi) of image have_b are in buf, from
+    // row 0: consecutive bands share (kh - 1) * dh + 1 - sh rows, which move
+    // to the top instead of being computed again.
+    int64_t have_b = -1, have_lo = 0, have_hi = 0;
+    for (int64_t r = begin; r < end;) {
+      const int64_t b = r / d.oh, oy0 = r % d.oh;
+      const int64_t oy1 = std::min({d.oh, oy0 + band_rows, oy0 + (end - r)});
+      // Intermediate rows [ys, ye) feed output rows [oy0, oy1).
+      const int64_t ys = std::max<int64_t>(0, oy0 * d.sh - d.pad_top);
+      const int64_t ye = std::max(ys, std::min(d.ih, (oy1 - 1) * d.sh - d.pad_top + (d.kh - 1) * d.dh + 1));
+      int64_t from = ys;  // first row still to compute
+      if (have_b == b && ys >= have_lo && ys < have_hi) {
+        const int64_t keep = std::min(have_hi, ye) - ys;
+        std::memmove(buf, buf + (ys - have_lo) * row_floats, keep * row_floats * sizeof(float));
+        from = ys + keep;
+      }
+      if (ye > from) {
+        kernels::ConvGeom ge = ge0;
+        ge.n = 1, ge.ih = ge.oh = ye - from;
+        ctx.k->conv(ge, o.x + (b * d.ih + from) * d.iw * ge.ic, w1, o.b1 + c0, nullptr,
+                    buf + (from - ys) * row_floats, cfg_.expand_ep, 0, (ye - from) * d.iw, conv_scratch);
+      }
+      have_b = b, have_lo = ys, have_hi = ye;
+      // The depthwise conv over the band: buffer row 0 is intermediate row ys.
+      kernels::ConvGeom gd = gd0;
+      gd.n = 1, gd.ih = ye - ys, gd.oh = oy1 - oy0;
+      gd.pad_top = d.pad_top + ys - oy0 * d.sh;
+      ctx.k->depthwise(gd, buf, o.w2 + c0, o.b2 + c0, nullptr, o.y + (b * d.oh + oy0) * d.ow * d.oc + c0,
+                       cfg_.dw_ep, 0, gd.oh * d.ow);
+      r += oy1 - oy0;
+    }
+  }
+
   Config cfg_;
 };
 
