@@ -63,7 +63,8 @@ namespace fcb::ops {
 //   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
 //   3: QConvNhwc (int8 panels, kernels/qgemm.h), QLookup
 //   4: the GELU activation (kernels::Act::kGelu) in epilogues
-inline constexpr uint32_t kPlanVersion = 4;
+//   5: ConvNhwc depthwise = 2, the small-group packing (PackGroupedSmall)
+inline constexpr uint32_t kPlanVersion = 5;
 
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;
