@@ -313,15 +313,20 @@ HWY_NOINLINE void GroupedSmallPixels(const ConvGeom& g, const float* img, const 
   constexpr int64_t s = S;
   const int64_t c = g.oc, taps = g.kh * g.kw;
   const int64_t pix = g.sw * g.in_pixel_stride;
-  using Idx = decltype(hn::SetTableIndices(d, static_cast<const int32_t*>(nullptr)));
-  Idx idx[kPermute ? S : 1];
+  // The lane indices of each j, made once. SVE's index vectors are sizeless
+  // and cannot form an array: there they are made from the table where used.
+  HWY_ALIGN int32_t lanes[kPermute ? S * kN : 1];
   if constexpr (kPermute) {
-    HWY_ALIGN int32_t lanes[kN];
-    for (int j = 0; j < S; ++j) {
-      for (int l = 0; l < kN; ++l) lanes[l] = static_cast<int32_t>(l / S * S + j);
-      idx[j] = hn::SetTableIndices(d, lanes);
-    }
+    for (int j = 0; j < S; ++j)
+      for (int l = 0; l < kN; ++l) lanes[j * kN + l] = static_cast<int32_t>(l / S * S + j);
   }
+#if !HWY_HAVE_SCALABLE
+  using Idx = decltype(hn::SetTableIndices(d, lanes));
+  Idx idx_of[kPermute ? S : 1];
+  if constexpr (kPermute) {
+    for (int j = 0; j < S; ++j) idx_of[j] = hn::SetTableIndices(d, lanes + j * kN);
+  }
+#endif
   for (int64_t c0 = 0; c0 < c; c0 += kN) {
     const int64_t n = std::min<int64_t>(kN, c - c0);
     const int64_t gbase = c0 / s * s - c0;  // broadcast mode: the group's first channel, from c0
@@ -350,9 +355,14 @@ HWY_NOINLINE void GroupedSmallPixels(const ConvGeom& g, const float* img, const 
           HWY_UNROLL(16)
           for (int j = 0; j < S; ++j) {
             const VF wv = hn::LoadU(d, wp + j * kPanel);
+#if HWY_HAVE_SCALABLE
+            const auto idx = hn::SetTableIndices(d, lanes + j * kN);
+#else
+            const auto idx = idx_of[j];
+#endif
             HWY_UNROLL(8)
             for (int q = 0; q < P; ++q)
-              acc[j % A][q] = hn::MulAdd(hn::TableLookupLanes(VF(xv[q]), idx[j]), wv, acc[j % A][q]);
+              acc[j % A][q] = hn::MulAdd(hn::TableLookupLanes(VF(xv[q]), idx), wv, acc[j % A][q]);
           }
         } else {
           HWY_UNROLL(16)
