@@ -18,3 +18,9 @@
 #ifndef HWY_BROKEN_EMU128
 #define HWY_BROKEN_EMU128 1
 #endif
+// Highway is used header-only (no libhwy): its debug assertions, which it
+// turns on for sanitizer builds, call hwy::Abort from the library. The kernels
+// are checked by their own tests instead.
+#ifndef HWY_IS_DEBUG_BUILD
+#define HWY_IS_DEBUG_BUILD 0
+#endif

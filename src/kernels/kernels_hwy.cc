@@ -27,6 +27,9 @@
 #else
 // A variant translation unit: only the target its -march makes the baseline.
 #define HWY_COMPILE_ONLY_STATIC 1
+#ifndef HWY_IS_DEBUG_BUILD
+#define HWY_IS_DEBUG_BUILD 0  // as in hwy_targets.h: no libhwy for hwy::Abort
+#endif
 #endif
 
 #undef HWY_TARGET_INCLUDE
