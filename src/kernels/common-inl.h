@@ -192,7 +192,11 @@ HWY_INLINE VF ApplyActT(DF d, VF x, const Epilogue& ep) {
     const VF t = hn::MulAdd(x, hn::Set(d, 1.f / 6.f), hn::Set(d, 0.5f));
     return hn::Mul(x, hn::Min(hn::Max(t, hn::Zero(d)), hn::Set(d, 1.f)));
   } else if constexpr (A == Act::kTanh) {
-    return hn::Tanh(d, x);
+    // Highway's Tanh converts an intermediate to int32, which for a NaN is
+    // undefined behaviour in the generic target's C++ cast (found by
+    // fuzzing): a NaN goes through as 0 and is put back.
+    const auto nan = hn::Ne(x, x);
+    return hn::IfThenElse(nan, x, hn::Tanh(d, hn::IfThenZeroElse(nan, x)));
   } else if constexpr (A == Act::kLeakyRelu) {
     return hn::IfThenElse(hn::Ge(x, hn::Zero(d)), x, hn::Mul(x, hn::Set(d, ep.a)));
   } else if constexpr (A == Act::kGelu) {
