@@ -57,6 +57,18 @@ HWY_INLINE void TapsInside(int64_t o0, int64_t k, int64_t d, int64_t extent, int
   while (hi > lo && o0 + (hi - 1) * d >= extent) --hi;
 }
 
+// Floats between taps of packed depthwise weights (ConvGeom::dw_tap_stride).
+HWY_INLINE int64_t DwTapStride(const ConvGeom& g) {
+  return g.dw_tap_stride ? g.dw_tap_stride : (g.oc + kPanel - 1) / kPanel * kPanel;
+}
+
+// Output columns [x_lo, x_hi) whose window lies inside the row horizontally.
+HWY_INLINE void InteriorColumns(const ConvGeom& g, int64_t& x_lo, int64_t& x_hi) {
+  x_lo = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
+  const int64_t reach = (g.kw - 1) * g.dw - g.pad_left;  // last tap's offset from x * sw
+  x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
+}
+
 // Stores P pixels' accumulators of channels [c0, c0 + n): residual, then the
 // activation (chosen once for the group).
 template <int P>
@@ -85,7 +97,7 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
                                     const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                     int64_t ky0, int64_t ky1, int64_t res_stride) {
   const DF d;
-  const int64_t c = g.oc, cpad = g.dw_tap_stride ? g.dw_tap_stride : (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t c = g.oc, cpad = DwTapStride(g);
   const int64_t kw = KW ? KW : g.kw;
   const int64_t pix = g.sw * g.in_pixel_stride, tap = g.dw * g.in_pixel_stride;
   const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
@@ -134,7 +146,7 @@ HWY_NOINLINE void DepthwiseRowsInterior(const ConvGeom& g, const float* img, con
                                         const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                         int64_t ky0, int64_t ky1, int64_t res_stride) {
   const DF d;
-  const int64_t c = g.oc, cpad = g.dw_tap_stride ? g.dw_tap_stride : (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t c = g.oc, cpad = DwTapStride(g);
   const int64_t col = g.in_pixel_stride;  // floats from one input column to the next
   const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
   const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
@@ -184,7 +196,7 @@ HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const 
                                      const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                      int64_t res_stride) {
   const DF d;
-  const int64_t c = g.oc, cpad = g.dw_tap_stride ? g.dw_tap_stride : (c + kPanel - 1) / kPanel * kPanel;
+  const int64_t c = g.oc, cpad = DwTapStride(g);
   int64_t ky0, ky1, kx0, kx1;
   TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
   TapsInside(ix0, g.kw, g.dw, g.iw, kx0, kx1);
@@ -256,9 +268,8 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
   const int64_t ohw = g.oh * g.ow;
   // Output columns [x_lo, x_hi) have every tap inside the row; the few at the
   // edges go one pixel at a time (DepthwiseEdgePixel).
-  const int64_t x_lo = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
-  const int64_t reach = (g.kw - 1) * g.dw - g.pad_left;  // last tap's offset from x * sw
-  const int64_t x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
+  int64_t x_lo, x_hi;
+  InteriorColumns(g, x_lo, x_hi);
   for (int64_t p = begin; p < end;) {
     // One run of pixels within an output row: coordinates by division once.
     const int64_t b = p / ohw, q = p % ohw, oy = q / g.ow, ox = q % g.ow;
@@ -303,13 +314,14 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
 // one group). Weights: PackGroupedSmall, [c / 16][tap][j][16].
 inline constexpr int kGroupedPixels = kN == 16 ? 8 : 4;
 
-template <int P, bool kPermute, int S>  // S: channels per group
+template <int P, int S>  // S: channels per group
 HWY_NOINLINE void GroupedSmallPixels(const ConvGeom& g, const float* img, const float* packed_w,
                                      const float* bias, const float* residual, float* out,
                                      const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                      int64_t ky0, int64_t ky1, int64_t kx0, int64_t kx1,
                                      int64_t res_stride) {
   const DF d;
+  constexpr bool kPermute = S < kN;  // else every lane of a vector is in one group: a broadcast
   constexpr int64_t s = S;
   const int64_t c = g.oc, taps = g.kh * g.kw;
   const int64_t pix = g.sw * g.in_pixel_stride;
@@ -391,7 +403,7 @@ HWY_INLINE void GroupedSmallRun(const ConvGeom& g, const float* img, const float
                                 int64_t ky0, int64_t ky1, int64_t kx0, int64_t kx1,
                                 int64_t res_stride) {
   const auto run = [&]<int S>() {
-    GroupedSmallPixels<P, (S < kN), S>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, kx0, kx1,
+    GroupedSmallPixels<P, S>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, kx0, kx1,
                                       res_stride);
   };
   switch (g.ic / g.groups) {
@@ -406,10 +418,8 @@ void GroupedSmall(const ConvGeom& g, const float* in, const float* packed_w, con
                   const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end) {
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   const int64_t ohw = g.oh * g.ow;
-  // Columns [x_lo, x_hi) have every tap inside the row (as in Depthwise).
-  const int64_t x_lo = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
-  const int64_t reach = (g.kw - 1) * g.dw - g.pad_left;
-  const int64_t x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
+  int64_t x_lo, x_hi;
+  InteriorColumns(g, x_lo, x_hi);
   for (int64_t p = begin; p < end;) {
     const int64_t b = p / ohw, q = p % ohw, oy = q / g.ow, ox = q % g.ow;
     const int64_t run = std::min(g.ow - ox, end - p);

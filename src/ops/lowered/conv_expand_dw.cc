@@ -47,6 +47,12 @@ struct Config {
 
 Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
 
+// Output rows per band when the intermediate's rows hold row_floats floats
+// each and one output row needs `reach` of them (at least reach fit).
+int64_t BandRows(int64_t row_floats, int64_t reach, int64_t sh) {
+  return std::max<int64_t>(1, (kBandFloats / std::max<int64_t>(1, row_floats) - reach) / sh + 1);
+}
+
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() != 5) return Err("needs input, two packed weights and two packed biases");
   const TensorInfo& x = in[0];
@@ -82,7 +88,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const int64_t reach = (d.kh - 1) * d.dh + 1;  // intermediate rows of one output row
   if (rows < reach)
     return Err(std::to_string(reach) + " rows of " + std::to_string(row_floats) + " floats exceed the band buffer");
-  cfg.band_rows = std::max<int64_t>(1, (rows - reach) / d.sh + 1);
+  cfg.band_rows = BandRows(row_floats, reach, d.sh);
   return cfg;
 }
 
@@ -154,8 +160,7 @@ class ExpandDwKernel : public Kernel {
     gd0.dw_tap_stride = (d.oc + kPanel - 1) / kPanel * kPanel;
     const int64_t row_floats = d.iw * ne;
     const int64_t reach = (d.kh - 1) * d.dh + 1;
-    const int64_t band_rows =
-        ne == d.oc ? cfg_.band_rows : std::max<int64_t>(1, (kBandFloats / row_floats - reach) / d.sh + 1);
+    const int64_t band_rows = ne == d.oc ? cfg_.band_rows : BandRows(row_floats, reach, d.sh);
     // Intermediate rows [have_lo, have_hi) of image have_b are in buf, from
     // row 0: consecutive bands share (kh - 1) * dh + 1 - sh rows, which move
     // to the top instead of being computed again.
