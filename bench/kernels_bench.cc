@@ -13,6 +13,7 @@
 //   cmake --build build --target kernels_bench
 //   build/bench/kernels_bench --benchmark_filter='peak|x86-64-v4'
 
+#include <array>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -302,6 +303,24 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("conv1x1_28x28_16to96/" + name).c_str(), kernels::BenchPointwise, t, 28, 16, 96)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("conv1x1_112x112_16to48/" + name).c_str(), kernels::BenchPointwise, t, 112, 16, 48)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("conv1x1_112x112_32to16/" + name).c_str(), kernels::BenchPointwise, t, 112, 32, 16)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("conv1x1_45x45_16to48/" + name).c_str(), kernels::BenchPointwise, t, 45, 16, 48)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    for (auto [hw, ic, oc] : {std::array<int64_t, 3>{14, 80, 480}, {7, 192, 1152}, {14, 112, 672}, {28, 40, 240}, {7, 1152, 192}}) {
+      const std::string shape = std::to_string(hw) + "x" + std::to_string(hw) + "_" + std::to_string(ic) + "to" + std::to_string(oc);
+      benchmark::RegisterBenchmark(("conv1x1_" + shape + "/" + name).c_str(), kernels::BenchPointwise, t, hw, ic, oc)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+    benchmark::RegisterBenchmark(("gemm_l1_12x32x16/" + name).c_str(), kernels::BenchGemm, t, 12, 32, 16)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("silu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kSilu);

@@ -166,6 +166,98 @@ HWY_INLINE void ConvColumn(const ConvGeom& g, const float* in, const float* wp,
   }
 }
 
+// ---------------------------------------------------------------------------
+// Pointwise convs (1x1, stride 1, no padding, ungrouped): output pixel m reads
+// input pixel m, so the conv is a GEMM whose rows of A are the input's pixels,
+// read in place at a fixed stride. With few input channels (K = 16..64, the
+// expansions and projections of mobile networks) a tile's reduction is as
+// short as its set-up, so this path keeps the set-up minimal: no window
+// coordinates or bounds (ConvTile), no packing of A (GemmRows), and the
+// activation fixed per call, so that the whole tile, epilogue included, stays
+// in registers. Measured on a 1x1 conv 16 -> 48 channels at 45x45 (output in
+// L2): 66 -> N GFLOP/s.
+
+struct PointwiseArgs {
+  const float* in;
+  int64_t lda;  // input pixel stride
+  const float* res;
+  int64_t ldr;  // residual pixel stride
+  float* out;
+  int64_t ldc;  // output pixel stride
+  int64_t K;    // input channels
+  int64_t panel_stride;  // floats from one packed panel to the next (K * 16)
+};
+
+// Pixels [begin, end) times the NV vectors of columns [col0, col0 + ncols),
+// whose packed weights start at wp and bias at bp, in tiles of MR rows; a
+// last partial tile repeats its last row.
+template <int MR, int NV, Act A>
+HWY_NOINLINE void PointwiseColumn(const PointwiseArgs& p, const float* wp, const float* bp,
+                                  int64_t col0, int64_t ncols, int64_t begin, int64_t end,
+                                  const Epilogue& ep) {
+  const DF d;
+  VF bias[NV];
+  HWY_UNROLL(16)
+  for (int v = 0; v < NV; ++v) bias[v] = hn::LoadU(d, bp + v * kN);  // padded per PackConvBias
+  int64_t row_off[MR];
+  HWY_UNROLL(16)
+  for (int r = 0; r < MR; ++r) row_off[r] = r * p.lda;
+  for (int64_t m0 = begin; m0 < end; m0 += MR) {
+    const int rows = static_cast<int>(std::min<int64_t>(MR, end - m0));
+    const float* a = p.in + m0 * p.lda;
+    const float* ap[MR];
+    float* op[MR];
+    const float* rp[MR];
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) {
+      const int64_t rr = std::min(r, rows - 1);
+      ap[r] = rows == MR ? a + row_off[r] : a + rr * p.lda;
+      op[r] = p.out + (m0 + rr) * p.ldc + col0;
+      rp[r] = p.res ? p.res + (m0 + rr) * p.ldr + col0 : nullptr;
+    }
+    VReg acc[MR][NV];
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) {
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) acc[r][v] = bias[v];
+    }
+    MicroKernel<MR, NV>(d, ap, p.K, wp, kPanel, p.panel_stride, acc);
+    StoreTileT<MR, NV, A>(d, acc, rows, ncols, p.res ? rp : nullptr, op, ep);
+  }
+}
+
+// True when g is a pointwise conv this path takes; then computes output
+// pixels [begin, end).
+bool Pointwise(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
+               const float* residual, float* out, const Epilogue& ep, int64_t begin,
+               int64_t end) {
+  if (g.groups != 1 || g.kh != 1 || g.kw != 1 || g.sh != 1 || g.sw != 1 || g.pad_top != 0 ||
+      g.pad_left != 0 || g.oh != g.ih || g.ow != g.iw || g.ic < 1)
+    return false;
+  const PointwiseArgs p{in,  g.in_pixel_stride, residual, g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride,
+                        out, g.out_pixel_stride, g.ic, g.ic * kPanel};
+  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
+  constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
+  WithAct(ep, [&]<Act A>() {
+    for (int64_t pn = 0, step = 0; pn < panels; pn += step) {
+      // As Conv: 3 panels per 8x3 tile on AVX-512, never a single one left.
+      const int64_t rem = panels - pn;
+      step = kTilePanels == 1 ? 1 : rem >= 3 && rem % 3 != 1 ? 3 : rem >= 2 ? 2 : 1;
+      const int64_t col0 = pn * kPanel;
+      const int64_t ncols = std::min<int64_t>(g.oc - col0, step * kPanel);
+      const float* wp = packed_w + pn * p.panel_stride;
+      if (step == kTilePanels) {
+        PointwiseColumn<kConvMR, kConvNV, A>(p, wp, bias + col0, col0, ncols, begin, end, ep);
+      } else if (step == 2) {  // AVX-512 only
+        PointwiseColumn<kMR, 2 * kVecPerPanel, A>(p, wp, bias + col0, col0, ncols, begin, end, ep);
+      } else {  // AVX-512 only: a single panel
+        PointwiseColumn<kMR, kVecPerPanel, A>(p, wp, bias + col0, col0, ncols, begin, end, ep);
+      }
+    }
+  });
+  return true;
+}
+
 struct RowMap;
 HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* packed_b,
                            const float* bias, const Epilogue& ep, int64_t begin, int64_t end,
@@ -177,7 +269,9 @@ bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const
 void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
           const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
           float* scratch) {
+  if (g.ic <= 128 && Pointwise(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
   if (ConvAsGemm(g, in, packed_w, bias, residual, out, ep, begin, end, scratch)) return;
+  if (Pointwise(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
   const int64_t panels = (ocg + kPanel - 1) / kPanel;
   const int64_t panel_stride = g.kh * g.kw * icg * kPanel;
@@ -292,21 +386,33 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
   VReg acc[MR][NV];
   const bool full = rows == MR && ncols == NV * kN;
   const bool last = k0 + kc >= K;  // residual and activation apply to the finished sum
-  if (full && k0 > 0) {  // the common case, without per-vector bounds
+  // Every loop over the accumulators is unrolled, so that they stay in
+  // registers: a loop the compiler keeps puts them on the stack for the whole
+  // tile (with K = 16, a 1x1 conv over 16 channels, that cost as much as the
+  // FMAs).
+  if (k0 == 0) {  // the first reduction block starts from the bias
     HWY_UNROLL(16)
-    for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) {
+      const int64_t n = ncols - v * kN;
+      const VF bv = bias == nullptr || n <= 0 ? hn::Zero(d)
+                    : n >= kN                 ? hn::LoadU(d, bias + col0 + v * kN)
+                                              : LoadN(d, bias + col0 + v * kN, n);
+      HWY_UNROLL(16)
+      for (int r = 0; r < MR; ++r) acc[r][v] = bv;
+    }
+  } else if (full) {  // continue the partial sums of earlier blocks
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) {
+      HWY_UNROLL(16)
       for (int v = 0; v < NV; ++v) acc[r][v] = hn::LoadU(d, cp[r] + col0 + v * kN);
+    }
   } else {
     HWY_UNROLL(16)
     for (int v = 0; v < NV; ++v) {
       const int64_t n = ncols - v * kN;
-      for (int r = 0; r < MR; ++r) {
-        if (k0 > 0) {  // continue the partial sums of earlier blocks
-          acc[r][v] = n > 0 && r < rows ? LoadN(d, cp[r] + col0 + v * kN, n) : hn::Zero(d);
-        } else {
-          acc[r][v] = bias && n > 0 ? LoadN(d, bias + col0 + v * kN, n) : hn::Zero(d);
-        }
-      }
+      HWY_UNROLL(16)
+      for (int r = 0; r < MR; ++r)
+        acc[r][v] = n > 0 && r < rows ? LoadN(d, cp[r] + col0 + v * kN, n) : hn::Zero(d);
     }
   }
   MicroKernelPackedA<MR, NV>(d, apk, kc, bp + k0 * kPanel, K * kPanel, acc);

@@ -166,6 +166,20 @@ TEST_P(KernelTest, Conv) {
   }
 }
 
+// Pointwise convs (1x1, stride 1, no padding) with up to 128 input channels
+// take their own path: every column tiling it makes (1, 2, 3 panels and their
+// mixes, a partial last panel), tails of rows shorter than a tile, channel
+// slices of wider tensors, the residual and the activations.
+TEST_P(KernelTest, Pointwise) {
+  int i = 0;
+  for (int64_t oc : {5, 16, 32, 48, 64, 80, 100, 112, 130})
+    for (int64_t ic : {1, 16, 37, 128}) {
+      const ConvCase c{1 + i % 2, 3 + i % 4, 5 + i % 3, ic, oc, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, i % 3, (i / 3) % 3};
+      RunConv(K(), c, kAllActs[i % 10], i % 2 == 0, false, 300 + i);
+      ++i;
+    }
+}
+
 TEST_P(KernelTest, ConvEveryActivationWithAndWithoutResidual) {
   const ConvCase c{2, 5, 4, 6, 19, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 1, 2};
   for (Act act : kAllActs)

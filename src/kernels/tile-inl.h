@@ -76,33 +76,42 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
 
 // Epilogue of one tile: out[r][col0 + j] = act(acc + residual) for the `rows`
 // valid rows and the `ncols` valid columns (may be fewer than NV*kN).
+// The same with the activation A fixed at compile time: a caller that
+// dispatches once per call (WithAct) gets the whole tile inlined, its
+// accumulators never leaving the registers.
+template <int MR, int NV, Act A>
+HWY_INLINE void StoreTileT(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
+                           const float* const* res, float* const* out, const Epilogue& ep) {
+  if (rows == MR && ncols == NV * kN) {  // a full tile: no bounds per vector
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) {
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) {
+        VF x = acc[r][v];
+        if (res != nullptr) x = hn::Add(x, hn::LoadU(d, res[r] + v * kN));
+        hn::StoreU(ApplyActT<A>(d, x, ep), d, out[r] + v * kN);
+      }
+    }
+    return;
+  }
+  HWY_UNROLL(16)
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    HWY_UNROLL(16)
+    for (int v = 0; v < NV; ++v) {
+      const int64_t n = ncols - v * kN;
+      if (n <= 0) break;
+      VF x = acc[r][v];
+      if (res != nullptr) x = hn::Add(x, LoadN(d, res[r] + v * kN, n));
+      StoreN(ApplyActT<A>(d, x, ep), d, out[r] + v * kN, n);
+    }
+  }
+}
+
 template <int MR, int NV>
 HWY_INLINE void StoreTile(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
                           const float* const* res, float* const* out, const Epilogue& ep) {
-  WithAct(ep, [&]<Act A>() {
-    if (rows == MR && ncols == NV * kN) {  // a full tile: no bounds per vector
-      HWY_UNROLL(16)
-      for (int r = 0; r < MR; ++r) {
-        HWY_UNROLL(16)
-        for (int v = 0; v < NV; ++v) {
-          VF x = acc[r][v];
-          if (res != nullptr) x = hn::Add(x, hn::LoadU(d, res[r] + v * kN));
-          hn::StoreU(ApplyActT<A>(d, x, ep), d, out[r] + v * kN);
-        }
-      }
-      return;
-    }
-    for (int r = 0; r < rows; ++r) {
-      HWY_UNROLL(16)
-      for (int v = 0; v < NV; ++v) {
-        const int64_t n = ncols - v * kN;
-        if (n <= 0) break;
-        VF x = acc[r][v];
-        if (res != nullptr) x = hn::Add(x, LoadN(d, res[r] + v * kN, n));
-        StoreN(ApplyActT<A>(d, x, ep), d, out[r] + v * kN, n);
-      }
-    }
-  });
+  WithAct(ep, [&]<Act A>() { StoreTileT<MR, NV, A>(d, acc, rows, ncols, res, out, ep); });
 }
 
 }  // namespace fcb::kernels::FCB_KNS

@@ -87,6 +87,12 @@ TEST(Transpose, MatchesReference) {
       {{300, 70}, {1, 0}},            // several strips per thread
       {{4}, {0}},
       {{2, 0, 3}, {2, 1, 0}},
+      // Few output columns (2..4) innermost, rows next: the interleaving path,
+      // over more than one run of rows per image and a batch.
+      {{2, 3, 70, 75}, {0, 2, 3, 1}},  // NCHW -> NHWC of an RGB image
+      {{4, 2, 4500}, {0, 2, 1}},
+      {{4, 9000}, {1, 0}},
+      {{2, 2, 3, 7, 5}, {1, 0, 3, 4, 2}},  // batch dims of their own around it
   };
   int seed = 0;
   for (const auto& c : cases) {
@@ -98,6 +104,11 @@ TEST(Transpose, MatchesReference) {
   Check("Transpose", A(), {xi}, {RefTranspose(xi, {2, 1, 0})});  // default: reverse
   auto xb = U8({3, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   Check("Transpose", A().Is("perm", {1, 0}), {xb}, {RefTranspose(xb, {1, 0})});
+  Check("Transpose", A().Is("perm", {1, 0}), {RefTranspose(xb, {1, 0})}, {xb});  // 3 columns of bytes
+  std::vector<int64_t> iota64(24);
+  for (int i = 0; i < 24; ++i) iota64[i] = int64_t{1} << 40 | i;
+  auto xl = I64({2, 3, 4}, iota64);
+  Check("Transpose", A().Is("perm", {0, 2, 1}), {xl}, {RefTranspose(xl, {0, 2, 1})});  // 3 columns of int64
   auto x = F32({2, 3}, Iota(6));
   EXPECT_FALSE(Fails("Transpose", A().Is("perm", {0, 0}), {x}).ok());
   EXPECT_FALSE(Fails("Transpose", A().Is("perm", {0, 2}), {x}).ok());
