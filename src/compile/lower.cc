@@ -202,9 +202,52 @@ class Lowerer final : public ops::LowerContext {
     return t;
   }
 
+  // A Concat along the channels of NHWC float activations, each of whose
+  // inputs is the output of a conv step that nothing else reads: the convs
+  // write their channels straight into the Concat's output
+  // (ops::WriteIntoChannelSlice) and no copy runs. Squeezenet's fire modules
+  // and GoogLeNet's inception blocks end this way; the copies were a tenth of
+  // squeezenet's time at 2 threads.
+  bool LowerConcatInPlace(const Node& n) {
+    if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || n.inputs.size() < 2 ||
+        opt_.options.optimization_level == 0)
+      return false;
+    const ir::Value& yv = g_.values[n.outputs[0]];
+    int64_t axis = n.GetInt("axis", 0);
+    if (axis < 0) axis += 4;
+    if (yv.is_constant() || yv.dtype != ir::DType::kF32 || yv.shape.size() != 4 || axis != 3) return false;
+    std::vector<size_t> producers;
+    for (int x : n.inputs) {
+      if (x < 0 || g_.values[x].is_constant() || readers_[x] != 1 || tensor_of_[x] < 0) return false;
+      for (int v : g_.inputs)
+        if (v == x) return false;
+      const ir::Shape& xs = g_.values[x].shape;
+      if (xs.size() != 4 || xs[0] != yv.shape[0] || xs[1] != yv.shape[1] || xs[2] != yv.shape[2]) return false;
+      const int32_t t = tensor_of_[x];
+      if (Root(t) != t) return false;
+      // The step that wrote it: the last one with it as its only output.
+      size_t s = ctx_.steps.size();
+      while (s > 0 && !(ctx_.steps[s - 1].outputs.size() == 1 && ctx_.steps[s - 1].outputs[0] == t)) --s;
+      if (s == 0) return false;
+      format::StepDesc probe = ctx_.steps[s - 1];  // a conv step that can write a slice?
+      if (!ops::WriteIntoChannelSlice(&probe, 0, yv.shape[3])) return false;
+      producers.push_back(s - 1);
+    }
+    const int32_t y = Value(n.outputs[0]);
+    int64_t offset = 0;
+    for (size_t i = 0; i < producers.size(); ++i) {
+      format::StepDesc& s = ctx_.steps[producers[i]];
+      ops::WriteIntoChannelSlice(&s, offset, yv.shape[3]);  // true: probed above
+      s.outputs[0] = y;
+      offset += g_.values[n.inputs[i]].shape[3];
+    }
+    return true;
+  }
+
   Status LowerNode(int i) {
     const Node& n = g_.nodes[i];
     if (LowerAsView(n)) return Status::Ok();
+    if (LowerConcatInPlace(n)) return Status::Ok();
     const auto& rules = RulesByOp();
     if (auto it = rules.find(n.op_type); it != rules.end()) {
       for (const auto* rule : it->second) {

@@ -67,6 +67,12 @@ class LowerContext {
   virtual int SoleReader(int v) const = 0;
 };
 
+// Makes step `s` write its output into channels [offset, offset + its
+// channels) of a tensor of `channels` channels per pixel (the caller then
+// points the step's output at that tensor). True for the conv steps that
+// can (ConvNhwc, ConvWinogradNhwc); false, and `s` unchanged, otherwise.
+bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels);
+
 class LayoutContext {
  public:
   virtual ~LayoutContext() = default;

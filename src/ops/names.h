@@ -50,7 +50,9 @@
   X(kExpandActivationAlpha, "expand_activation_alpha", true)   \
   X(kExpandActivationBeta, "expand_activation_beta", true)     \
   X(kMatrix, "matrix", true)                                   \
-  X(kQuantMode, "quant_mode", true)
+  X(kQuantMode, "quant_mode", true)                            \
+  X(kOutChannelOffset, "out_channel_offset", true)             \
+  X(kOutPixelChannels, "out_pixel_channels", true)
 
 namespace fcb::ops {
 
@@ -64,7 +66,9 @@ namespace fcb::ops {
 //   3: QConvNhwc (int8 panels, kernels/qgemm.h), QLookup
 //   4: the GELU activation (kernels::Act::kGelu) in epilogues
 //   5: ConvNhwc depthwise = 2, the small-group packing (PackGroupedSmall)
-inline constexpr uint32_t kPlanVersion = 5;
+//   6: ConvNhwc / ConvWinogradNhwc output channel slices (out_channel_offset,
+//      out_pixel_channels): a Concat's producers write into its output
+inline constexpr uint32_t kPlanVersion = 6;
 
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;

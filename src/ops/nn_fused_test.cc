@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,99 @@ TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   // Rows too wide for the band buffer (3 rows of 4096 x 32 floats).
   auto wide = Z({1, 8, 4096, 4});
   EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {wide, w1, b1, w2, b2}).ok()) << "rows beyond the band buffer";
+}
+
+
+// Output channel slices (out_channel_offset / out_pixel_channels, set by the
+// lowering on a Concat's producers): ConvNhwc in each of its packings (dense,
+// grouped, depthwise, small groups) and ConvWinogradNhwc write exactly the
+// dense conv's values into channels [offset, offset + oc) of every pixel of
+// the wider tensor, with and without a residual (which keeps its own dense
+// stride), leave the other channels alone, on every target and at 1 and 2
+// threads; shape inference refuses slices that do not fit.
+struct SliceCase {
+  const char* what;
+  int64_t h, w, c, oc, k, group, depthwise;  // depthwise: the packing, as ConvParams
+  bool winograd;
+};
+
+TEST(ConvOutputSlice, WritesTheDenseResultIntoItsChannelsOnEveryTarget) {
+  const std::vector<SliceCase> cases = {
+      {"pointwise", 6, 7, 12, 20, 1, 1, 0, false},
+      {"3x3 dense", 5, 9, 7, 33, 3, 1, 0, false},
+      {"3x3 grouped", 5, 6, 8, 12, 3, 2, 0, false},
+      {"one channel per group", 6, 5, 24, 24, 3, 24, 1, false},
+      {"small groups", 5, 7, 16, 16, 3, 4, 2, false},
+      {"winograd", 12, 13, 16, 24, 3, 1, 0, true},
+  };
+  uint32_t seed = 50;
+  for (const SliceCase& t : cases) {
+    const int64_t icg = t.c / t.group;
+    auto x = F32({1, t.h, t.w, t.c}, Rand(t.h * t.w * t.c, seed++));
+    const auto wt = Rand(t.oc * icg * t.k * t.k, seed++, -0.5f, 0.5f), bt = Rand(t.oc, seed++);
+    const std::vector<float> pw =
+        t.winograd         ? kernels::PackWinograd(wt.data(), t.oc, t.c)
+        : t.depthwise == 1 ? kernels::PackDepthwise(wt.data(), t.oc, t.k, t.k)
+        : t.depthwise == 2 ? kernels::PackGroupedSmall(wt.data(), t.oc, icg, t.k, t.k)
+                           : kernels::PackConv(wt.data(), t.oc, icg, t.k, t.k, t.group);
+    const std::vector<float> pb = t.depthwise ? kernels::PackDepthwiseBias(bt.data(), t.oc)
+                                              : kernels::PackConvBias(bt.data(), t.oc, t.group);
+    auto W = F32({static_cast<int64_t>(pw.size())}, pw), B = F32({static_cast<int64_t>(pb.size())}, pb);
+    auto R = F32({1, t.h, t.w, t.oc}, Rand(t.h * t.w * t.oc, seed++));
+    lowered::ConvParams p;
+    p.kernel = {t.k, t.k}, p.strides = {1, 1}, p.dilations = {1, 1};
+    const int64_t pad = t.k / 2;
+    p.pads = {pad, pad, pad, pad};
+    p.group = t.group, p.out_channels = t.oc, p.depthwise = t.depthwise;
+    p.ep = {kernels::Act::kRelu, 0.f, 0.f};
+    const std::string op(t.winograd ? opname::ConvWinogradNhwc : opname::ConvNhwc);
+    const int64_t offset = 5, channels = t.oc + 9;
+    const Attrs dense = A(EncodeParams(p));
+    const Attrs slice = A(EncodeParams(p)).I(attr::kOutChannelOffset, offset).I(attr::kOutPixelChannels, channels);
+    for (bool residual : {false, true}) {
+      std::vector<TensorPtr> in = {x, W, B};
+      if (residual) in.push_back(R);
+      for (const TargetInfo& target : KnownTargets()) {
+        if (!HostCanRun(target.id)) continue;
+        const auto& table = kernels::GetKernelTable(target.id);
+        auto want = RunWith(op, dense, in, 1, table, 1);
+        ASSERT_TRUE(want.ok()) << t.what << ": " << want.status().message();
+        for (int threads : {1, 2}) {
+          auto got = RunWith(op, slice, in, 1, table, threads);
+          ASSERT_TRUE(got.ok()) << t.what << ": " << got.status().message();
+          const ir::TensorData& g = *got.value()[0];
+          ASSERT_EQ(g.shape, (Shape{1, t.h, t.w, channels})) << t.what;
+          const float* gp = g.data<float>();
+          const float* wp = want.value()[0]->data<float>();
+          int bad = 0;
+          uint32_t untouched;
+          std::memset(&untouched, 0xA5, sizeof(untouched));
+          for (int64_t px = 0; px < t.h * t.w && bad < 5; ++px)
+            for (int64_t ch = 0; ch < channels; ++ch) {
+              const float v = gp[px * channels + ch];
+              if (ch >= offset && ch < offset + t.oc) {
+                const float e = wp[px * t.oc + ch - offset];
+                if (!(std::fabs(v - e) <= 1e-5f * (1 + std::fabs(e))))
+                  ADD_FAILURE() << t.what << " " << target.name << " threads " << threads << " residual " << residual
+                                << ": pixel " << px << " channel " << ch << " is " << v << ", want " << e, ++bad;
+              } else {
+                uint32_t bits;
+                std::memcpy(&bits, &v, sizeof(bits));
+                if (bits != untouched)
+                  ADD_FAILURE() << t.what << " " << target.name << ": channel " << ch << " of pixel " << px
+                                << " outside the slice was written", ++bad;
+              }
+            }
+        }
+      }
+    }
+    // The slice must lie within the output's channels, and both attributes come together.
+    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 10).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
+    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, -1).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
+    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 0), {x, W, B}).ok()) << t.what;
+    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
+    EXPECT_TRUE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 9).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
+  }
 }
 
 }  // namespace

@@ -121,6 +121,50 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
   return g;
 }
 
+}  // namespace fcb::ops::lowered
+
+namespace fcb::ops {
+
+bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels) {
+  if (s->op != opname::ConvNhwc && s->op != opname::ConvWinogradNhwc) return false;
+  for (const auto& a : s->attrs)
+    if (a.name == attr::kOutChannelOffset || a.name == attr::kOutPixelChannels) return false;
+  format::AttrDesc o, c;
+  o.name = std::string(attr::kOutChannelOffset);
+  o.ints = {offset};
+  c.name = std::string(attr::kOutPixelChannels);
+  c.ints = {channels};
+  s->attrs.push_back(std::move(o));
+  s->attrs.push_back(std::move(c));
+  return true;
+}
+
+}  // namespace fcb::ops
+
+namespace fcb::ops::lowered {
+
+Result<OutputSlice> DecodeOutputSlice(std::string_view op, const Attrs& a, int64_t oc) {
+  OutputSlice s;
+  const bool has_offset = a.Has(attr::kOutChannelOffset), has_channels = a.Has(attr::kOutPixelChannels);
+  if (!has_offset && !has_channels) return s;
+  if (!has_offset || !has_channels)
+    return Err(op, std::string("attributes '") + std::string(attr::kOutChannelOffset) + "' and '" +
+                       std::string(attr::kOutPixelChannels) + "' come together");
+  s.offset = a.GetInt(attr::kOutChannelOffset, -1);
+  s.channels = a.GetInt(attr::kOutPixelChannels, -1);
+  if (s.offset < 0 || s.channels < 1 || s.channels > kMaxChannels || s.offset > s.channels - oc)
+    return Err(op, "output channels [" + std::to_string(s.offset) + ", " + std::to_string(s.offset) + " + " +
+                       std::to_string(oc) + ") do not lie within the output's " + std::to_string(s.channels) +
+                       " channels");
+  return s;
+}
+
+void ApplyOutputSlice(const OutputSlice& s, kernels::ConvGeom* g) {
+  if (s.channels == 0) return;
+  g->out_pixel_stride = s.channels;
+  g->residual_pixel_stride = g->oc;
+}
+
 Result<ConvOperands> ConstConvOperands(const LowerContext& c, const ir::Node& n) {
   ConvOperands o;
   o.w = c.Const(n, 1);

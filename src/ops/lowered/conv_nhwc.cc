@@ -29,6 +29,7 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 struct Config {
   kernels::ConvGeom g{};
+  lowered::OutputSlice slice;  // channels of a wider output tensor, if any
   kernels::Epilogue ep{};
   bool depthwise = false;
   bool grouped_small = false;
@@ -40,6 +41,8 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, a));
   Config cfg;
   FCB_ASSIGN_OR_RETURN(cfg.g, lowered::ConvGeometry(kOp, p, in[0]));
+  FCB_ASSIGN_OR_RETURN(cfg.slice, lowered::DecodeOutputSlice(kOp, a, cfg.g.oc));
+  lowered::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   cfg.depthwise = p.depthwise == 1;
   cfg.grouped_small = p.depthwise == 2;
@@ -80,7 +83,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
 
 Status Infer(const InferContext& c, std::vector<TensorInfo>* out) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
-  out->push_back({ir::DType::kF32, {cfg.g.n, cfg.g.oh, cfg.g.ow, cfg.g.oc}});
+  out->push_back({ir::DType::kF32, {cfg.g.n, cfg.g.oh, cfg.g.ow, cfg.g.out_pixel_stride}});
   return Status::Ok();
 }
 
@@ -98,7 +101,7 @@ class ConvNhwcKernel : public Kernel {
     const float* w = widened_.empty() ? static_cast<const float*>(in[1]) : widened_.data();
     const float* b = static_cast<const float*>(in[2]);
     const float* r = cfg_.has_residual ? static_cast<const float*>(in[3]) : nullptr;
-    float* y = static_cast<float*>(out[0]);
+    float* y = static_cast<float*>(out[0]) + cfg_.slice.offset;
     const int64_t pixels = cfg_.g.n * cfg_.g.oh * cfg_.g.ow;
     if (cfg_.depthwise) {
       ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {

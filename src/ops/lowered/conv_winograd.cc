@@ -22,6 +22,7 @@ constexpr std::string_view kOp = opname::ConvWinogradNhwc;
 
 struct Config {
   kernels::ConvGeom g{};
+  lowered::OutputSlice slice;  // channels of a wider output tensor, if any
   kernels::Epilogue ep{};
   bool has_residual = false;
 };
@@ -37,6 +38,8 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (p.group != 1 || p.depthwise != 0) return Err("group must be 1");
   Config cfg;
   FCB_ASSIGN_OR_RETURN(cfg.g, lowered::ConvGeometry(kOp, p, in[0]));
+  FCB_ASSIGN_OR_RETURN(cfg.slice, lowered::DecodeOutputSlice(kOp, a, cfg.g.oc));
+  lowered::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   const auto& g = cfg.g;
   if (g.ic > kernels::kWinogradMaxIc)
@@ -49,7 +52,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
 
 Status Infer(const InferContext& c, std::vector<TensorInfo>* out) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
-  out->push_back({ir::DType::kF32, {cfg.g.n, cfg.g.oh, cfg.g.ow, cfg.g.oc}});
+  out->push_back({ir::DType::kF32, {cfg.g.n, cfg.g.oh, cfg.g.ow, cfg.g.out_pixel_stride}});
   return Status::Ok();
 }
 
@@ -61,7 +64,7 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
     const float* w = static_cast<const float*>(in[1]);
     const float* b = static_cast<const float*>(in[2]);
     const float* r = cfg.has_residual ? static_cast<const float*>(in[3]) : nullptr;
-    float* y = static_cast<float*>(out[0]);
+    float* y = static_cast<float*>(out[0]) + cfg.slice.offset;
     // A grain of 12 tiles is a whole register tile on every target (12, 6, 3, 1 rows).
     ctx.pool->ParallelForThreads(tiles, 12, [&](int t, int64_t begin, int64_t end) {
       ctx.k->winograd(cfg.g, x, w, b, r, y, cfg.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));

@@ -84,6 +84,21 @@ struct ConvParams : WindowParams {
   }
 };
 
+// Where a conv step writes its oc output channels: channels [offset, offset
+// + oc) of each pixel of an output tensor of `channels` channels. Optional
+// step attributes (out_channel_offset, out_pixel_channels) set by the
+// lowering when the step's output is a slice of a Concat's output
+// (WriteIntoChannelSlice); absent, the output is the conv's own [n,oh,ow,oc].
+struct OutputSlice {
+  int64_t offset = 0, channels = 0;  // channels 0: no slice
+};
+// Reads and validates the slice of a step with oc output channels.
+Result<OutputSlice> DecodeOutputSlice(std::string_view op, const Attrs& a, int64_t oc);
+// Makes g write the slice: the output pixel stride becomes the slice's
+// tensor's, the residual keeps its own dense stride (oc). The caller offsets
+// the output pointer by s.offset.
+void ApplyOutputSlice(const OutputSlice& s, kernels::ConvGeom* g);
+
 // The geometry of `p` on NHWC input x (validated: groups divide the
 // channels, the window fits, the output's size is sane).
 Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p, const TensorInfo& x);

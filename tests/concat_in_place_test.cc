@@ -1,0 +1,210 @@
+// A Concat along the channels whose inputs are all conv outputs read by
+// nothing else runs no step: the convs write their channels into its output
+// (ops::WriteIntoChannelSlice, compile/lower.cc). A Concat with an input that
+// has another reader keeps its copy. Both are checked on every target, at 1
+// and 2 threads, against a scalar NCHW reference computed here: the pointwise,
+// dense 3x3 and depthwise convs that feed the first Concat, and the second
+// Concat whose first input is also a graph output.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fcb/fcb.h"
+#include "fcb/inspect.h"
+#include "target_loop.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+using testing::TempDir;
+
+constexpr int64_t kC = 8, kH = 9, kW = 10;
+
+struct ConvSpec {
+  std::string name;
+  int64_t oc, k, group;
+  std::vector<float> w, b;
+};
+
+void Value(onnx::ValueInfoProto* vi, const std::string& name, std::vector<int64_t> dims) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+void Floats(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float x : v) t->add_float_data(x);
+}
+
+void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void AddConv(onnx::GraphProto* g, const ConvSpec& c, const std::string& in) {
+  const int64_t icg = kC / c.group;
+  Floats(g, c.name + "_w", {c.oc, icg, c.k, c.k}, c.w);
+  Floats(g, c.name + "_b", {c.oc}, c.b);
+  auto* n = g->add_node();
+  n->set_name(c.name);
+  n->set_op_type("Conv");
+  n->add_input(in);
+  n->add_input(c.name + "_w");
+  n->add_input(c.name + "_b");
+  n->add_output(c.name);
+  auto* pads = n->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(c.k / 2);
+  IntAttr(n, "group", c.group);
+}
+
+// Plain NCHW conv, stride 1, "same" padding.
+std::vector<float> RefConv(const std::vector<float>& x, const ConvSpec& c) {
+  const int64_t icg = kC / c.group, ocg = c.oc / c.group, p = c.k / 2;
+  std::vector<float> y(static_cast<size_t>(c.oc * kH * kW));
+  for (int64_t o = 0; o < c.oc; ++o)
+    for (int64_t yy = 0; yy < kH; ++yy)
+      for (int64_t xx = 0; xx < kW; ++xx) {
+        double s = c.b[o];
+        for (int64_t i = 0; i < icg; ++i)
+          for (int64_t ky = 0; ky < c.k; ++ky)
+            for (int64_t kx = 0; kx < c.k; ++kx) {
+              const int64_t iy = yy + ky - p, ix = xx + kx - p;
+              if (iy < 0 || iy >= kH || ix < 0 || ix >= kW) continue;
+              const int64_t ci = (o / ocg) * icg + i;
+              s += double{x[(ci * kH + iy) * kW + ix]} * c.w[((o * icg + i) * c.k + ky) * c.k + kx];
+            }
+        y[(o * kH + yy) * kW + xx] = static_cast<float>(s);
+      }
+  return y;
+}
+
+std::vector<float> Wave(int64_t n, float f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(f * static_cast<float>(i + 1)) * 0.5f;
+  return v;
+}
+
+ConvSpec Spec(const std::string& name, int64_t oc, int64_t k, int64_t group, float f) {
+  return {name, oc, k, group, Wave(oc * (kC / group) * k * k, f), Wave(oc, f + 0.3f)};
+}
+
+TEST(ConcatInPlace, ProducersWriteIntoTheOutputAndOtherReadersKeepTheCopy) {
+  // cat1 = Concat(pointwise 8->6, 3x3 8->5, depthwise 3x3 8->8): no step.
+  // cat2 = Concat(d: 1x1 8->3, also an output; e: 1x1 8->2): a Concat step.
+  const std::vector<ConvSpec> first = {Spec("pw", 6, 1, 1, 0.7f), Spec("dense", 5, 3, 1, 1.3f),
+                                       Spec("dw", 8, 3, 8, 0.9f)};
+  const ConvSpec d = Spec("d", 3, 1, 1, 0.4f), e = Spec("e", 2, 1, 1, 1.1f);
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("concat_in_place");
+  Value(g->add_input(), "x", {1, kC, kH, kW});
+  for (const auto& c : first) AddConv(g, c, "x");
+  AddConv(g, d, "x");
+  AddConv(g, e, "x");
+  auto concat = [&](const std::string& out, std::vector<std::string> in) {
+    auto* n = g->add_node();
+    n->set_name(out);
+    n->set_op_type("Concat");
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+    IntAttr(n, "axis", 1);
+  };
+  concat("cat1", {"pw", "dense", "dw"});
+  concat("cat2", {"d", "e"});
+  // A conv after each Concat keeps both in NHWC.
+  const ConvSpec z = {"z", 4, 1, 1, Wave(4 * 19, 0.5f), Wave(4, 0.2f)};
+  Floats(g, "z_w", {4, 19, 1, 1}, z.w);
+  Floats(g, "z_b", {4}, z.b);
+  auto* zn = g->add_node();
+  zn->set_name("z");
+  zn->set_op_type("Conv");
+  for (const char* i : {"cat1", "z_w", "z_b"}) zn->add_input(i);
+  zn->add_output("z");
+  Value(g->add_output(), "z", {1, 4, kH, kW});
+  Value(g->add_output(), "cat2", {1, 5, kH, kW});
+  Value(g->add_output(), "d", {1, 3, kH, kW});
+  const std::string model = dir.File("concat.onnx"), out = dir.File("concat.fcb");
+  {
+    std::ofstream f(model, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto r = Compile(model, spec, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+
+  auto prof = testing::RunCommand(testing::CliPath() + " profile " + out + " --iterations 1 --json");
+  ASSERT_EQ(prof.exit_code, 0) << prof.err;
+  const auto j = nlohmann::json::parse(prof.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << prof.out;
+  int concats = 0;
+  for (const auto& s : j["steps"])
+    if (s["op"] == "Concat") {
+      ++concats;
+      EXPECT_EQ(s["node"], "cat2");
+    }
+  EXPECT_EQ(concats, 1) << "cat1 runs in place, cat2 copies";
+
+  const std::vector<float> x = Wave(kC * kH * kW, 0.37f);
+  // The reference: cat1 in NCHW channel order, then z; cat2 and d.
+  std::vector<float> cat1;
+  for (const auto& c : first) {
+    const auto y = RefConv(x, c);
+    cat1.insert(cat1.end(), y.begin(), y.end());
+  }
+  std::vector<float> want_z(static_cast<size_t>(4 * kH * kW));
+  for (int64_t o = 0; o < 4; ++o)
+    for (int64_t p = 0; p < kH * kW; ++p) {
+      double s = z.b[o];
+      for (int64_t i = 0; i < 19; ++i) s += double{cat1[i * kH * kW + p]} * z.w[o * 19 + i];
+      want_z[o * kH * kW + p] = static_cast<float>(s);
+    }
+  const auto want_d = RefConv(x, d), want_e = RefConv(x, e);
+  std::vector<float> want_cat2 = want_d;
+  want_cat2.insert(want_cat2.end(), want_e.begin(), want_e.end());
+
+  const int ran = testing::ForEachRunnableTarget(
+      out, [&](const std::string&, const std::shared_ptr<const Program>& program) {
+        for (int threads : {1, 2}) {
+          auto ex = Execution::Create(program, "main", threads);
+          ASSERT_TRUE(ex.ok()) << ex.status().message();
+          ASSERT_TRUE(ex.value()->SetInput("x", x.data(), x.size() * 4).ok());
+          ASSERT_TRUE(ex.value()->Run().ok());
+          const auto& outs = ex.value()->info().outputs;
+          ASSERT_EQ(outs.size(), 3u);
+          for (size_t o = 0; o < outs.size(); ++o) {
+            const std::vector<float>& want = outs[o].name == "z" ? want_z : outs[o].name == "cat2" ? want_cat2 : want_d;
+            const float* p = static_cast<const float*>(ex.value()->output_data(static_cast<int>(o)));
+            int bad = 0;
+            for (size_t i = 0; i < want.size() && bad < 5; ++i)
+              if (!(std::fabs(p[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]))))
+                ADD_FAILURE() << outs[o].name << "[" << i << "] = " << p[i] << ", want " << want[i] << ", threads "
+                              << threads,
+                    ++bad;
+          }
+        }
+      });
+  EXPECT_GE(ran, 1);
+}
+
+}  // namespace
+}  // namespace fcb
