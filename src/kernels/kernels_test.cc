@@ -180,6 +180,25 @@ TEST_P(KernelTest, Pointwise) {
     }
 }
 
+// Convs over 1 to 4 input channels with more than two panels of outputs (the
+// RGB stems) gather each tile's windows: strides, dilation, padding on every
+// side, a batch, channel slices of wider tensors, tails of rows, the residual.
+TEST_P(KernelTest, SmallChannelWindows) {
+  const ConvCase cases[] = {
+      // n, ih, iw, ic, oc, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, groups, in_extra, out_extra
+      {1, 23, 21, 3, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+      {2, 11, 13, 3, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 3},
+      {1, 9, 10, 1, 33, 5, 5, 1, 2, 2, 1, 2, 3, 4, 1, 1, 2, 0},
+      {1, 14, 9, 4, 100, 3, 3, 2, 1, 1, 2, 0, 2, 1, 0, 1, 0, 1},
+      {1, 17, 17, 2, 40, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1, 1, 0},
+  };
+  int i = 0;
+  for (const ConvCase& c : cases) {
+    RunConv(K(), c, kAllActs[(3 * i) % 10], i % 2 == 1, false, 400 + i);
+    ++i;
+  }
+}
+
 TEST_P(KernelTest, ConvEveryActivationWithAndWithoutResidual) {
   const ConvCase c{2, 5, 4, 6, 19, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 1, 1, 2};
   for (Act act : kAllActs)
