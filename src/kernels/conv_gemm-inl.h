@@ -196,7 +196,7 @@ HWY_NOINLINE void PointwiseColumn(const PointwiseArgs& p, const float* wp, const
                                   int64_t col0, int64_t ncols, int64_t begin, int64_t end,
                                   const Epilogue& ep) {
   const DF d;
-  VF bias[NV];
+  VReg bias[NV];
   HWY_UNROLL(16)
   for (int v = 0; v < NV; ++v) bias[v] = hn::LoadU(d, bp + v * kN);  // padded per PackConvBias
   int64_t row_off[MR];
