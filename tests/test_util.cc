@@ -12,6 +12,9 @@
 #include <iterator>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 namespace fcb::testing {
 
 std::string TestDataDir() {
@@ -38,6 +41,17 @@ TempDir::~TempDir() {
 static std::string Slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<PlanStep> PlanSteps(const std::string& fcb_file) {
+  std::vector<PlanStep> steps;
+  const auto prof = RunCommand(CliPath() + " profile '" + fcb_file + "' --iterations 1 --json");
+  EXPECT_EQ(prof.exit_code, 0) << prof.err;
+  const auto j = nlohmann::json::parse(prof.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << prof.out;
+  if (prof.exit_code != 0 || j.is_discarded() || !j.contains("steps")) return steps;
+  for (const auto& s : j["steps"]) steps.push_back({s["op"].get<std::string>(), s["node"].get<std::string>()});
+  return steps;
 }
 
 CommandResult RunCommand(const std::string& cmd) {

@@ -34,6 +34,13 @@ struct CommandResult {
 // Runs `cmd` through /bin/sh, capturing stdout and stderr.
 CommandResult RunCommand(const std::string& cmd);
 
+struct PlanStep {
+  std::string op, node;
+};
+// The steps of `fcb_file`'s plan for the host's target, in order (one run of
+// `fcb profile --json`); empty, with a test failure, if that fails.
+std::vector<PlanStep> PlanSteps(const std::string& fcb_file);
+
 struct Diff {
   double rel_l2 = 0;   // ||a - b|| / max(||b||, tiny)
   double max_abs = 0;  // max |a - b|

@@ -146,6 +146,17 @@ void RunRows(const RunContext& ctx, const TransposePlan& p, const uint8_t* x, ui
   });
 }
 
+// Input and output offsets of batch index `batch` over the plan's batch dims.
+void BatchOffsets(const TransposePlan& p, int64_t batch, int64_t* xo, int64_t* yo) {
+  *xo = 0, *yo = 0;
+  for (size_t d = p.batch_dims.size(); d-- > 0;) {
+    const int64_t i = batch % p.batch_dims[d];
+    batch /= p.batch_dims[d];
+    *xo += i * p.batch_src[d];
+    *yo += i * p.batch_dst[d];
+  }
+}
+
 template <typename T>
 void RunTiles(const RunContext& ctx, const TransposePlan& p, const T* x, T* y) {
   const int64_t na = p.out_dims[p.a], nb = p.out_dims.back();
@@ -153,15 +164,10 @@ void RunTiles(const RunContext& ctx, const TransposePlan& p, const T* x, T* y) {
   const int64_t items = (p.total / (na * nb)) * p.strips;
   ctx.pool->ParallelFor(items, GrainFor(kTile * nb), [&](int64_t b, int64_t e) {
     for (int64_t it = b; it < e; ++it) {
-      int64_t batch = it / p.strips;
+      const int64_t batch = it / p.strips;
       const int64_t a0 = (it % p.strips) * kTile, a1 = std::min(na, a0 + kTile);
-      int64_t xo = 0, yo = 0;
-      for (size_t d = p.batch_dims.size(); d-- > 0;) {
-        const int64_t i = batch % p.batch_dims[d];
-        batch /= p.batch_dims[d];
-        xo += i * p.batch_src[d];
-        yo += i * p.batch_dst[d];
-      }
+      int64_t xo, yo;
+      BatchOffsets(p, batch, &xo, &yo);
       for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
         const int64_t b1 = std::min(nb, b0 + kTile);
         for (int64_t ai = a0; ai < a1; ++ai) {
@@ -188,15 +194,10 @@ void RunFewColumns(const RunContext& ctx, const TransposePlan& p, const T* x, T*
   const int64_t items = (p.total / (na * NB)) * runs;
   ctx.pool->ParallelFor(items, 1, [&](int64_t b, int64_t e) {
     for (int64_t it = b; it < e; ++it) {
-      int64_t batch = it / runs;
+      const int64_t batch = it / runs;
       const int64_t a0 = (it % runs) * kRun, a1 = std::min(na, a0 + kRun);
-      int64_t xo = 0, yo = 0;
-      for (size_t d = p.batch_dims.size(); d-- > 0;) {
-        const int64_t i = batch % p.batch_dims[d];
-        batch /= p.batch_dims[d];
-        xo += i * p.batch_src[d];
-        yo += i * p.batch_dst[d];
-      }
+      int64_t xo, yo;
+      BatchOffsets(p, batch, &xo, &yo);
       const T* xs = x + xo;
       T* __restrict ys = y + yo;
       for (int64_t ai = a0; ai < a1; ++ai)
