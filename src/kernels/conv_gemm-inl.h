@@ -148,6 +148,14 @@ HWY_NOINLINE void ConvTile(const ConvGeom& g, const float* in, const float* wp,
 inline constexpr int kConvMR = kN == 16 ? 8 : kMR;
 inline constexpr int kConvNV = kN == 16 ? 3 : kNV;
 
+// Panels of 16 columns the next column tile of a direct conv takes when `rem`
+// are left: AVX-512 takes 3 per 8x3 tile, but never leaves a single panel
+// behind (4 panels run as 2 + 2 in 12x2 tiles, not 3 + 1); other targets 1.
+inline int64_t ConvTilePanels(int64_t rem) {
+  constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
+  return kTilePanels == 1 ? 1 : rem >= 3 && rem % 3 != 1 ? 3 : rem >= 2 ? 2 : 1;
+}
+
 // Output pixels [pb, pe) for one column block of NV vectors, in tiles of MR rows.
 template <int MR, int NV>
 HWY_INLINE void ConvColumn(const ConvGeom& g, const float* in, const float* wp,
@@ -240,9 +248,7 @@ bool Pointwise(const ConvGeom& g, const float* in, const float* packed_w, const 
   constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
   WithAct(ep, [&]<Act A>() {
     for (int64_t pn = 0, step = 0; pn < panels; pn += step) {
-      // As Conv: 3 panels per 8x3 tile on AVX-512, never a single one left.
-      const int64_t rem = panels - pn;
-      step = kTilePanels == 1 ? 1 : rem >= 3 && rem % 3 != 1 ? 3 : rem >= 2 ? 2 : 1;
+      step = ConvTilePanels(panels - pn);
       const int64_t col0 = pn * kPanel;
       const int64_t ncols = std::min<int64_t>(g.oc - col0, step * kPanel);
       const float* wp = packed_w + pn * p.panel_stride;
@@ -297,10 +303,7 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
       const float* wg = packed_w + grp * panels * panel_stride;
       const float* bg = bias + grp * panels * kPanel;
       for (int64_t p = 0, step = 0; p < panels; p += step) {
-        // AVX-512 takes 3 panels per 8x3 tile, but never leaves a single
-        // panel behind (4 panels run as 2 + 2 in 12x2 tiles, not 3 + 1).
-        const int64_t rem = panels - p;
-        step = kTilePanels == 1 ? 1 : rem >= 3 && rem % 3 != 1 ? 3 : rem >= 2 ? 2 : 1;
+        step = ConvTilePanels(panels - p);
         const int64_t col0 = p * kPanel;
         const int64_t ncols = std::min<int64_t>(ocg - col0, step * kPanel);
         const float* wp = wg + p * panel_stride;
