@@ -155,12 +155,13 @@ void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, i
 
 // The RGB stem of mobile networks: a 3x3 stride-2 conv over 3 channels
 // (224x224 -> 112x112), K = 27.
-void BenchStem(benchmark::State& state, TargetId target, int64_t oc) {
+void BenchStem(benchmark::State& state, TargetId target, int64_t oc, bool nchw) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
   g.n = 1, g.ih = g.iw = 224, g.oh = g.ow = 112, g.ic = 3, g.oc = oc, g.kh = g.kw = 3;
   g.sh = g.sw = 2, g.dh = g.dw = 1, g.pad_top = g.pad_left = 1, g.groups = 1;
   g.in_pixel_stride = 3, g.out_pixel_stride = oc;
+  g.in_nchw = nchw;
   const auto in = Random(224 * 224 * 3, 1), w = Random(oc * 27, 2), b = Random(oc, 3);
   const auto packed = Aligned(PackConv(w.data(), oc, 3, 3, 3, 1));
   const auto pbias = Aligned(PackConvBias(b.data(), oc, 1));
@@ -313,10 +314,13 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("conv3x3_56x56x64/" + name).c_str(), kernels::BenchConv3x3, t)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
-    for (int64_t oc : {32, 64})
-      benchmark::RegisterBenchmark(("stem3x3s2_224_3to" + std::to_string(oc) + "/" + name).c_str(), kernels::BenchStem, t, oc)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+    for (bool nchw : {false, true})
+      for (int64_t oc : {16, 32, 64})
+        benchmark::RegisterBenchmark(
+            ("stem3x3s2_224_3to" + std::to_string(oc) + (nchw ? "_nchw/" : "/") + name).c_str(),
+            kernels::BenchStem, t, oc, nchw)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("dw3x3_56x56x144/" + name).c_str(), kernels::BenchDepthwise3x3, t, 56, 144, 1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);

@@ -4,10 +4,12 @@
 // has another reader keeps its copy. Both are checked on every target, at 1
 // and 2 threads, against a scalar NCHW reference computed here: the pointwise,
 // dense 3x3 and depthwise convs that feed the first Concat, and the second
-// Concat whose first input is also a graph output.
+// Concat whose first input is also a graph output. And a stem conv that
+// reads the model's NCHW input in place of a transpose step's output.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
+#include "ops/names.h"
 #include "target_loop.h"
 #include "test_util.h"
 
@@ -196,6 +199,104 @@ TEST(ConcatInPlace, ProducersWriteIntoTheOutputAndOtherReadersKeepTheCopy) {
                               << threads,
                     ++bad;
           }
+        }
+      });
+  EXPECT_GE(ran, 1);
+}
+
+// A conv over the model's NCHW image input with few channels (a stem) reads
+// that input itself: the lowering drops the NCHW -> NHWC transpose in front
+// of it (compile/lower.cc FoldNchwTransposes, ConvNhwc input_nchw). Checked
+// on every target at 1 and 2 threads against a scalar reference: a 3 -> 20
+// stride-2 stem with ReLU, then a 1x1 conv; the only transpose left is the
+// one back to NCHW for the output.
+TEST(NchwStem, StemReadsTheNchwInputWithNoTransposeStep) {
+  constexpr int64_t kIc = 3, kIh = 17, kIw = 23, kOc = 20, kOh = 9, kOw = 12, kOut = 6;
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("nchw_stem");
+  Value(g->add_input(), "x", {1, kIc, kIh, kIw});
+  const std::vector<float> w1 = Wave(kOc * kIc * 9, 0.61f), b1 = Wave(kOc, 0.23f);
+  const std::vector<float> w2 = Wave(kOut * kOc, 0.47f), b2 = Wave(kOut, 0.19f);
+  Floats(g, "w1", {kOc, kIc, 3, 3}, w1);
+  Floats(g, "b1", {kOc}, b1);
+  Floats(g, "w2", {kOut, kOc, 1, 1}, w2);
+  Floats(g, "b2", {kOut}, b2);
+  auto* stem = g->add_node();
+  stem->set_name("stem");
+  stem->set_op_type("Conv");
+  for (const char* i : {"x", "w1", "b1"}) stem->add_input(i);
+  stem->add_output("s");
+  for (const char* name : {"pads", "strides"}) {
+    auto* a = stem->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int i = 0; i < (name[0] == 'p' ? 4 : 2); ++i) a->add_ints(name[0] == 'p' ? 1 : 2);
+  }
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("s");
+  relu->add_output("r");
+  auto* pw = g->add_node();
+  pw->set_name("pw");
+  pw->set_op_type("Conv");
+  for (const char* i : {"r", "w2", "b2"}) pw->add_input(i);
+  pw->add_output("y");
+  Value(g->add_output(), "y", {1, kOut, kOh, kOw});
+  const std::string model = dir.File("stem.onnx"), out = dir.File("stem.fcb");
+  {
+    std::ofstream f(model, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto r = Compile(model, spec, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const auto steps = testing::PlanSteps(out);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps.front().op, ops::opname::ConvNhwc) << "the stem comes first, reading x";
+  int transposes = 0;
+  for (const auto& s : steps) transposes += s.op == "Transpose";
+  EXPECT_EQ(transposes, 1) << "only the output goes back to NCHW";
+
+  const std::vector<float> x = Wave(kIc * kIh * kIw, 0.37f);
+  std::vector<float> mid(static_cast<size_t>(kOc * kOh * kOw)), want(static_cast<size_t>(kOut * kOh * kOw));
+  for (int64_t o = 0; o < kOc; ++o)
+    for (int64_t yy = 0; yy < kOh; ++yy)
+      for (int64_t xx = 0; xx < kOw; ++xx) {
+        double s = b1[o];
+        for (int64_t c = 0; c < kIc; ++c)
+          for (int64_t ky = 0; ky < 3; ++ky)
+            for (int64_t kx = 0; kx < 3; ++kx) {
+              const int64_t iy = yy * 2 + ky - 1, ix = xx * 2 + kx - 1;
+              if (iy < 0 || iy >= kIh || ix < 0 || ix >= kIw) continue;
+              s += double{x[(c * kIh + iy) * kIw + ix]} * w1[((o * kIc + c) * 3 + ky) * 3 + kx];
+            }
+        mid[(o * kOh + yy) * kOw + xx] = static_cast<float>(std::max(s, 0.0));
+      }
+  for (int64_t o = 0; o < kOut; ++o)
+    for (int64_t p = 0; p < kOh * kOw; ++p) {
+      double s = b2[o];
+      for (int64_t c = 0; c < kOc; ++c) s += double{mid[c * kOh * kOw + p]} * w2[o * kOc + c];
+      want[o * kOh * kOw + p] = static_cast<float>(s);
+    }
+  const int ran = testing::ForEachRunnableTarget(
+      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
+        for (int threads : {1, 2}) {
+          auto ex = Execution::Create(program, "main", threads);
+          ASSERT_TRUE(ex.ok()) << ex.status().message();
+          ASSERT_TRUE(ex.value()->SetInput("x", x.data(), x.size() * 4).ok());
+          ASSERT_TRUE(ex.value()->Run().ok());
+          const float* p = static_cast<const float*>(ex.value()->output_data(0));
+          int bad = 0;
+          for (size_t i = 0; i < want.size() && bad < 5; ++i)
+            if (!(std::fabs(p[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]))))
+              ADD_FAILURE() << target << " y[" << i << "] = " << p[i] << ", want " << want[i] << ", threads "
+                            << threads,
+                  ++bad;
         }
       });
   EXPECT_GE(ran, 1);

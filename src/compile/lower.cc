@@ -64,6 +64,7 @@ class Lowerer final : public ops::LowerContext {
       if (!s.ok()) return s.Annotate(g_.nodes[i].Describe());
     }
     for (int v : g_.outputs) ctx_.outputs.push_back(OutputTensor(v));
+    FoldNchwTransposes();
     PlanArena();
     FCB_RETURN_IF_ERROR(CheckPlan());
     return std::move(ctx_);
@@ -242,6 +243,48 @@ class Lowerer final : public ops::LowerContext {
       offset += g_.values[n.inputs[i]].shape[3];
     }
     return true;
+  }
+
+  // A Transpose from NCHW to NHWC whose output only a conv over few input
+  // channels reads (the stem after the model's NCHW image input): the conv
+  // reads the NCHW tensor itself (ops::ReadNchwInput), since its plane path
+  // copies input rows either way, and the transpose step goes. Runs on the
+  // finished steps, whatever rule lowered the conv.
+  void FoldNchwTransposes() {
+    if (opt_.options.optimization_level == 0) return;
+    std::vector<int> readers(ctx_.tensors.size(), 0);
+    for (const auto& st : ctx_.steps)
+      for (int32_t t : st.inputs)
+        if (t >= 0) ++readers[Root(t)];
+    for (int32_t t : ctx_.outputs) readers[Root(t)] += 2;
+    std::vector<bool> drop(ctx_.steps.size(), false);
+    for (size_t i = 0; i < ctx_.steps.size(); ++i) {
+      const format::StepDesc& tr = ctx_.steps[i];
+      if (tr.op != "Transpose" || tr.inputs.size() != 1 || tr.outputs.size() != 1) continue;
+      const int32_t x = tr.inputs[0], y = tr.outputs[0];
+      if (x < 0 || y < 0 || Root(y) != y || readers[y] != 1 || ctx_.tensors[x].dtype != ir::DType::kF32 ||
+          ops::Attrs(tr.attrs).GetInts("perm") != std::vector<int64_t>{0, 2, 3, 1})
+        continue;
+      for (size_t j = i + 1; j < ctx_.steps.size(); ++j) {
+        format::StepDesc& conv = ctx_.steps[j];
+        if (std::find(conv.inputs.begin(), conv.inputs.end(), y) == conv.inputs.end()) continue;
+        if (conv.inputs[0] == y && ops::ReadNchwInput(&conv, ctx_.tensors[x].shape)) {
+          conv.inputs[0] = x;
+          drop[i] = true;
+          // Nothing reads y now; as a view of x (same size) it still lies in the arena.
+          if (alias_of_.size() <= static_cast<size_t>(y)) alias_of_.resize(y + 1, -1);
+          alias_of_[y] = Root(x);
+        }
+        break;
+      }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < ctx_.steps.size(); ++i) {
+      if (drop[i]) continue;
+      if (kept != i) ctx_.steps[kept] = std::move(ctx_.steps[i]);
+      ++kept;
+    }
+    ctx_.steps.resize(kept);
   }
 
   Status LowerNode(int i) {

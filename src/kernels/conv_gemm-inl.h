@@ -278,6 +278,10 @@ bool SmallChannelConv(const ConvGeom& g, const float* in, const float* packed_w,
 void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
           const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
           float* scratch) {
+  if (g.in_nchw) {  // only convs the plane path takes are lowered with an NCHW input
+    SmallChannelConv(g, in, packed_w, bias, residual, out, ep, begin, end, scratch);
+    return;
+  }
   if (g.ic <= 128 && Pointwise(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
   if (SmallChannelConv(g, in, packed_w, bias, residual, out, ep, begin, end, scratch)) return;
   if (ConvAsGemm(g, in, packed_w, bias, residual, out, ep, begin, end, scratch)) return;
@@ -628,78 +632,166 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
 
 // ---------------------------------------------------------------------------
 // Convs over few input channels (the RGB stems: a 3x3 stride-2 conv has
-// K = 27, a 7x7 one K = 147). Read in place (ConvTile), each kernel row is a
-// reduction of kw * ic = 9 steps with twelve row pointers to keep; gathered
-// into blocks of 120 rows first (GemmRows), the block's im2col leaves L1. Here
-// each register tile gathers its own rows' windows into the thread's scratch
-// (MR rows kKC floats apart, in L1), then every column block reduces over the
-// whole window in one run, the activation fixed per call. The gather pays
-// off when several column blocks share it: measured on 3x3 stride-2 stems at
-// 224x224 (Zen 5, x86-64-v4), 3 -> 64 channels went from 74 to 105 GFLOP/s,
-// 3 -> 32 channels (one column block) stayed at 74-78, so those keep ConvTile.
+// K = 27, a 7x7 one K = 147). Read in place (ConvTile), a tile keeps one
+// input pointer per row and runs a short reduction per kernel row; gathered
+// per window (im2col), the copy costs as much as the FMAs. Here the input
+// rows a run of output pixels needs are copied once into "planes": for input
+// channel c, kernel row ky and column phase f < sw, plane[t] holds input
+// column (ox0 + t) * sw + f - pad_left of row oy * sh + ky * dh - pad_top,
+// zero where that lies in the padding. Tap (ky, kx, c) of output pixel
+// ox0 + t then reads plane (c, ky, (kx * dw) % sw) at t + (kx * dw) / sw, so
+// the MR pixels of a tile read MR consecutive floats at a fixed offset from
+// one pointer per tap: no bounds, no row pointers, the broadcasts folded into
+// the FMAs. The copy is about one float per output pixel and plane; the
+// FMAs are K per pixel and output vector. The input may be NHWC or NCHW
+// (ConvGeom::in_nchw), which lets the stem read the model's NCHW input
+// without a transpose step.
 
-template <int NV, Act A>
-HWY_INLINE void WindowTile(DF d, const float* apk, int64_t K, const float* wp, int64_t panel_stride,
-                           const float* bias, int rows, int64_t ncols, const float* const* rp,
-                           float* const* op, const Epilogue& ep) {
-  VReg acc[kMR][NV];
+template <int MR, int NV, Act A>
+HWY_NOINLINE void PlaneColumn(const float* const* taps, int64_t K, const float* wp,
+                              int64_t panel_stride, const float* bias, int64_t len, float* out,
+                              int64_t ldo, const float* res, int64_t ldr, int64_t ncols,
+                              const Epilogue& ep) {
+  const DF d;
+  int64_t off[NV];
   HWY_UNROLL(16)
-  for (int v = 0; v < NV; ++v) {
-    const VF bv = hn::LoadU(d, bias + v * kN);  // padded per PackConvBias
+  for (int v = 0; v < NV; ++v) off[v] = (v * kN / kPanel) * panel_stride + (v * kN) % kPanel;
+  VReg bv[NV];
+  HWY_UNROLL(16)
+  for (int v = 0; v < NV; ++v) bv[v] = hn::LoadU(d, bias + v * kN);  // padded per PackConvBias
+  for (int64_t x0 = 0; x0 < len; x0 += MR) {
+    const int rows = static_cast<int>(std::min<int64_t>(MR, len - x0));
+    VReg acc[MR][NV];
     HWY_UNROLL(16)
-    for (int r = 0; r < kMR; ++r) acc[r][v] = bv;
+    for (int r = 0; r < MR; ++r) {
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) acc[r][v] = bv[v];
+    }
+    const float* w = wp;
+    for (int64_t k = 0; k < K; ++k, w += kPanel) {
+      const float* a = taps[k] + x0;
+      // Opaque to the optimizer: otherwise it keeps x0 + r for every row in
+      // a register of its own (12 of them, spilled) instead of addressing
+      // the MR floats at fixed offsets from a.
+      __asm__("" : "+r"(a));
+      VReg wv[NV];
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) wv[v] = hn::LoadU(d, w + off[v]);
+      HWY_UNROLL(16)
+      for (int r = 0; r < MR; ++r) {
+        const VF b = hn::Set(d, a[r]);
+        HWY_UNROLL(16)
+        for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(b, wv[v], acc[r][v]);
+      }
+    }
+    float* op[MR];
+    const float* rp[MR];
+    HWY_UNROLL(16)
+    for (int r = 0; r < MR; ++r) {
+      const int64_t x = x0 + std::min(r, rows - 1);
+      op[r] = out + x * ldo;
+      rp[r] = res ? res + x * ldr : nullptr;
+    }
+    StoreTileT<MR, NV, A>(d, acc, rows, ncols, res ? rp : nullptr, op, ep);
   }
-  MicroKernelPackedA<kMR, NV>(d, apk, K, wp, panel_stride, acc);
-  StoreTileT<kMR, NV, A>(d, acc, rows, ncols, rp, op, ep);
+}
+
+// dst[t] = src[t * step] for t < n.
+HWY_INLINE void CopyStrided(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, int64_t n,
+                            int64_t step) {
+  if (step == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  int64_t t = 0;
+#if HWY_TARGET != HWY_SCALAR
+  {
+    const DF d;
+    if (step == 2) {  // a stride-2 conv over NCHW rows: the even lanes of two vectors
+      for (; t + kN < n; t += kN)
+        hn::StoreU(hn::ConcatEven(d, hn::LoadU(d, src + 2 * t + kN), hn::LoadU(d, src + 2 * t)), d, dst + t);
+    } else {
+      const hn::RebindToSigned<DF> di;
+      const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(step)));
+      for (; t + kN <= n; t += kN) hn::StoreU(hn::GatherIndex(d, src + t * step, idx), d, dst + t);
+    }
+  }
+#endif
+  for (; t < n; ++t) dst[t] = src[t * step];
+}
+
+// Fills the planes of output pixels [ox0, ox0 + plane_len) of row oy of image
+// b (see above); plane i = (c * kh + ky) * sw + f starts at buf + i * plane_len.
+inline void FillPlanes(const ConvGeom& g, const float* in, int64_t b, int64_t oy, int64_t ox0,
+                       int64_t plane_len, float* buf) {
+  const int64_t ps = g.in_nchw ? 1 : g.in_pixel_stride;         // pixel stride
+  const int64_t cs = g.in_nchw ? g.ih * g.iw : 1;              // channel stride
+  const int64_t is = g.in_nchw ? g.ic * g.ih * g.iw : g.ih * g.iw * ps;  // image stride
+  for (int64_t c = 0; c < g.ic; ++c) {
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t iy = oy * g.sh - g.pad_top + ky * g.dh;
+      for (int64_t f = 0; f < g.sw; ++f) {
+        float* dst = buf + ((c * g.kh + ky) * g.sw + f) * plane_len;
+        if (iy < 0 || iy >= g.ih) {
+          std::memset(dst, 0, static_cast<size_t>(plane_len) * sizeof(float));
+          continue;
+        }
+        // Input column of plane entry t: x0 + t * sw; valid for t in [lo, hi).
+        const int64_t x0 = ox0 * g.sw + f - g.pad_left;
+        const int64_t lo = std::clamp<int64_t>((-x0 + g.sw - 1) / g.sw, 0, plane_len);
+        const int64_t hi = std::clamp<int64_t>(x0 >= g.iw ? 0 : (g.iw - x0 + g.sw - 1) / g.sw, lo, plane_len);
+        std::fill(dst, dst + lo, 0.f);
+        std::fill(dst + hi, dst + plane_len, 0.f);
+        const float* src = in + b * is + c * cs + iy * g.iw * ps + (x0 + lo * g.sw) * ps;
+        CopyStrided(dst + lo, src, hi - lo, g.sw * ps);
+      }
+    }
+  }
 }
 
 template <Act A>
-HWY_NOINLINE void WindowConv(const ConvGeom& g, const RowMap& rm, const float* packed_w,
-                             const float* bias, const float* residual, float* out,
-                             const Epilogue& ep, int64_t begin, int64_t end, float* apk) {
-  const DF d;
+HWY_NOINLINE void PlaneConv(const ConvGeom& g, const float* in, const float* packed_w,
+                            const float* bias, const float* residual, float* out,
+                            const Epilogue& ep, int64_t begin, int64_t end, float* buf) {
+  const int64_t seg = PlaneSegment(g);
+  const int64_t plane_len = PlaneLength(g, seg);
   const int64_t K = g.kh * g.kw * g.ic, panel_stride = K * kPanel;
   const int64_t panels = (g.oc + kPanel - 1) / kPanel;
-  constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
-  const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
+  constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
+  const int64_t ldr = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
+  // Tap k = (ky * kw + kx) * ic + c, the order of the packed weights.
+  const float* taps[kPlaneMaxTaps];
+  for (int64_t ky = 0, k = 0; ky < g.kh; ++ky)
+    for (int64_t kx = 0; kx < g.kw; ++kx)
+      for (int64_t c = 0; c < g.ic; ++c, ++k) {
+        const int64_t q = kx * g.dw;
+        taps[k] = buf + ((c * g.kh + ky) * g.sw + q % g.sw) * plane_len + q / g.sw;
+      }
   const int64_t ohw = g.oh * g.ow;
-  int64_t b = begin / ohw, oy = (begin % ohw) / g.ow, ox = begin % g.ow;
-  for (int64_t p0 = begin; p0 < end; p0 += kMR) {
-    const int rows = static_cast<int>(std::min<int64_t>(kMR, end - p0));
-    float* op[kMR];
-    const float* rp[kMR];
-    for (int r = 0; r < kMR; ++r) {
-      const int64_t p = p0 + std::min(r, rows - 1);
-      op[r] = out + p * g.out_pixel_stride;
-      rp[r] = residual ? residual + p * res_stride : nullptr;
-      if (r < rows) {
-        GatherWindow(rm, b, oy, ox, apk + r * kKC);
-        if (++ox == g.ow) {
-          ox = 0;
-          if (++oy == g.oh) oy = 0, ++b;
-        }
-      } else {  // padding rows repeat the last one
-        std::memcpy(apk + r * kKC, apk + (rows - 1) * kKC, static_cast<size_t>(K) * sizeof(float));
-      }
-    }
-    for (int64_t pn = 0; pn < panels; pn += kTilePanels) {
+  for (int64_t p = begin; p < end;) {
+    const int64_t b = p / ohw, oy = (p % ohw) / g.ow, ox0 = p % g.ow;
+    const int64_t len = std::min({g.ow - ox0, end - p, seg});
+    FillPlanes(g, in, b, oy, ox0, plane_len, buf);
+    float* o = out + p * g.out_pixel_stride;
+    const float* r = residual ? residual + p * ldr : nullptr;
+    for (int64_t pn = 0, step = 0; pn < panels; pn += step) {
+      step = ConvTilePanels(panels - pn);
       const int64_t col0 = pn * kPanel;
-      const int64_t ncols = std::min<int64_t>(g.oc - col0, kTilePanels * kPanel);
-      float* opc[kMR];
-      const float* rpc[kMR];
-      for (int r = 0; r < kMR; ++r) {
-        opc[r] = op[r] + col0;
-        rpc[r] = residual ? rp[r] + col0 : nullptr;
-      }
+      const int64_t ncols = std::min<int64_t>(g.oc - col0, step * kPanel);
       const float* wp = packed_w + pn * panel_stride;
-      if (panels - pn >= kTilePanels) {
-        WindowTile<kNV, A>(d, apk, K, wp, panel_stride, bias + col0, rows, ncols, residual ? rpc : nullptr,
-                           opc, ep);
-      } else {  // AVX-512 only: one panel left over
-        WindowTile<kVecPerPanel, A>(d, apk, K, wp, panel_stride, bias + col0, rows, ncols,
-                                    residual ? rpc : nullptr, opc, ep);
+      const float* rc = r ? r + col0 : nullptr;
+      if (step == kTilePanels) {
+        PlaneColumn<kConvMR, kConvNV, A>(taps, K, wp, panel_stride, bias + col0, len, o + col0,
+                                         g.out_pixel_stride, rc, ldr, ncols, ep);
+      } else if (step == 2) {  // AVX-512 only
+        PlaneColumn<kMR, 2 * kVecPerPanel, A>(taps, K, wp, panel_stride, bias + col0, len,
+                                              o + col0, g.out_pixel_stride, rc, ldr, ncols, ep);
+      } else {  // AVX-512 only: a single panel
+        PlaneColumn<kMR, kVecPerPanel, A>(taps, K, wp, panel_stride, bias + col0, len, o + col0,
+                                          g.out_pixel_stride, rc, ldr, ncols, ep);
       }
     }
+    p += len;
   }
 }
 
@@ -707,17 +799,11 @@ HWY_NOINLINE void WindowConv(const ConvGeom& g, const RowMap& rm, const float* p
 bool SmallChannelConv(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                       const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
                       float* scratch) {
-  const int64_t K = g.kh * g.kw * g.ic;
-  if (g.groups != 1 || g.ic > 4 || g.oc <= 2 * kPanel || K < 8 || K + kN > kKC ||
-      (residual != nullptr && residual == out))
-    return false;
-  static_assert(kMR * kKC <= kGemmScratchFloats, "a tile's windows must fit the scratch");
-  RowMap rm{in, g.in_pixel_stride, out, g.out_pixel_stride};
-  rm.ow = g.ow, rm.ohw = g.oh * g.ow, rm.ih = g.ih, rm.iw = g.iw, rm.ic = g.ic, rm.kw = g.kw;
-  rm.sh = g.sh, rm.sw = g.sw, rm.dh = g.dh, rm.dw = g.dw, rm.pt = g.pad_top, rm.pl = g.pad_left;
-  rm.gather = true, rm.kh = g.kh;
-  rm.a_end = in + g.n * g.ih * g.iw * g.in_pixel_stride;
-  WithAct(ep, [&]<Act A>() { WindowConv<A>(g, rm, packed_w, bias, residual, out, ep, begin, end, scratch); });
+  // A tile reads its pixels' residual before it writes them, so the residual
+  // may be the output itself.
+  if (!PlanarConvApplies(g)) return false;
+  static_assert(kMR <= kPlaneMaxRows && kConvMR <= kPlaneMaxRows, "a tile's rows must fit a plane's slack");
+  WithAct(ep, [&]<Act A>() { PlaneConv<A>(g, in, packed_w, bias, residual, out, ep, begin, end, scratch); });
   return true;
 }
 

@@ -15,6 +15,7 @@
 // vectors, so every target reads the same stored bytes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -79,7 +80,41 @@ struct ConvGeom {
   // means ceil(oc / 16) * 16 (PackDepthwise of oc channels). A conv over a
   // channel slice of a wider packed tensor passes the wider one's.
   int64_t dw_tap_stride = 0;
+  // The input is NCHW, [n][ic][ih][iw], not NHWC (in_pixel_stride unused).
+  // Only convs PlanarConvApplies accepts may set it: they copy their input
+  // rows into planes either way, so a stem reads the model's NCHW input with
+  // no transpose step.
+  bool in_nchw = false;
 };
+
+// The few-input-channel conv path (the RGB stems, ConvGeom::in_nchw): per
+// run of output pixels of one row, it copies the input rows the window
+// needs into ic * kh * sw planes in the thread's scratch (kGemmScratchFloats).
+inline constexpr int64_t kPlaneMaxTaps = 512;  // kh * kw * ic
+inline constexpr int64_t kPlaneMaxRows = 16;   // rows of a register tile, every target
+inline constexpr int64_t kPlaneTargetFloats = 8192;  // planes kept in L1 when they can be
+
+// Slack at a plane's end: a last tile of up to kPlaneMaxRows rows, and the
+// taps' shift along the row.
+inline int64_t PlaneSlack(const ConvGeom& g) { return kPlaneMaxRows + (g.kw - 1) * g.dw / g.sw + 1; }
+
+// Output pixels per plane fill, 0 when not even a few fit the scratch.
+inline int64_t PlaneSegment(const ConvGeom& g) {
+  const int64_t planes = g.ic * g.kh * g.sw;
+  if (planes < 1 || g.ow < 1) return 0;
+  const int64_t most = kGemmScratchFloats / planes - PlaneSlack(g);
+  const int64_t want = std::max<int64_t>(32, kPlaneTargetFloats / planes - PlaneSlack(g));
+  const int64_t seg = std::min({g.ow, want, most});
+  return seg >= std::min<int64_t>(g.ow, 8) ? seg : 0;
+}
+
+inline int64_t PlaneLength(const ConvGeom& g, int64_t seg) { return seg + PlaneSlack(g); }
+
+// Whether the few-input-channel path takes g (ungrouped, 1..4 input channels).
+inline bool PlanarConvApplies(const ConvGeom& g) {
+  return g.groups == 1 && g.ic >= 1 && g.ic <= 4 && g.kh >= 1 && g.kw >= 1 && g.sw >= 1 &&
+         g.kh * g.kw * g.ic <= kPlaneMaxTaps && PlaneSegment(g) > 0;
+}
 
 // Geometry of an NHWC pooling window op.
 struct PoolGeom {

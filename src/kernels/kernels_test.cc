@@ -85,8 +85,9 @@ std::string Describe(const ConvCase& c, Act act, bool res) {
 
 // packing: 0 PackConv (KernelTable::conv), 1 PackDepthwise (depthwise), 2
 // PackGroupedSmall (grouped_small).
+// nchw: the kernel reads an NCHW copy of the input (ConvGeom::in_nchw).
 void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, int packing,
-             uint32_t seed) {
+             uint32_t seed, bool nchw = false) {
   const bool depthwise = packing == 1, grouped_small = packing == 2;
   ConvGeom g{};
   g.n = c.n, g.ih = c.ih, g.iw = c.iw, g.ic = c.ic, g.oc = c.oc, g.kh = c.kh, g.kw = c.kw;
@@ -116,13 +117,27 @@ void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, in
   const float* rp = with_res ? res.data() : nullptr;
   std::vector<float> got(static_cast<size_t>(pixels * g.out_pixel_stride), kSentinel), want = got;
   test_support::Scratch scratch(kGemmScratchFloats);
+  ConvGeom gk = g;  // what the kernel is told
+  std::vector<float> in_planar;
+  if (nchw) {
+    ASSERT_TRUE(PlanarConvApplies(g)) << Describe(c, act, with_res);
+    gk.in_nchw = true;
+    in_planar.resize(static_cast<size_t>(g.n * g.ic * g.ih * g.iw));
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t ch = 0; ch < g.ic; ++ch)
+        for (int64_t y = 0; y < g.ih; ++y)
+          for (int64_t x = 0; x < g.iw; ++x)
+            in_planar[((b * g.ic + ch) * g.ih + y) * g.iw + x] =
+                in[((b * g.ih + y) * g.iw + x) * g.in_pixel_stride + ch];
+  }
+  const float* kin = nchw ? in_planar.data() : in.data();
   auto fn = [&](int64_t begin, int64_t end) {
     if (depthwise) {
       k.depthwise(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end);
     } else if (grouped_small) {
       k.grouped_small(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end);
     } else {
-      k.conv(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, begin, end, scratch.get());
+      k.conv(gk, kin, packed.data(), pbias.data(), rp, got.data(), ep, begin, end, scratch.get());
     }
   };
   // Two calls, split at a pixel that is usually mid-row, as threads would.
@@ -132,7 +147,7 @@ void RunConv(const KernelTable& k, const ConvCase& c, Act act, bool with_res, in
   reference::Conv(g, in.data(), w.data(), bias.data(), rp, res_stride, ep, want.data());
   ExpectRowsClose(got, want, pixels, g.out_pixel_stride, c.oc,
                   std::string(k.isa) + (depthwise ? " depthwise " : grouped_small ? " grouped_small " : " conv ") +
-                      Describe(c, act, with_res));
+                      (nchw ? "nchw " : "") + Describe(c, act, with_res));
 }
 
 // n, ih, iw, ic, oc, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, groups, in_extra, out_extra
@@ -180,9 +195,11 @@ TEST_P(KernelTest, Pointwise) {
     }
 }
 
-// Convs over 1 to 4 input channels with more than two panels of outputs (the
-// RGB stems) gather each tile's windows: strides, dilation, padding on every
-// side, a batch, channel slices of wider tensors, tails of rows, the residual.
+// Convs over 1 to 4 input channels (the RGB stems) copy the input rows of a
+// run of output pixels into planes, from an NHWC or an NCHW input: strides
+// (column phases), dilation, padding on every side, a batch, channel slices
+// of wider tensors, tails of rows, rows longer than one plane fill (the
+// 300-wide and the 11x11 stride-4 cases), every column tiling, the residual.
 TEST_P(KernelTest, SmallChannelWindows) {
   const ConvCase cases[] = {
       // n, ih, iw, ic, oc, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, groups, in_extra, out_extra
@@ -191,12 +208,27 @@ TEST_P(KernelTest, SmallChannelWindows) {
       {1, 9, 10, 1, 33, 5, 5, 1, 2, 2, 1, 2, 3, 4, 1, 1, 2, 0},
       {1, 14, 9, 4, 100, 3, 3, 2, 1, 1, 2, 0, 2, 1, 0, 1, 0, 1},
       {1, 17, 17, 2, 40, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1, 1, 0},
+      {1, 19, 25, 3, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+      {2, 8, 30, 3, 16, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1, 0, 1},
+      {1, 9, 300, 4, 40, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1, 0, 0},
+      {1, 15, 200, 4, 20, 11, 11, 4, 4, 1, 1, 2, 2, 2, 2, 1, 0, 0},
+      {1, 12, 31, 2, 8, 3, 5, 1, 2, 1, 3, 1, 4, 1, 2, 1, 0, 2},
+      {1, 6, 7, 1, 1, 2, 2, 3, 3, 1, 1, 0, 0, 2, 2, 1, 0, 0},
   };
   int i = 0;
   for (const ConvCase& c : cases) {
     RunConv(K(), c, kAllActs[(3 * i) % 10], i % 2 == 1, false, 400 + i);
+    RunConv(K(), c, kAllActs[(3 * i + 1) % 10], i % 2 == 0, false, 500 + i, /*nchw=*/true);
     ++i;
   }
+  ConvGeom wide{};  // 5 input channels: not this path
+  wide.n = 1, wide.ih = wide.iw = wide.oh = wide.ow = 8, wide.ic = 5, wide.oc = 8, wide.kh = wide.kw = 3;
+  wide.sh = wide.sw = wide.dh = wide.dw = 1, wide.groups = 1;
+  EXPECT_FALSE(PlanarConvApplies(wide));
+  wide.ic = 4;
+  EXPECT_TRUE(PlanarConvApplies(wide));
+  wide.groups = 2;
+  EXPECT_FALSE(PlanarConvApplies(wide));
 }
 
 TEST_P(KernelTest, ConvEveryActivationWithAndWithoutResidual) {

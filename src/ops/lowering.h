@@ -73,6 +73,12 @@ class LowerContext {
 // can (ConvNhwc, ConvWinogradNhwc); false, and `s` unchanged, otherwise.
 bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels);
 
+// Makes the ConvNhwc step `s` read its input as NCHW of shape `nchw` (the
+// input of a Transpose to NHWC the caller then drops): true for a conv the
+// few-input-channel path takes (kernels::PlanarConvApplies, the RGB stems);
+// false, and `s` unchanged, otherwise.
+bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw);
+
 class LayoutContext {
  public:
   virtual ~LayoutContext() = default;

@@ -52,7 +52,8 @@
   X(kMatrix, "matrix", true)                                   \
   X(kQuantMode, "quant_mode", true)                            \
   X(kOutChannelOffset, "out_channel_offset", true)             \
-  X(kOutPixelChannels, "out_pixel_channels", true)
+  X(kOutPixelChannels, "out_pixel_channels", true)            \
+  X(kInputNchw, "input_nchw", true)
 
 namespace fcb::ops {
 
@@ -68,7 +69,8 @@ namespace fcb::ops {
 //   5: ConvNhwc depthwise = 2, the small-group packing (PackGroupedSmall)
 //   6: ConvNhwc / ConvWinogradNhwc output channel slices (out_channel_offset,
 //      out_pixel_channels): a Concat's producers write into its output
-inline constexpr uint32_t kPlanVersion = 6;
+//   7: ConvNhwc input_nchw: a few-channel conv reads an NCHW input directly
+inline constexpr uint32_t kPlanVersion = 7;
 
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;
