@@ -330,6 +330,13 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("conv1x1_56x56_24to144/" + name).c_str(), kernels::BenchPointwise, t, 56, 24, 144)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
+    // ResNet-50's bottleneck 1x1 convs (14x14 256 -> 512 is one thread's half of the 1024 at 2 threads).
+    for (auto [hw, ic, oc] : {std::array<int64_t, 3>{14, 256, 1024}, {14, 256, 512}, {56, 64, 256}, {28, 512, 128}})
+      benchmark::RegisterBenchmark(("conv1x1_" + std::to_string(hw) + "x" + std::to_string(hw) + "_" +
+                                    std::to_string(ic) + "to" + std::to_string(oc) + "/" + name).c_str(),
+                                   kernels::BenchPointwise, t, hw, ic, oc)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("conv1x1_28x28_16to96/" + name).c_str(), kernels::BenchPointwise, t, 28, 16, 96)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);

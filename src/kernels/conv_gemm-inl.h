@@ -474,10 +474,17 @@ struct RowMap {
   }
 };
 
+// The last tile of a row range may be this tall (AVX-512 and 512-bit SVE:
+// 14 x 2 accumulators, 2 weight vectors and a broadcast fit 32 registers), so
+// that 12 k + 1 and 12 k + 2 rows end in one tile, not in a tile of one or two
+// rows that streams the block of B again for them alone (7x7 maps: 49 pixels,
+// 12 k + 1; measured, those 1-row tiles were 4 % of mnasnet1_0 at one thread).
+inline constexpr int kMRWide = kN == 16 ? kMR + 2 : kMR;
+
 // Row tiles of one block: the main tile, then smaller ones for the remainder.
 struct RowTile {
   int64_t m0;
-  int rows, mr;   // valid rows, tile height (kMR, kMRSmall or 1)
+  int rows, mr;   // valid rows, tile height (kMR, kMR + 1, kMRWide, kMRSmall or 1)
   int64_t apk;    // offset of its packed A in the block buffer
 };
 
@@ -564,6 +571,10 @@ HWY_INLINE void GemmColumnTile(const RowTile* tiles, int ntiles, int64_t K, cons
     const RowTile& t = tiles[i];
     if (t.mr == kMR) {
       GemmTileAt<kMR, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+    } else if (kMRWide > kMR && t.mr == kMR + 1) {
+      GemmTileAt<kMR + (kMRWide > kMR), NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+    } else if (kMRWide > kMR && t.mr == kMRWide) {
+      GemmTileAt<kMRWide, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
     } else if (t.mr == kMRSmall) {
       GemmTileAt<kMRSmall, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
     } else {
@@ -602,11 +613,15 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
         const int64_t rem = me - m0;
         RowTile& t = tiles[ntiles++];
         t.m0 = m0;
-        t.mr = rem > kMRSmall ? kMR : rem > 1 ? kMRSmall : 1;
+        t.mr = rem > kMR && rem <= kMRWide ? static_cast<int>(rem) : rem > kMRSmall ? kMR : rem > 1 ? kMRSmall : 1;
         t.rows = static_cast<int>(std::min<int64_t>(rem, t.mr));
         t.apk = off;
         if (t.mr == kMR) {
           PackATile<kMR>(rm, m0, t.rows, k0, kc, apk + off);
+        } else if (kMRWide > kMR && t.mr == kMR + 1) {
+          PackATile<kMR + (kMRWide > kMR)>(rm, m0, t.rows, k0, kc, apk + off);
+        } else if (kMRWide > kMR && t.mr == kMRWide) {
+          PackATile<kMRWide>(rm, m0, t.rows, k0, kc, apk + off);
         } else if (t.mr == kMRSmall) {
           PackATile<kMRSmall>(rm, m0, t.rows, k0, kc, apk + off);
         } else {

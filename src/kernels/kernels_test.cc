@@ -335,6 +335,13 @@ TEST_P(KernelTest, Gemm) {
   // (150 rows per call run as 84 + 66, 129 as 72 + 57), over several K blocks.
   RunGemm(this->K(), 300, 40, 520, true, Act::kRelu, true, 6);
   RunGemm(this->K(), 258, 33, 70, false, Act::kNone, false, 7);
+  // Ranges of 12 k + 1 and 12 k + 2 rows end in one tile of 13 or 14 rows
+  // where the registers allow (kMRWide): 26 rows run as two calls of 13, 98
+  // as two of 49 over two K blocks, 100 as two of 50; column tails of one
+  // panel and of a partial one.
+  RunGemm(this->K(), 26, 40, 33, true, Act::kHardSwish, false, 8);
+  RunGemm(this->K(), 98, 40, 300, true, Act::kRelu, true, 9);
+  RunGemm(this->K(), 100, 17, 260, false, Act::kGelu, false, 10);
   // One row (the matrix-vector path): a partial group of 4 panels over two K
   // blocks, and whole groups with partial panels left over.
   RunGemm(this->K(), 1, 50, 300, true, Act::kSilu, false, 4);
