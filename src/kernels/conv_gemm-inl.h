@@ -833,11 +833,12 @@ bool ConvAsGemm(const ConvGeom& g, const float* in, const float* packed_w, const
                 const float* residual, float* out, const Epilogue& ep, int64_t begin,
                 int64_t end, float* scratch) {
   if (g.groups != 1 || g.ic < 1 || (residual != nullptr && residual == out)) return false;
-  // Few input channels and a large window (the 7x7 RGB stem of ResNets):
-  // ConvTile would run a 3-step reduction per tap, mostly loop overhead, so
-  // the whole window is gathered into one reduction block (im2col per row
-  // block, in L2). Measured: resnet18's stem 2.2 -> 2.0 ms; 3x3 stems (K = 27)
-  // got slower, their packing is not repaid by so short a reduction.
+  // Few input channels (5 to 7; 1 to 4 take the plane path, PlaneConv) and
+  // a large window: ConvTile would run a short reduction per tap, mostly loop
+  // overhead, so the whole window is gathered into one reduction block
+  // (im2col per row block, in L2). Measured when ResNet's 7x7 RGB stem took
+  // it: 2.2 -> 2.0 ms; 3x3 windows (K = 27) got slower, their packing is not
+  // repaid by so short a reduction.
   const int64_t K = g.kh * g.kw * g.ic;
   const bool gather = g.ic < 8 && K >= 64 && K + kN <= kKC;
   // Measured on ResNets: for 3x3 convs with many channels the copy (9x the
