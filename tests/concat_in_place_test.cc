@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,47 @@ std::vector<float> RefConv(const std::vector<float>& x, const ConvSpec& c) {
   return y;
 }
 
+// Writes m to `model` and compiles it for every target into `out`.
+void WriteAndCompile(const onnx::ModelProto& m, const std::string& model, const std::string& out) {
+  {
+    std::ofstream f(model, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto r = Compile(model, spec, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+}
+
+// Runs `fcb`'s main method on input x on every runnable target at 1 and 2
+// threads and checks each output against want[its name].
+void ExpectOutputsOnEveryTarget(const std::string& fcb, const std::vector<float>& x,
+                                const std::map<std::string, std::vector<float>>& want) {
+  const int ran = testing::ForEachRunnableTarget(
+      fcb, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
+        for (int threads : {1, 2}) {
+          auto ex = Execution::Create(program, "main", threads);
+          ASSERT_TRUE(ex.ok()) << ex.status().message();
+          ASSERT_TRUE(ex.value()->SetInput("x", x.data(), x.size() * 4).ok());
+          ASSERT_TRUE(ex.value()->Run().ok());
+          const auto& outs = ex.value()->info().outputs;
+          ASSERT_EQ(outs.size(), want.size());
+          for (size_t o = 0; o < outs.size(); ++o) {
+            ASSERT_TRUE(want.count(outs[o].name)) << outs[o].name;
+            const std::vector<float>& w = want.at(outs[o].name);
+            const float* p = static_cast<const float*>(ex.value()->output_data(static_cast<int>(o)));
+            int bad = 0;
+            for (size_t i = 0; i < w.size() && bad < 5; ++i)
+              if (!(std::fabs(p[i] - w[i]) <= 1e-4f * (1 + std::fabs(w[i]))))
+                ADD_FAILURE() << target << " " << outs[o].name << "[" << i << "] = " << p[i] << ", want " << w[i]
+                              << ", threads " << threads,
+                    ++bad;
+          }
+        }
+      });
+  EXPECT_GE(ran, 1);
+}
+
 std::vector<float> Wave(int64_t n, float f) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = std::sin(f * static_cast<float>(i + 1)) * 0.5f;
@@ -144,15 +186,8 @@ TEST(ConcatInPlace, ProducersWriteIntoTheOutputAndOtherReadersKeepTheCopy) {
   Value(g->add_output(), "z", {1, 4, kH, kW});
   Value(g->add_output(), "cat2", {1, 5, kH, kW});
   Value(g->add_output(), "d", {1, 3, kH, kW});
-  const std::string model = dir.File("concat.onnx"), out = dir.File("concat.fcb");
-  {
-    std::ofstream f(model, std::ios::binary);
-    ASSERT_TRUE(m.SerializeToOstream(&f));
-  }
-  CompileSpec spec;
-  spec.targets = {"all"};
-  auto r = Compile(model, spec, out);
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string out = dir.File("concat.fcb");
+  ASSERT_NO_FATAL_FAILURE(WriteAndCompile(m, dir.File("concat.onnx"), out));
 
   int concats = 0;
   for (const auto& s : testing::PlanSteps(out))
@@ -180,28 +215,7 @@ TEST(ConcatInPlace, ProducersWriteIntoTheOutputAndOtherReadersKeepTheCopy) {
   std::vector<float> want_cat2 = want_d;
   want_cat2.insert(want_cat2.end(), want_e.begin(), want_e.end());
 
-  const int ran = testing::ForEachRunnableTarget(
-      out, [&](const std::string&, const std::shared_ptr<const Program>& program) {
-        for (int threads : {1, 2}) {
-          auto ex = Execution::Create(program, "main", threads);
-          ASSERT_TRUE(ex.ok()) << ex.status().message();
-          ASSERT_TRUE(ex.value()->SetInput("x", x.data(), x.size() * 4).ok());
-          ASSERT_TRUE(ex.value()->Run().ok());
-          const auto& outs = ex.value()->info().outputs;
-          ASSERT_EQ(outs.size(), 3u);
-          for (size_t o = 0; o < outs.size(); ++o) {
-            const std::vector<float>& want = outs[o].name == "z" ? want_z : outs[o].name == "cat2" ? want_cat2 : want_d;
-            const float* p = static_cast<const float*>(ex.value()->output_data(static_cast<int>(o)));
-            int bad = 0;
-            for (size_t i = 0; i < want.size() && bad < 5; ++i)
-              if (!(std::fabs(p[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]))))
-                ADD_FAILURE() << outs[o].name << "[" << i << "] = " << p[i] << ", want " << want[i] << ", threads "
-                              << threads,
-                    ++bad;
-          }
-        }
-      });
-  EXPECT_GE(ran, 1);
+  ExpectOutputsOnEveryTarget(out, x, {{"z", want_z}, {"cat2", want_cat2}, {"d", want_d}});
 }
 
 // A conv over the model's NCHW image input with few channels (a stem) reads
@@ -246,15 +260,8 @@ TEST(NchwStem, StemReadsTheNchwInputWithNoTransposeStep) {
   for (const char* i : {"r", "w2", "b2"}) pw->add_input(i);
   pw->add_output("y");
   Value(g->add_output(), "y", {1, kOut, kOh, kOw});
-  const std::string model = dir.File("stem.onnx"), out = dir.File("stem.fcb");
-  {
-    std::ofstream f(model, std::ios::binary);
-    ASSERT_TRUE(m.SerializeToOstream(&f));
-  }
-  CompileSpec spec;
-  spec.targets = {"all"};
-  auto r = Compile(model, spec, out);
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string out = dir.File("stem.fcb");
+  ASSERT_NO_FATAL_FAILURE(WriteAndCompile(m, dir.File("stem.onnx"), out));
   const auto steps = testing::PlanSteps(out);
   ASSERT_FALSE(steps.empty());
   EXPECT_EQ(steps.front().op, ops::opname::ConvNhwc) << "the stem comes first, reading x";
@@ -283,23 +290,7 @@ TEST(NchwStem, StemReadsTheNchwInputWithNoTransposeStep) {
       for (int64_t c = 0; c < kOc; ++c) s += double{mid[c * kOh * kOw + p]} * w2[o * kOc + c];
       want[o * kOh * kOw + p] = static_cast<float>(s);
     }
-  const int ran = testing::ForEachRunnableTarget(
-      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
-        for (int threads : {1, 2}) {
-          auto ex = Execution::Create(program, "main", threads);
-          ASSERT_TRUE(ex.ok()) << ex.status().message();
-          ASSERT_TRUE(ex.value()->SetInput("x", x.data(), x.size() * 4).ok());
-          ASSERT_TRUE(ex.value()->Run().ok());
-          const float* p = static_cast<const float*>(ex.value()->output_data(0));
-          int bad = 0;
-          for (size_t i = 0; i < want.size() && bad < 5; ++i)
-            if (!(std::fabs(p[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]))))
-              ADD_FAILURE() << target << " y[" << i << "] = " << p[i] << ", want " << want[i] << ", threads "
-                            << threads,
-                  ++bad;
-        }
-      });
-  EXPECT_GE(ran, 1);
+  ExpectOutputsOnEveryTarget(out, x, {{"y", want}});
 }
 
 }  // namespace
