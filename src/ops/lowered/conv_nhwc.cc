@@ -36,31 +36,34 @@ struct Config {
   bool has_residual = false;
 };
 
+// The geometry of a conv over x read as NCHW (input_nchw = 1,
+// ops::ReadNchwInput): that of its NHWC form, for the convs the plane path
+// takes; an error naming why otherwise.
+Result<kernels::ConvGeom> NchwGeometry(const lowered::ConvParams& p, TensorInfo x) {
+  if (x.shape.size() == 4) x.shape = {x.shape[0], x.shape[2], x.shape[3], x.shape[1]};
+  FCB_ASSIGN_OR_RETURN(kernels::ConvGeom g, lowered::ConvGeometry(kOp, p, x));
+  g.in_nchw = true;
+  if (p.depthwise != 0 || !kernels::PlanarConvApplies(g))
+    return InvalidArgument(std::string(kOp) + ": an NCHW input ('input_nchw') needs an ungrouped conv over 1 to 4 "
+                           "input channels whose window fits the plane path, got " + std::to_string(g.ic) +
+                           " channels in " + std::to_string(g.groups) + " groups, kernel " + std::to_string(g.kh) +
+                           "x" + std::to_string(g.kw));
+  return g;
+}
+
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() < 3) return InvalidArgument(std::string(kOp) + ": needs input, packed weights and packed bias");
   FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, a));
   Config cfg;
-  // input_nchw = 1: the input is NCHW (ops::ReadNchwInput); the geometry is
-  // that of its NHWC form.
   const int64_t nchw = a.GetInt(attr::kInputNchw, 0);
   if (nchw != 0 && nchw != 1)
     return InvalidArgument(std::string(kOp) + ": attribute 'input_nchw' must be 0 or 1, got " + std::to_string(nchw));
-  TensorInfo x = in[0];
-  if (nchw && x.shape.size() == 4) x.shape = {x.shape[0], x.shape[2], x.shape[3], x.shape[1]};
-  FCB_ASSIGN_OR_RETURN(cfg.g, lowered::ConvGeometry(kOp, p, x));
+  FCB_ASSIGN_OR_RETURN(cfg.g, nchw ? NchwGeometry(p, in[0]) : lowered::ConvGeometry(kOp, p, in[0]));
   FCB_ASSIGN_OR_RETURN(cfg.slice, lowered::DecodeOutputSlice(kOp, a, cfg.g.oc));
   lowered::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   cfg.depthwise = p.depthwise == 1;
   cfg.grouped_small = p.depthwise == 2;
-  if (nchw) {
-    cfg.g.in_nchw = true;
-    if (cfg.depthwise || cfg.grouped_small || !kernels::PlanarConvApplies(cfg.g))
-      return InvalidArgument(std::string(kOp) + ": an NCHW input ('input_nchw') needs an ungrouped conv over 1 to 4 "
-                             "input channels whose window fits the plane path, got " + std::to_string(cfg.g.ic) +
-                             " channels in " + std::to_string(cfg.g.groups) + " groups, kernel " +
-                             std::to_string(cfg.g.kh) + "x" + std::to_string(cfg.g.kw));
-  }
   const auto& g = cfg.g;
   int64_t want_w, want_b;
   if (cfg.grouped_small) {
@@ -298,12 +301,7 @@ bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
   const Attrs a(s->attrs);
   if (a.Has(attr::kInputNchw)) return false;
   auto p = DecodeParams<lowered::ConvParams>(kOp, a);
-  if (!p.ok() || p.value().depthwise != 0) return false;
-  TensorInfo x;
-  x.dtype = ir::DType::kF32;
-  x.shape = {nchw[0], nchw[2], nchw[3], nchw[1]};
-  auto g = lowered::ConvGeometry(kOp, p.value(), x);
-  if (!g.ok() || !kernels::PlanarConvApplies(g.value())) return false;
+  if (!p.ok() || !NchwGeometry(p.value(), TensorInfo{ir::DType::kF32, nchw}).ok()) return false;
   format::AttrDesc d;
   d.name = std::string(attr::kInputNchw);
   d.ints = {1};
