@@ -195,19 +195,21 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
 // A depthwise 3x3 conv (MobileNetV2's 56x56x144 block, ReLU6) and a 1x1 conv
 // with few input channels (its 112x112 x 16 -> 96 expansion): the two halves
 // of an inverted-residual block.
-void BenchDepthwise3x3(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride) {
+// A k x k depthwise conv with "same" padding (k / 2 on every side).
+void BenchDepthwise(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride,
+                    int64_t ksize) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
-  g.n = 1, g.ih = g.iw = hw, g.ic = g.oc = g.groups = c, g.kh = g.kw = 3;
-  g.sh = g.sw = stride, g.dh = g.dw = 1, g.pad_top = g.pad_left = 1;
-  g.oh = g.ow = (hw + 2 - 3) / stride + 1;
+  g.n = 1, g.ih = g.iw = hw, g.ic = g.oc = g.groups = c, g.kh = g.kw = ksize;
+  g.sh = g.sw = stride, g.dh = g.dw = 1, g.pad_top = g.pad_left = ksize / 2;
+  g.oh = g.ow = (hw + 2 * (ksize / 2) - ksize) / stride + 1;
   g.in_pixel_stride = g.out_pixel_stride = c;
-  const auto in = Random(hw * hw * c, 1), w = Random(c * 9, 2), b = Random(c, 3);
-  const auto packed = Aligned(PackDepthwise(w.data(), c, 3, 3));
+  const auto in = Random(hw * hw * c, 1), w = Random(c * ksize * ksize, 2), b = Random(c, 3);
+  const auto packed = Aligned(PackDepthwise(w.data(), c, ksize, ksize));
   const auto pbias = Aligned(PackDepthwiseBias(b.data(), c));
   Buffer out(static_cast<size_t>(g.oh * g.ow * c));
   const Epilogue ep{Act::kClip, 0.f, 6.f};
-  RunVsPeak(state, 2.0 * g.oh * g.ow * c * 9, [&] {
+  RunVsPeak(state, 2.0 * g.oh * g.ow * c * ksize * ksize, [&] {
     k.depthwise(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, g.oh * g.ow);
     benchmark::ClobberMemory();
   });
@@ -280,7 +282,7 @@ void BenchWinograd(benchmark::State& state, TargetId target, int64_t hw, int64_t
   const int64_t tiles = ((hw + 3) / 4) * ((hw + 3) / 4);
   Scratch scratch(kWinogradScratchFloats);
   RunVsPeak(state, 2.0 * hw * hw * c * c * 9, [&] {
-    k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles, scratch.get());
+    k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles, 0, (g.oc + kPanel - 1) / kPanel, scratch.get());
     benchmark::ClobberMemory();
   });
 }
@@ -321,12 +323,19 @@ int main(int argc, char** argv) {
             kernels::BenchStem, t, oc, nchw)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("dw3x3_56x56x144/" + name).c_str(), kernels::BenchDepthwise3x3, t, 56, 144, 1)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("dw3x3_14x14x576/" + name).c_str(), kernels::BenchDepthwise3x3, t, 14, 576, 1)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
+    // Depthwise convs of MobileNet-v2 and EfficientNet-B0 (5x5 on small maps:
+    // most pixels are edge pixels).
+    const struct {
+      const char* label;
+      int64_t hw, c, stride, ksize;
+    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3}, {"dw3x3_14x14x576", 14, 576, 1, 3},
+               {"dw5x5_7x7x1152", 7, 1152, 1, 5},  {"dw5x5_14x14x480", 14, 480, 1, 5},
+               {"dw5x5s2_56x56x144", 56, 144, 2, 5}};
+    for (const auto& dw : dws)
+      benchmark::RegisterBenchmark((std::string(dw.label) + "/" + name).c_str(), kernels::BenchDepthwise, t, dw.hw,
+                                   dw.c, dw.stride, dw.ksize)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("conv1x1_56x56_24to144/" + name).c_str(), kernels::BenchPointwise, t, 56, 24, 144)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
@@ -366,6 +375,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("winograd3x3_28x28x128/" + name).c_str(),
                                  kernels::BenchWinograd, t, 28, 128)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("winograd3x3_14x14x256/" + name).c_str(),
+                                 kernels::BenchWinograd, t, 14, 256)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }

@@ -26,8 +26,11 @@ namespace fcb::kernels {
 inline constexpr int64_t kPanel = 16;
 
 // Largest input channel count of the Winograd conv: its input transform for
-// one block of tiles lives in per-thread scratch (36 * 12 * 256 floats).
+// one block of tiles lives in per-thread scratch (36 * 24 * 256 floats).
 inline constexpr int64_t kWinogradMaxIc = 256;
+// Tiles per block of the Winograd conv: each block streams the packed weights
+// of its column range once, so a 14x14 map (16 tiles) takes one pass.
+inline constexpr int64_t kWinogradBlockTiles = 24;
 
 // Per-thread scratch (floats) the kernels below need, for every target (the
 // kernels static_assert that their blocks fit). Kernels keep no large buffer
@@ -36,9 +39,10 @@ inline constexpr int64_t kWinogradMaxIc = 256;
 //   gemm, and conv when it runs as a GEMM (1x1 / im2col): a packed block of A,
 //   10 row tiles of up to 12 rows by 256 reduction steps.
 inline constexpr int64_t kGemmScratchFloats = 10 * 12 * 256;
-//   winograd: the input transform of one block of tiles (36 positions x 12
-//   tiles x kWinogradMaxIc) and its products for one column block (x 64).
-inline constexpr int64_t kWinogradScratchFloats = 36 * 12 * (kWinogradMaxIc + 64);
+//   winograd: the input transform of one block of tiles (36 positions x
+//   kWinogradBlockTiles x kWinogradMaxIc) and its products for one column
+//   block (x 32 columns).
+inline constexpr int64_t kWinogradScratchFloats = 36 * kWinogradBlockTiles * (kWinogradMaxIc + 32);
 
 // Activation fused into the epilogue of conv/gemm, and standalone unary ops.
 enum class Act : int32_t {
@@ -159,11 +163,14 @@ struct KernelTable {
   // Winograd F(4x4, 3x3) conv: kh = kw = 3, unit strides and dilations,
   // groups == 1, 1 <= ic <= kWinogradMaxIc (otherwise it does nothing).
   // Weights packed by PackWinograd, bias by PackConvBias. Work items: 4x4
-  // output tiles in [0, n * ceil(oh/4) * ceil(ow/4)), row-major per image.
+  // output tiles in [begin, end) of [0, n * ceil(oh/4) * ceil(ow/4)),
+  // row-major per image, times the output panels (16 channels)
+  // [panel_begin, panel_end) of [0, ceil(oc/16)): a few tiles with many
+  // channels split across threads by channels.
   // scratch: kWinogradScratchFloats floats of the calling thread, 64-byte aligned.
   void (*winograd)(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
                    const float* residual, float* out, const Epilogue& ep, int64_t begin,
-                   int64_t end, float* scratch);
+                   int64_t end, int64_t panel_begin, int64_t panel_end, float* scratch);
 
   // C[m][0..n) = A[m][0..k) * B + bias, B packed by PackGemmB (k x n, panels of 16 columns).
   // bias [N] (unpadded) may be null. Work items: rows m in [0, M).

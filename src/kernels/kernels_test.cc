@@ -277,6 +277,18 @@ TEST_P(KernelTest, Depthwise) {
       // Rows wide enough for the grouped path (runs of 8 pixels, few channels).
       {2, 6, 21, 24, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 24, 0, 0},
       {1, 7, 37, 12, 12, 3, 3, 2, 2, 2, 1, 2, 1, 0, 2, 12, 3, 1},
+      // Groups of pixels reaching past the left or right edge (DepthwiseRows'
+      // edge form): small maps where every pixel is an edge pixel, rows
+      // narrower than the kernel, asymmetric and oversized padding, groups of
+      // 8 at both ends of a wide row, partial channel vectors.
+      {1, 7, 7, 40, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 40, 0, 0},
+      {2, 14, 13, 24, 24, 5, 5, 2, 2, 1, 1, 1, 2, 2, 1, 24, 1, 0},
+      {1, 9, 9, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 16, 0, 1},
+      {1, 4, 3, 20, 20, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 20, 0, 0},
+      {1, 3, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 7, 0, 0},
+      {1, 5, 20, 32, 32, 5, 5, 1, 1, 1, 1, 2, 2, 1, 1, 32, 0, 0},
+      {1, 6, 11, 18, 18, 3, 3, 1, 1, 1, 1, 0, 3, 0, 3, 18, 2, 0},
+      {1, 5, 12, 8, 8, 5, 5, 1, 2, 1, 1, 2, 0, 2, 4, 8, 0, 0},
   };
   int i = 0;
   for (const ConvCase& c : cases) {

@@ -60,11 +60,15 @@ void RunCase(const KernelTable& k, const WinoCase& c, uint32_t seed) {
   if (c.act == Act::kClip) ep = {c.act, -0.5f, 0.7f};
   const float* rp = c.residual ? res.data() : nullptr;
   std::vector<float> got(static_cast<size_t>(pixels * g.out_pixel_stride), kSentinel), want = got;
-  // Split as threads would, at a tile that is not a multiple of any tile height.
+  // Split as threads would: at a tile that is not a multiple of any tile
+  // height, and the second range's channels at a panel that is not a multiple
+  // of a column block (the op cuts at pairs of panels).
   const int64_t mid = std::min(tiles, tiles / 2 + 1);
+  const int64_t panels = (c.oc + kPanel - 1) / kPanel, pmid = panels / 2 + panels % 2;
   test_support::Scratch scratch(kWinogradScratchFloats);
-  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, 0, mid, scratch.get());
-  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, tiles, scratch.get());
+  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, 0, mid, 0, panels, scratch.get());
+  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, tiles, 0, pmid, scratch.get());
+  k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, tiles, pmid, panels, scratch.get());
   reference::Conv(g, in.data(), w.data(), bias.data(), rp, res_stride, ep, want.data());
   std::vector<float> gv, wv;
   int64_t clobbered = 0;
@@ -101,6 +105,9 @@ const WinoCase kCases[] = {
     {1, 28, 28, 64, 64, 1, 1, 1, 1, 0, 0, Act::kRelu, true},    // a ResNet-like layer
     {1, 10, 10, 256, 20, 1, 1, 1, 1, 0, 0, Act::kNone, false},  // the largest ic
     {3, 3, 3, 24, 40, 1, 1, 1, 1, 0, 0, Act::kRelu, false},     // one tile per image
+    {1, 14, 14, 96, 80, 1, 1, 1, 1, 0, 0, Act::kRelu, true},    // 16 tiles: 8 + 8 rows or less
+    {1, 40, 40, 24, 32, 1, 1, 1, 1, 0, 0, Act::kNone, false},   // 100 tiles: several blocks
+    {2, 17, 23, 16, 16, 1, 1, 1, 1, 0, 0, Act::kRelu, false},   // blocks across images
 };
 
 TEST_P(WinogradTest, MatchesDirectConvolution) {
@@ -120,7 +127,7 @@ TEST_P(WinogradTest, RefusesGeometryItCannotRun) {
   std::vector<float> w(static_cast<size_t>(PackedWinogradFloats(g.oc, g.ic)), 1.f);
   std::vector<float> b(16, 0.f), out(static_cast<size_t>(4 * g.oc), kSentinel);
   test_support::Scratch scratch(kWinogradScratchFloats);
-  k.winograd(g, in.data(), w.data(), b.data(), nullptr, out.data(), Epilogue{}, 0, 1, scratch.get());
+  k.winograd(g, in.data(), w.data(), b.data(), nullptr, out.data(), Epilogue{}, 0, 1, 0, 1, scratch.get());
   for (float x : out) EXPECT_EQ(x, kSentinel);
 }
 

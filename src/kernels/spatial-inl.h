@@ -140,17 +140,24 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
 // row stay in registers. Measured on AMD EPYC (Zen 5), kernels_bench
 // dw3x3_56x56x144: 45 -> 55 GFLOP/s; in mobilenet_v2 the 112x112x32 and
 // 56x56x144 depthwise steps went from 31 and 47 to 43 and 64 GFLOP/s.
-template <int P, int KW, int S>
-HWY_NOINLINE void DepthwiseRowsInterior(const ConvGeom& g, const float* img, const float* packed_w,
-                                        const float* bias, const float* residual, float* out,
-                                        const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
-                                        int64_t ky0, int64_t ky1, int64_t res_stride) {
+// kEdge: the P pixels may reach past the row's left or right edge; columns
+// outside the image are skipped (their taps read padding, zero), so the
+// pixels at the edges keep the same loads-per-FMA as the interior (one pixel
+// at a time, every tap costs a weight load as well).
+template <int P, int KW, int S, bool kEdge>
+HWY_NOINLINE void DepthwiseRows(const ConvGeom& g, const float* img, const float* packed_w,
+                                const float* bias, const float* residual, float* out,
+                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
+                                int64_t ky0, int64_t ky1, int64_t res_stride) {
   const DF d;
   const int64_t c = g.oc, cpad = DwTapStride(g);
   const int64_t col = g.in_pixel_stride;  // floats from one input column to the next
-  const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0) * g.in_pixel_stride;
-  const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
   constexpr int kCols = (P - 1) * S + KW;
+  // Columns [m_lo, m_hi) of the kCols lie inside the row; base is column m_lo's.
+  const int64_t m_lo = kEdge ? std::max<int64_t>(0, -ix0) : 0;
+  const int64_t m_hi = kEdge ? std::min<int64_t>(kCols, g.iw - ix0) : kCols;
+  const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0 + m_lo) * g.in_pixel_stride;
+  const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
   const auto channels = [&]<bool kFull>(int64_t c0) {
     const int64_t n = c - c0;
     VReg acc[P];
@@ -163,9 +170,10 @@ HWY_NOINLINE void DepthwiseRowsInterior(const ConvGeom& g, const float* img, con
       VReg wv[KW];
       HWY_UNROLL(8)
       for (int kx = 0; kx < KW; ++kx) wv[kx] = hn::LoadU(d, wrow + kx * cpad);
-      const float* ip = row;
       HWY_UNROLL(32)
-      for (int m = 0; m < kCols; ++m, ip += col) {
+      for (int m = 0; m < kCols; ++m) {
+        if (kEdge && (m < m_lo || m >= m_hi)) continue;
+        const float* ip = row + (m - m_lo) * col;
         const VF x = kFull ? hn::LoadU(d, ip) : LoadPartial(d, ip, n);
         HWY_UNROLL(8)
         for (int kx = 0; kx < KW; ++kx) {
@@ -237,17 +245,24 @@ HWY_NOINLINE void DepthwiseEdgePixel(const ConvGeom& g, const float* img, const 
   for (; c0 < c; c0 += kN) block.template operator()<1>(c0);
 }
 
-// P pixels from column ix0 on, all inside their rows horizontally.
-template <int P>
+// Depthwise convs DepthwiseRows takes: 3x3 and 5x5 at strides 1 and 2, no
+// dilation along x.
+HWY_INLINE bool DwRowsApply(const ConvGeom& g) {
+  return g.dw == 1 && (g.sw == 1 || g.sw == 2) && (g.kw == 3 || g.kw == 5);
+}
+
+// P pixels from column ix0 on; inside their rows horizontally unless kEdge
+// (DepthwiseRows only, see DwRowsApply).
+template <int P, bool kEdge>
 HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float* packed_w,
                                const float* bias, const float* residual, float* out,
                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
                                int64_t res_stride) {
   int64_t ky0, ky1;
   TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
-  if (g.dw == 1 && (g.sw == 1 || g.sw == 2) && (g.kw == 3 || g.kw == 5)) {
+  if (DwRowsApply(g)) {
     const auto rows = [&]<int KW, int S>() {
-      DepthwiseRowsInterior<P, KW, S>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+      DepthwiseRows<P, KW, S, kEdge>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
     };
     if (g.kw == 3)
       g.sw == 1 ? rows.template operator()<3, 1>() : rows.template operator()<3, 2>();
@@ -255,10 +270,12 @@ HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float*
       g.sw == 1 ? rows.template operator()<5, 1>() : rows.template operator()<5, 2>();
     return;
   }
-  if (g.kw == 3)
-    DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
-  else
-    DepthwiseInterior<P, 0>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+  if constexpr (!kEdge) {
+    if (g.kw == 3)
+      DepthwiseInterior<P, 3>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+    else
+      DepthwiseInterior<P, 0>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+  }
 }
 
 void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
@@ -266,10 +283,12 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
                int64_t end) {
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   const int64_t ohw = g.oh * g.ow;
-  // Output columns [x_lo, x_hi) have every tap inside the row; the few at the
-  // edges go one pixel at a time (DepthwiseEdgePixel).
+  // Output columns [x_lo, x_hi) have every tap inside the row. The pixels
+  // outside it run DepthwiseRows' edge form where it applies, and go one
+  // pixel at a time otherwise (DepthwiseEdgePixel).
   int64_t x_lo, x_hi;
   InteriorColumns(g, x_lo, x_hi);
+  const bool rows_edge = DwRowsApply(g);
   for (int64_t p = begin; p < end;) {
     // One run of pixels within an output row: coordinates by division once.
     const int64_t b = p / ohw, q = p % ohw, oy = q / g.ow, ox = q % g.ow;
@@ -278,24 +297,31 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
     const int64_t iy0 = oy * g.sh - g.pad_top;
     for (int64_t i = 0; i < run;) {
       const int64_t x = ox + i, ix0 = x * g.sw - g.pad_left;
-      if (x < x_lo || x >= x_hi) {
+      const bool edge = x < x_lo || x >= x_hi;
+      if (edge && !rows_edge) {
         DepthwiseEdgePixel(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
         ++i;
         continue;
       }
-      const int64_t left = std::min(run - i, x_hi - x);
+      // Pixels from x on on the same side of x_lo and x_hi: a group never
+      // mixes edge and interior pixels, so the interior keeps its unchecked
+      // form and the edge form covers only the few edge pixels.
+      const int64_t left = std::min(run - i, x < x_lo ? x_lo - x : x < x_hi ? x_hi - x : g.ow - x);
+      const auto group = [&]<int P>() {
+        if (edge)
+          DepthwiseGroup<P, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        else
+          DepthwiseGroup<P, false>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        i += P;
+      };
       if (left >= kDwPixels) {
-        DepthwiseGroup<kDwPixels>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        i += kDwPixels;
+        group.template operator()<kDwPixels>();
       } else if (left >= 4) {
-        DepthwiseGroup<4>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        i += 4;
+        group.template operator()<4>();
       } else if (left >= 2) {
-        DepthwiseGroup<2>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        i += 2;
+        group.template operator()<2>();
       } else {
-        DepthwiseGroup<1>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        i += 1;
+        group.template operator()<1>();
       }
     }
     p += run;

@@ -74,10 +74,9 @@ HWY_INLINE WinoTile LocateTile(const ConvGeom& g, const float* in, const float* 
   return w;
 }
 
-// Phase 1 for one tile into row `r` of v (layout [pos][MR][vstride]).
-template <int MR>
+// Phase 1 for one tile into slot `r` of v (layout [pos][slots][vstride]).
 HWY_INLINE void WinoInputTile(DF d, const ConvGeom& g, const WinoTile& tile, float* v, int r,
-                              int64_t vstride) {
+                              int64_t slots, int64_t vstride) {
   const float* px[kWinoA][kWinoA];
   for (int i = 0; i < kWinoA; ++i) {
     const int64_t iy = tile.y0 - g.pad_top + i;
@@ -104,17 +103,16 @@ HWY_INLINE void WinoInputTile(DF d, const ConvGeom& g, const WinoTile& tile, flo
       WinoInput6(d, col, y);
       HWY_UNROLL(6)
       for (int xi = 0; xi < kWinoA; ++xi)
-        hn::Store(y[xi], d, v + ((xi * kWinoA + nu) * MR + r) * vstride + c0);
+        hn::Store(y[xi], d, v + ((xi * kWinoA + nu) * slots + r) * vstride + c0);
     }
   }
 }
 
-// Phase 3 for one tile (row r of m, layout [pos][MR][kWinoCols]) and the
+// Phase 3 for one tile (slot r of m, layout [pos][slots][kWinoCols]) and the
 // column block's `ncols` channels starting at oc0.
-template <int MR>
 HWY_INLINE void WinoOutputTile(DF d, const ConvGeom& g, const WinoTile& tile, const float* m, int r,
-                               const float* bias, int64_t oc0, int64_t ncols, int64_t res_stride,
-                               const Epilogue& ep) {
+                               int64_t slots, const float* bias, int64_t oc0, int64_t ncols,
+                               int64_t res_stride, const Epilogue& ep) {
   for (int64_t c0 = 0; c0 < ncols; c0 += kN) {
     const int64_t nc = ncols - c0;
     VReg s[kWinoA][4];  // A^T applied along nu: s[xi][x]
@@ -122,7 +120,7 @@ HWY_INLINE void WinoOutputTile(DF d, const ConvGeom& g, const WinoTile& tile, co
       VReg x[kWinoA];
       HWY_UNROLL(6)
       for (int nu = 0; nu < kWinoA; ++nu)
-        x[nu] = hn::Load(d, m + ((xi * kWinoA + nu) * MR + r) * kWinoCols + c0);
+        x[nu] = hn::Load(d, m + ((xi * kWinoA + nu) * slots + r) * kWinoCols + c0);
       WinoOutput6(d, x, s[xi]);
     }
     const VF bv = hn::LoadU(d, bias + c0);  // bias is padded to whole panels
@@ -145,9 +143,39 @@ HWY_INLINE void WinoOutputTile(DF d, const ConvGeom& g, const WinoTile& tile, co
   }
 }
 
-// Phase 2 + 3 for one column block of NV vectors (panels starting at p).
+// Register-tile heights the GEMM phase picks from: the main tile, a middle
+// one and the small one (AVX-512: 12, 8, 4 rows).
+inline constexpr int kWinoMRMid = kN == 16 ? 8 : kN == 8 ? 4 : kN == 4 ? 2 : 1;
+
+// Rows [slot0, slot0 + rows) of one position's GEMM, rows <= MR: rows past
+// `rows` repeat the last one (their products are not stored).
 template <int MR, int NV>
-HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int rows,
+HWY_INLINE void WinoGemmRows(DF d, const float* v, int64_t vstride, int slot0, int rows, int64_t ic,
+                             const float* w, int64_t panel_stride, float* m) {
+  const float* ap[MR];
+  HWY_UNROLL(16)
+  for (int r = 0; r < MR; ++r) ap[r] = v + (slot0 + std::min(r, rows - 1)) * vstride;
+  VReg acc[MR][NV];
+  HWY_UNROLL(16)
+  for (int r = 0; r < MR; ++r)
+    HWY_UNROLL(16)
+    for (int nv = 0; nv < NV; ++nv) acc[r][nv] = hn::Zero(d);
+  MicroKernel<MR, NV>(d, ap, ic, w, kPanel, panel_stride, acc);
+  HWY_UNROLL(16)
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) break;
+    HWY_UNROLL(16)
+    for (int nv = 0; nv < NV; ++nv) hn::Store(acc[r][nv], d, m + (slot0 + r) * kWinoCols + nv * kN);
+  }
+}
+
+// Phase 2 + 3 for one column block of NV vectors (panels starting at p) and
+// the block's `slots` tiles. Positions go outermost: one position's packed
+// weights for the column block (ic x NV vectors, 32 KiB at ic 256 on
+// AVX-512) stay in L1 while every row tile of the block reads them, so the
+// weights stream from memory once per block of tiles, not once per 12.
+template <int NV>
+HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int slots,
                            const float* v, int64_t vstride, float* m, const float* packed_w,
                            const float* bias, int64_t p, int64_t res_stride, const Epilogue& ep) {
   const int64_t panels = (g.oc + kPanel - 1) / kPanel;
@@ -156,71 +184,73 @@ HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int r
   const int64_t oc0 = p * kPanel;
   const int64_t ncols = std::min<int64_t>(g.oc - oc0, NV * kN);
   for (int pos = 0; pos < kWinoPos; ++pos) {
-    const float* ap[MR];
-    HWY_UNROLL(16)
-    for (int r = 0; r < MR; ++r) ap[r] = v + (pos * MR + r) * vstride;
-    VReg acc[MR][NV];
-    HWY_UNROLL(16)
-    for (int r = 0; r < MR; ++r)
-      HWY_UNROLL(16)
-      for (int nv = 0; nv < NV; ++nv) acc[r][nv] = hn::Zero(d);
-    MicroKernel<MR, NV>(d, ap, g.ic, packed_w + pos * pos_stride + p * panel_stride, kPanel,
-                        panel_stride, acc);
-    HWY_UNROLL(16)
-    for (int r = 0; r < MR; ++r)
-      HWY_UNROLL(16)
-      for (int nv = 0; nv < NV; ++nv)
-        hn::Store(acc[r][nv], d, m + (pos * MR + r) * kWinoCols + nv * kN);
+    const float* vp = v + pos * slots * vstride;
+    const float* wp = packed_w + pos * pos_stride + p * panel_stride;
+    float* mp = m + pos * slots * kWinoCols;
+    // Main tiles, then one middle or small tile: at most kMRSmall - 1 rows
+    // computed in vain.
+    for (int s0 = 0; s0 < slots;) {
+      const int rows = std::min(kMR, slots - s0);
+      if (rows > kWinoMRMid) {
+        WinoGemmRows<kMR, NV>(d, vp, vstride, s0, rows, g.ic, wp, panel_stride, mp);
+      } else if (rows > kMRSmall) {
+        WinoGemmRows<kWinoMRMid, NV>(d, vp, vstride, s0, rows, g.ic, wp, panel_stride, mp);
+      } else {
+        WinoGemmRows<kMRSmall, NV>(d, vp, vstride, s0, rows, g.ic, wp, panel_stride, mp);
+      }
+      s0 += rows;
+    }
   }
-  for (int r = 0; r < rows; ++r)
-    WinoOutputTile<MR>(d, g, tiles[r], m, r, bias + oc0, oc0, ncols, res_stride, ep);
+  for (int r = 0; r < slots; ++r)
+    WinoOutputTile(d, g, tiles[r], m, r, slots, bias + oc0, oc0, ncols, res_stride, ep);
 }
 
-// Tiles [t0, t0 + rows), rows <= MR; missing rows repeat the last tile.
-template <int MR>
+// Tiles [t0, t0 + slots) and output panels [p0, p1), slots <= kWinogradBlockTiles.
 HWY_NOINLINE void WinoBlock(const ConvGeom& g, const float* in, const float* packed_w,
                             const float* bias, const float* residual, float* out,
-                            const Epilogue& ep, int64_t t0, int rows, float* scratch) {
+                            const Epilogue& ep, int64_t t0, int slots, int64_t p0, int64_t p1,
+                            float* scratch) {
   const DF d;
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   const int64_t vstride = (g.ic + kN - 1) / kN * kN;
-  static_assert(kWinoPos * MR * (kWinogradMaxIc + kWinoCols) <= kWinogradScratchFloats,
+  static_assert(kWinoPos * kWinogradBlockTiles * (kWinogradMaxIc + kWinoCols) <= kWinogradScratchFloats,
                 "a block's transforms must fit the scratch");
-  float* HWY_RESTRICT v = scratch;                                // [kWinoPos][MR][vstride]
-  float* HWY_RESTRICT m = scratch + kWinoPos * MR * kWinogradMaxIc;  // [kWinoPos][MR][kWinoCols]
-  WinoTile tiles[MR];
-  for (int r = 0; r < MR; ++r) {
-    tiles[r] = LocateTile(g, in, residual, out, res_stride, t0 + std::min(r, rows - 1));
-    WinoInputTile<MR>(d, g, tiles[r], v, r, vstride);
+  float* HWY_RESTRICT v = scratch;  // [kWinoPos][slots][vstride]
+  float* HWY_RESTRICT m = scratch + kWinoPos * kWinogradBlockTiles * kWinogradMaxIc;  // [kWinoPos][slots][kWinoCols]
+  WinoTile tiles[kWinogradBlockTiles];
+  for (int r = 0; r < slots; ++r) {
+    tiles[r] = LocateTile(g, in, residual, out, res_stride, t0 + r);
+    WinoInputTile(d, g, tiles[r], v, r, slots, vstride);
   }
-  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
   constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
-  for (int64_t p = 0; p < panels; p += kTilePanels) {
-    if (panels - p >= kTilePanels) {
-      WinoColumn<MR, kNV>(d, g, tiles, rows, v, vstride, m, packed_w, bias, p, res_stride, ep);
+  for (int64_t p = p0; p < p1; p += kTilePanels) {
+    if (p1 - p >= kTilePanels) {
+      WinoColumn<kNV>(d, g, tiles, slots, v, vstride, m, packed_w, bias, p, res_stride, ep);
     } else {  // AVX-512 only: one panel left over
-      WinoColumn<MR, kVecPerPanel>(d, g, tiles, rows, v, vstride, m, packed_w, bias, p,
-                                   res_stride, ep);
+      WinoColumn<kVecPerPanel>(d, g, tiles, slots, v, vstride, m, packed_w, bias, p, res_stride, ep);
     }
   }
 }
 
 void Winograd(const ConvGeom& g, const float* in, const float* packed_w, const float* bias,
               const float* residual, float* out, const Epilogue& ep, int64_t begin, int64_t end,
-              float* scratch) {
+              int64_t panel_begin, int64_t panel_end, float* scratch) {
   // The op validates the geometry; refusing here as well keeps a misuse from
   // overrunning the scratch buffers.
   if (g.kh != 3 || g.kw != 3 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 ||
       g.groups != 1 || g.ic < 1 || g.ic > kWinogradMaxIc)
     return;
-  for (int64_t t0 = begin; t0 < end; t0 += kMR) {
-    const int64_t rem = end - t0;
-    if (rem > kMRSmall) {
-      WinoBlock<kMR>(g, in, packed_w, bias, residual, out, ep, t0,
-                     static_cast<int>(std::min<int64_t>(rem, kMR)), scratch);
-    } else {
-      WinoBlock<kMRSmall>(g, in, packed_w, bias, residual, out, ep, t0, static_cast<int>(rem), scratch);
-    }
+  panel_begin = std::max<int64_t>(panel_begin, 0);
+  panel_end = std::min<int64_t>(panel_end, (g.oc + kPanel - 1) / kPanel);
+  if (panel_begin >= panel_end) return;
+  // Blocks of near-equal size, at most kWinogradBlockTiles tiles each.
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  const int64_t blocks = (n + kWinogradBlockTiles - 1) / kWinogradBlockTiles;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int64_t t0 = begin + n * i / blocks, t1 = begin + n * (i + 1) / blocks;
+    WinoBlock(g, in, packed_w, bias, residual, out, ep, t0, static_cast<int>(t1 - t0), panel_begin,
+              panel_end, scratch);
   }
 }
 

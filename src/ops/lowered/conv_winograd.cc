@@ -59,15 +59,33 @@ Status Infer(const InferContext& c, std::vector<TensorInfo>* out) {
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
   const int64_t tiles = cfg.g.n * ((cfg.g.oh + 3) / 4) * ((cfg.g.ow + 3) / 4);
-  return MakeKernel([cfg, tiles](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  const int64_t panels = (cfg.g.oc + kPanel - 1) / kPanel;
+  return MakeKernel([cfg, tiles, panels](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     const float* x = static_cast<const float*>(in[0]);
     const float* w = static_cast<const float*>(in[1]);
     const float* b = static_cast<const float*>(in[2]);
     const float* r = cfg.has_residual ? static_cast<const float*>(in[3]) : nullptr;
     float* y = static_cast<float*>(out[0]) + cfg.slice.offset;
-    // A grain of 12 tiles is a whole register tile on every target (12, 6, 3, 1 rows).
-    ctx.pool->ParallelForThreads(tiles, 12, [&](int t, int64_t begin, int64_t end) {
-      ctx.k->winograd(cfg.g, x, w, b, r, y, cfg.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
+    // Work items: `parts` column ranges x `tiles` tiles, column-range major,
+    // so a thread's items are consecutive tiles of one or two column ranges.
+    // Threads split the tiles when there are at least as many blocks of
+    // tiles as threads; with fewer (a 14x14 map is one block of 16 tiles)
+    // they split the output channels instead, in whole pairs of panels, so
+    // each thread streams only its part of the weights and runs full-width
+    // register tiles (a tile split would have every thread stream all of
+    // them for a few tiles each).
+    const int64_t threads = ctx.pool->num_threads();
+    const int64_t blocks = (tiles + kernels::kWinogradBlockTiles - 1) / kernels::kWinogradBlockTiles;
+    const int64_t parts = threads > 1 && blocks < threads ? std::clamp<int64_t>(panels / 2, 1, threads) : 1;
+    const auto cut = [&](int64_t k) { return k >= parts ? panels : panels * k / parts / 2 * 2; };
+    ctx.pool->ParallelForThreads(parts * tiles, 1, [&](int t, int64_t begin, int64_t end) {
+      float* scratch = static_cast<float*>(ctx.ThreadScratch(t));
+      while (begin < end) {
+        const int64_t k = begin / tiles, stop = std::min(end, (k + 1) * tiles);
+        ctx.k->winograd(cfg.g, x, w, b, r, y, cfg.ep, begin - k * tiles, stop - k * tiles, cut(k), cut(k + 1),
+                        scratch);
+        begin = stop;
+      }
     });
     return Status::Ok();
   });
@@ -76,11 +94,15 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
 Result<uint64_t> Scratch(const CreateContext&) { return kernels::kWinogradScratchFloats * sizeof(float); }
 
 // Cost model: 36 multiplies per 4x4 output tile instead of 144, but 4x the
-// weight bytes, which every block of tiles streams again; it pays where a
-// feature map has many tiles to share them. Measured on ResNet-18/50 layers
-// (x86-64-v3/v4): from about 32 tiles on, and with >= 16 input and output
-// channels. Target-neutral, so every fp32 target shares the packed bytes.
-constexpr int64_t kMinTiles = 32;
+// weight bytes, which every block of up to kWinogradBlockTiles tiles streams
+// once; it pays where a feature map has enough tiles to share them. Measured
+// on ResNet-18/50, GoogLeNet and DenseNet-121 layers (x86-64-v4, AMD EPYC
+// Zen 5, 1 and 2 threads): from 32 tiles on, and from 16 tiles (a 14x14 map)
+// with at least 64 output channels (ResNet-50's 14x14x256: 1.08 -> 0.78 ms;
+// DenseNet's 14x14 128 -> 32 convs gained nothing at 1 thread and lost a
+// fifth at 2); always with >= 16 input and output channels. Target-neutral,
+// so every fp32 target shares the packed bytes.
+constexpr int64_t kMinTiles = 32, kMinTilesWide = 16, kWideOc = 64;
 
 bool UseWinograd(const LowerContext& c, const ir::Node& n, const lowered::ConvParams& p, const ir::TensorData& w) {
   if (c.target().optimization_level == 0 || c.target().bf16_weights) return false;
@@ -90,7 +112,8 @@ bool UseWinograd(const LowerContext& c, const ir::Node& n, const lowered::ConvPa
   if (p.strides != std::array<int64_t, 2>{1, 1} || p.dilations != std::array<int64_t, 2>{1, 1}) return false;
   const ir::Shape& y = c.value(n.outputs[0]).shape;
   if (y.size() != 4) return false;
-  return y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4) >= kMinTiles;
+  const int64_t tiles = y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4);
+  return tiles >= kMinTiles || (tiles >= kMinTilesWide && oc >= kWideOc);
 }
 
 Result<bool> Lower(LowerContext& c, int ni) {
