@@ -268,20 +268,20 @@ void BenchUnary(benchmark::State& state, TargetId target, Act act) {
       benchmark::Counter(1 << 20, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BenchWinograd(benchmark::State& state, TargetId target, int64_t hw, int64_t c) {
+void BenchWinograd(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t oc) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
-  g.n = 1, g.ih = g.iw = g.oh = g.ow = hw, g.ic = g.oc = c, g.kh = g.kw = 3;
+  g.n = 1, g.ih = g.iw = g.oh = g.ow = hw, g.ic = c, g.oc = oc, g.kh = g.kw = 3;
   g.sh = g.sw = g.dh = g.dw = 1, g.pad_top = g.pad_left = 1, g.groups = 1;
-  g.in_pixel_stride = g.out_pixel_stride = c;
-  const auto in = Random(hw * hw * c, 1), w = Random(c * c * 9, 2), b = Random(c, 3);
-  const auto packed = Aligned(PackWinograd(w.data(), c, c));
-  const auto pbias = Aligned(PackConvBias(b.data(), c, 1));
-  Buffer out(static_cast<size_t>(hw * hw * c));
+  g.in_pixel_stride = c, g.out_pixel_stride = oc;
+  const auto in = Random(hw * hw * c, 1), w = Random(oc * c * 9, 2), b = Random(oc, 3);
+  const auto packed = Aligned(PackWinograd(w.data(), oc, c));
+  const auto pbias = Aligned(PackConvBias(b.data(), oc, 1));
+  Buffer out(static_cast<size_t>(hw * hw * oc));
   const Epilogue ep{Act::kRelu, 0.f, 0.f};
   const int64_t tiles = ((hw + 3) / 4) * ((hw + 3) / 4);
   Scratch scratch(kWinogradScratchFloats);
-  RunVsPeak(state, 2.0 * hw * hw * c * c * 9, [&] {
+  RunVsPeak(state, 2.0 * hw * hw * c * oc * 9, [&] {
     k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles, 0, (g.oc + kPanel - 1) / kPanel, scratch.get());
     benchmark::ClobberMemory();
   });
@@ -370,15 +370,20 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("silu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kSilu);
     benchmark::RegisterBenchmark(("relu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kRelu);
     benchmark::RegisterBenchmark(("winograd3x3_56x56x64/" + name).c_str(), kernels::BenchWinograd,
-                                 t, 56, 64)
+                                 t, 56, 64, 64)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("winograd3x3_28x28x128/" + name).c_str(),
-                                 kernels::BenchWinograd, t, 28, 128)
+                                 kernels::BenchWinograd, t, 28, 128, 128)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("winograd3x3_14x14x256/" + name).c_str(),
-                                 kernels::BenchWinograd, t, 14, 256)
+                                 kernels::BenchWinograd, t, 14, 256, 256)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    // EfficientNet-V2's fused-MBConv expansion.
+    benchmark::RegisterBenchmark(("winograd3x3_56x56_48to192/" + name).c_str(),
+                                 kernels::BenchWinograd, t, 56, 48, 192)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }

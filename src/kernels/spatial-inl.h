@@ -47,6 +47,10 @@ HWY_INLINE PixelPos Locate(const G& g, int64_t p) {
 // pixels give P independent chains, and each weight vector is loaded once
 // for all of them (a tap costs P + 1 loads for P FMAs, not 2P).
 inline constexpr int kDwPixels = 8;
+// DepthwiseRows runs a group of kDwPixels for the last kDwMinCount or more
+// pixels of a run, storing only those (the work of 8 for 5 to 7 pixels,
+// against two or three smaller groups that reload every weight).
+inline constexpr int kDwMinCount = 5;
 
 // The taps [lo, hi) of a k-tap window starting at coordinate o0 (taps d
 // apart) that fall inside [0, extent); empty (lo == hi) when none does.
@@ -69,15 +73,16 @@ HWY_INLINE void InteriorColumns(const ConvGeom& g, int64_t& x_lo, int64_t& x_hi)
   x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
 }
 
-// Stores P pixels' accumulators of channels [c0, c0 + n): residual, then the
-// activation (chosen once for the group).
+// Stores the first `count` of P pixels' accumulators of channels [c0, c0 + n):
+// residual, then the activation (chosen once for the group).
 template <int P>
 HWY_INLINE void StoreDwPixels(DF d, const VReg (&acc)[P], const ConvGeom& g, const float* residual,
                               float* out, const Epilogue& ep, int64_t p, int64_t c0, int64_t n,
-                              int64_t res_stride) {
-  WithAct(ep, [&]<Act A>() {
+                              int64_t res_stride, int count = P) {
+  WithAct(ep, [&]<Act A>() __attribute__((always_inline)) {
     HWY_UNROLL(8)
     for (int j = 0; j < P; ++j) {
+      if (j >= count) break;
       VF x = acc[j];
       if (residual) x = hn::Add(x, LoadN(d, residual + (p + j) * res_stride + c0, n));
       float* o = out + (p + j) * g.out_pixel_stride + c0;
@@ -140,7 +145,8 @@ HWY_NOINLINE void DepthwiseInterior(const ConvGeom& g, const float* img, const f
 // row stay in registers. Measured on AMD EPYC (Zen 5), kernels_bench
 // dw3x3_56x56x144: 45 -> 55 GFLOP/s; in mobilenet_v2 the 112x112x32 and
 // 56x56x144 depthwise steps went from 31 and 47 to 43 and 64 GFLOP/s.
-// kEdge: the P pixels may reach past the row's left or right edge; columns
+// kEdge: the P pixels may reach past the row's left or right edge, and only
+// the first `count` are stored (the interior form stores all P); columns
 // outside the image are skipped (their taps read padding, zero), so the
 // pixels at the edges keep the same loads-per-FMA as the interior (one pixel
 // at a time, every tap costs a weight load as well).
@@ -148,7 +154,7 @@ template <int P, int KW, int S, bool kEdge>
 HWY_NOINLINE void DepthwiseRows(const ConvGeom& g, const float* img, const float* packed_w,
                                 const float* bias, const float* residual, float* out,
                                 const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
-                                int64_t ky0, int64_t ky1, int64_t res_stride) {
+                                int64_t ky0, int64_t ky1, int64_t res_stride, int count) {
   const DF d;
   const int64_t c = g.oc, cpad = DwTapStride(g);
   const int64_t col = g.in_pixel_stride;  // floats from one input column to the next
@@ -158,37 +164,54 @@ HWY_NOINLINE void DepthwiseRows(const ConvGeom& g, const float* img, const float
   const int64_t m_hi = kEdge ? std::min<int64_t>(kCols, g.iw - ix0) : kCols;
   const float* base = img + ((iy0 + ky0 * g.dh) * g.iw + ix0 + m_lo) * g.in_pixel_stride;
   const int64_t row_step = g.dh * g.iw * g.in_pixel_stride;
-  const auto channels = [&]<bool kFull>(int64_t c0) {
-    const int64_t n = c - c0;
-    VReg acc[P];
-    const VF bv = hn::LoadU(d, bias + c0);
-    HWY_UNROLL(8)
-    for (int j = 0; j < P; ++j) acc[j] = bv;
+  // V channel vectors at a time: P accumulators per vector, so groups of 1
+  // or 2 pixels (the edges, short runs) still have 4 independent FMA chains
+  // (one chain per accumulator is bound by the FMA latency).
+  const auto channels = [&]<int V, bool kFull>(int64_t c0) __attribute__((always_inline)) {
+    const int64_t n = c - c0;  // only read when !kFull (then V == 1)
+    VReg acc[V][P];
+    HWY_UNROLL(4)
+    for (int v = 0; v < V; ++v) {
+      const VF bv = hn::LoadU(d, bias + c0 + v * kN);
+      HWY_UNROLL(8)
+      for (int j = 0; j < P; ++j) acc[v][j] = bv;
+    }
     const float* row = base + c0;
     const float* wrow = packed_w + ky0 * KW * cpad + c0;
     for (int64_t ky = ky0; ky < ky1; ++ky, row += row_step, wrow += KW * cpad) {
-      VReg wv[KW];
-      HWY_UNROLL(8)
-      for (int kx = 0; kx < KW; ++kx) wv[kx] = hn::LoadU(d, wrow + kx * cpad);
+      VReg wv[V][KW];
+      HWY_UNROLL(4)
+      for (int v = 0; v < V; ++v)
+        HWY_UNROLL(8)
+        for (int kx = 0; kx < KW; ++kx) wv[v][kx] = hn::LoadU(d, wrow + kx * cpad + v * kN);
       HWY_UNROLL(32)
       for (int m = 0; m < kCols; ++m) {
         if (kEdge && (m < m_lo || m >= m_hi)) continue;
         const float* ip = row + (m - m_lo) * col;
-        const VF x = kFull ? hn::LoadU(d, ip) : LoadPartial(d, ip, n);
-        HWY_UNROLL(8)
-        for (int kx = 0; kx < KW; ++kx) {
-          // Pixel j reads column j * S + kx.
-          const int t = m - kx;
-          if (t < 0 || t % S != 0 || t / S >= P) continue;
-          acc[t / S] = hn::MulAdd(x, wv[kx], acc[t / S]);
+        HWY_UNROLL(4)
+        for (int v = 0; v < V; ++v) {
+          const VF x = kFull ? hn::LoadU(d, ip + v * kN) : LoadPartial(d, ip, n);
+          HWY_UNROLL(8)
+          for (int kx = 0; kx < KW; ++kx) {
+            // Pixel j reads column j * S + kx.
+            const int t = m - kx;
+            if (t < 0 || t % S != 0 || t / S >= P) continue;
+            acc[v][t / S] = hn::MulAdd(x, wv[v][kx], acc[v][t / S]);
+          }
         }
       }
     }
-    StoreDwPixels<P>(d, acc, g, residual, out, ep, p, c0, kFull ? kN : n, res_stride);
+    HWY_UNROLL(4)
+    for (int v = 0; v < V; ++v)
+      StoreDwPixels<P>(d, acc[v], g, residual, out, ep, p, c0 + v * kN, kFull ? kN : n, res_stride,
+                       kEdge ? count : P);
   };
+  constexpr int kV = P >= 4 ? 1 : 4 / P;
   int64_t c0 = 0;
-  for (; c0 + kN <= c; c0 += kN) channels.template operator()<true>(c0);
-  if (c0 < c) channels.template operator()<false>(c0);
+  if constexpr (kV > 1)
+    for (; c0 + kV * kN <= c; c0 += kV * kN) channels.template operator()<kV, true>(c0);
+  for (; c0 + kN <= c; c0 += kN) channels.template operator()<1, true>(c0);
+  if (c0 < c) channels.template operator()<1, false>(c0);
 }
 
 // One output pixel whose window crosses the image's left or right edge. Its
@@ -252,17 +275,19 @@ HWY_INLINE bool DwRowsApply(const ConvGeom& g) {
 }
 
 // P pixels from column ix0 on; inside their rows horizontally unless kEdge
-// (DepthwiseRows only, see DwRowsApply).
+// (DepthwiseRows only, see DwRowsApply), of which the first `count` are
+// stored (DepthwiseRows only: the rest lie past the row's end).
 template <int P, bool kEdge>
 HWY_INLINE void DepthwiseGroup(const ConvGeom& g, const float* img, const float* packed_w,
                                const float* bias, const float* residual, float* out,
                                const Epilogue& ep, int64_t p, int64_t iy0, int64_t ix0,
-                               int64_t res_stride) {
+                               int64_t res_stride, int count = P) {
   int64_t ky0, ky1;
   TapsInside(iy0, g.kh, g.dh, g.ih, ky0, ky1);
   if (DwRowsApply(g)) {
     const auto rows = [&]<int KW, int S>() {
-      DepthwiseRows<P, KW, S, kEdge>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride);
+      DepthwiseRows<P, KW, S, kEdge>(g, img, packed_w, bias, residual, out, ep, p, iy0, ix0, ky0, ky1, res_stride,
+                                     count);
     };
     if (g.kw == 3)
       g.sw == 1 ? rows.template operator()<3, 1>() : rows.template operator()<3, 2>();
@@ -283,12 +308,18 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
                int64_t end) {
   const int64_t res_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   const int64_t ohw = g.oh * g.ow;
-  // Output columns [x_lo, x_hi) have every tap inside the row. The pixels
-  // outside it run DepthwiseRows' edge form where it applies, and go one
-  // pixel at a time otherwise (DepthwiseEdgePixel).
+  // Output columns [x_lo, x_hi) have every tap inside the row. Groups that
+  // reach past them run DepthwiseRows' edge form where it applies; the
+  // pixels outside go one at a time otherwise (DepthwiseEdgePixel).
   int64_t x_lo, x_hi;
   InteriorColumns(g, x_lo, x_hi);
   const bool rows_edge = DwRowsApply(g);
+  // Rows of up to 16 pixels (7x7 and 14x14 maps, where edge pixels are
+  // 4 in 7 or in 14) run in groups of 8 that may span the edges; wider rows
+  // keep their interior in unchecked groups and only their few edge pixels
+  // in the edge form (a group of 8 in the edge form costs more than one
+  // without checks: 56x56 3x3 measured 10 % slower with edge-spanning groups).
+  const bool narrow = rows_edge && g.ow <= 2 * kDwPixels;
   for (int64_t p = begin; p < end;) {
     // One run of pixels within an output row: coordinates by division once.
     const int64_t b = p / ohw, q = p % ohw, oy = q / g.ow, ox = q % g.ow;
@@ -297,21 +328,33 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
     const int64_t iy0 = oy * g.sh - g.pad_top;
     for (int64_t i = 0; i < run;) {
       const int64_t x = ox + i, ix0 = x * g.sw - g.pad_left;
+      if (narrow && run - i >= kDwMinCount) {
+        // A group of kDwPixels, all stored unless the run ends sooner: a
+        // 7-pixel row is one group, every weight load feeding up to 7 FMAs.
+        const int count = static_cast<int>(std::min<int64_t>(kDwPixels, run - i));
+        if (count == kDwPixels && x >= x_lo && x + count <= x_hi)
+          DepthwiseGroup<kDwPixels, false>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        else
+          DepthwiseGroup<kDwPixels, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride,
+                                          count);
+        i += count;
+        continue;
+      }
       const bool edge = x < x_lo || x >= x_hi;
       if (edge && !rows_edge) {
         DepthwiseEdgePixel(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
         ++i;
         continue;
       }
-      // Pixels from x on on the same side of x_lo and x_hi: a group never
-      // mixes edge and interior pixels, so the interior keeps its unchecked
-      // form and the edge form covers only the few edge pixels.
-      const int64_t left = std::min(run - i, x < x_lo ? x_lo - x : x < x_hi ? x_hi - x : g.ow - x);
+      // Pixels from x on on the same side of x_lo and x_hi (narrow rows: the
+      // last few of a run, any side).
+      const int64_t left =
+          narrow ? run - i : std::min(run - i, x < x_lo ? x_lo - x : x < x_hi ? x_hi - x : g.ow - x);
       const auto group = [&]<int P>() {
-        if (edge)
-          DepthwiseGroup<P, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        else
+        if (x >= x_lo && x + P <= x_hi)
           DepthwiseGroup<P, false>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        else if (rows_edge)
+          DepthwiseGroup<P, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
         i += P;
       };
       if (left >= kDwPixels) {
