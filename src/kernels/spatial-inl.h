@@ -328,20 +328,23 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
     const int64_t iy0 = oy * g.sh - g.pad_top;
     for (int64_t i = 0; i < run;) {
       const int64_t x = ox + i, ix0 = x * g.sw - g.pad_left;
+      // A group of P pixels from x on, the first `count` stored: the
+      // unchecked form when all P lie in [x_lo, x_hi), else the edge form
+      // (DepthwiseRows only; elsewhere groups stay inside).
+      const auto group = [&]<int P>(int count) {
+        if (count == P && x >= x_lo && x + P <= x_hi)
+          DepthwiseGroup<P, false>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
+        else if (rows_edge)
+          DepthwiseGroup<P, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride, count);
+        i += count;
+      };
       if (narrow && run - i >= kDwMinCount) {
         // A group of kDwPixels, all stored unless the run ends sooner: a
         // 7-pixel row is one group, every weight load feeding up to 7 FMAs.
-        const int count = static_cast<int>(std::min<int64_t>(kDwPixels, run - i));
-        if (count == kDwPixels && x >= x_lo && x + count <= x_hi)
-          DepthwiseGroup<kDwPixels, false>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        else
-          DepthwiseGroup<kDwPixels, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride,
-                                          count);
-        i += count;
+        group.template operator()<kDwPixels>(static_cast<int>(std::min<int64_t>(kDwPixels, run - i)));
         continue;
       }
-      const bool edge = x < x_lo || x >= x_hi;
-      if (edge && !rows_edge) {
+      if (!rows_edge && (x < x_lo || x >= x_hi)) {
         DepthwiseEdgePixel(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
         ++i;
         continue;
@@ -350,21 +353,14 @@ void Depthwise(const ConvGeom& g, const float* in, const float* packed_w, const 
       // last few of a run, any side).
       const int64_t left =
           narrow ? run - i : std::min(run - i, x < x_lo ? x_lo - x : x < x_hi ? x_hi - x : g.ow - x);
-      const auto group = [&]<int P>() {
-        if (x >= x_lo && x + P <= x_hi)
-          DepthwiseGroup<P, false>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        else if (rows_edge)
-          DepthwiseGroup<P, true>(g, img, packed_w, bias, residual, out, ep, p + i, iy0, ix0, res_stride);
-        i += P;
-      };
       if (left >= kDwPixels) {
-        group.template operator()<kDwPixels>();
+        group.template operator()<kDwPixels>(kDwPixels);
       } else if (left >= 4) {
-        group.template operator()<4>();
+        group.template operator()<4>(4);
       } else if (left >= 2) {
-        group.template operator()<2>();
+        group.template operator()<2>(2);
       } else {
-        group.template operator()<1>();
+        group.template operator()<1>(1);
       }
     }
     p += run;
