@@ -246,7 +246,7 @@ bool Pointwise(const ConvGeom& g, const float* in, const float* packed_w, const 
                         out, g.out_pixel_stride, g.ic, g.ic * kPanel};
   const int64_t panels = (g.oc + kPanel - 1) / kPanel;
   constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
-  WithAct(ep, [&]<Act A>() {
+  WithRegAct(ep, [&]<Act A>() {
     for (int64_t pn = 0, step = 0; pn < panels; pn += step) {
       step = ConvTilePanels(panels - pn);
       const int64_t col0 = pn * kPanel;
@@ -438,7 +438,7 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
   // the same in ConvTile made ResNet-50's convs slower).
   const Epilogue& e = last ? ep : Epilogue{};
   const float* const* r = last && rp ? res : nullptr;
-  WithAct(e, [&]<Act A>() __attribute__((always_inline)) { StoreTileT<MR, NV, A>(d, acc, rows, ncols, r, op, e); });
+  WithRegAct(e, [&]<Act A>() __attribute__((always_inline)) { StoreTileT<MR, NV, A>(d, acc, rows, ncols, r, op, e); });
 }
 
 // Where the rows of A, C and the residual lie: plain strided rows (GEMM), or
@@ -818,7 +818,7 @@ bool SmallChannelConv(const ConvGeom& g, const float* in, const float* packed_w,
   // may be the output itself.
   if (!PlanarConvApplies(g)) return false;
   static_assert(kMR <= kPlaneMaxRows && kConvMR <= kPlaneMaxRows, "a tile's rows must fit a plane's slack");
-  WithAct(ep, [&]<Act A>() { PlaneConv<A>(g, in, packed_w, bias, residual, out, ep, begin, end, scratch); });
+  WithRegAct(ep, [&]<Act A>() { PlaneConv<A>(g, in, packed_w, bias, residual, out, ep, begin, end, scratch); });
   return true;
 }
 

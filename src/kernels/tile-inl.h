@@ -79,6 +79,22 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
 // The same with the activation A fixed at compile time: a caller that
 // dispatches once per call (WithAct) gets the whole tile inlined, its
 // accumulators never leaving the registers.
+// Applies ep's long activation (IsLongAct) in place to `rows` rows of
+// `ncols` floats (a tile StoreTileT has just stored).
+HWY_NOINLINE void ActRowsInPlace(const Epilogue& ep, float* const* out, int rows, int64_t ncols) {
+  const DF d;
+  WithAct(ep, [&]<Act A>() {
+    for (int r = 0; r < rows; ++r) {
+      float* o = out[r];
+      int64_t j = 0;
+      for (; j + kN <= ncols; j += kN) hn::StoreU(ApplyActT<A>(d, hn::LoadU(d, o + j), ep), d, o + j);
+      if (j < ncols) StoreN(ApplyActT<A>(d, LoadN(d, o + j, ncols - j), ep), d, o + j, ncols - j);
+    }
+  });
+}
+
+// A is WithRegAct's: the long activations come as kNone and are applied
+// after the store.
 template <int MR, int NV, Act A>
 HWY_INLINE void StoreTileT(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
                            const float* const* res, float* const* out, const Epilogue& ep) {
@@ -92,26 +108,28 @@ HWY_INLINE void StoreTileT(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
         hn::StoreU(ApplyActT<A>(d, x, ep), d, out[r] + v * kN);
       }
     }
-    return;
-  }
-  HWY_UNROLL(16)
-  for (int r = 0; r < MR; ++r) {
-    if (r >= rows) break;
+  } else {
     HWY_UNROLL(16)
-    for (int v = 0; v < NV; ++v) {
-      const int64_t n = ncols - v * kN;
-      if (n <= 0) break;
-      VF x = acc[r][v];
-      if (res != nullptr) x = hn::Add(x, LoadN(d, res[r] + v * kN, n));
-      StoreN(ApplyActT<A>(d, x, ep), d, out[r] + v * kN, n);
+    for (int r = 0; r < MR; ++r) {
+      if (r >= rows) break;
+      HWY_UNROLL(16)
+      for (int v = 0; v < NV; ++v) {
+        const int64_t n = ncols - v * kN;
+        if (n <= 0) break;
+        VF x = acc[r][v];
+        if (res != nullptr) x = hn::Add(x, LoadN(d, res[r] + v * kN, n));
+        StoreN(ApplyActT<A>(d, x, ep), d, out[r] + v * kN, n);
+      }
     }
   }
+  if constexpr (A == Act::kNone)
+    if (IsLongAct(ep.act)) ActRowsInPlace(ep, out, rows, ncols);
 }
 
 template <int MR, int NV>
 HWY_INLINE void StoreTile(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
                           const float* const* res, float* const* out, const Epilogue& ep) {
-  WithAct(ep, [&]<Act A>() { StoreTileT<MR, NV, A>(d, acc, rows, ncols, res, out, ep); });
+  WithRegAct(ep, [&]<Act A>() { StoreTileT<MR, NV, A>(d, acc, rows, ncols, res, out, ep); });
 }
 
 }  // namespace fcb::kernels::FCB_KNS
