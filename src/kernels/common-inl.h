@@ -227,21 +227,26 @@ HWY_INLINE void WithAct(const Epilogue& ep, const Fn& fn) {
 // Activations whose code is long (a polynomial or two per vector) and that
 // convolutions rarely end in. The register-tiled kernels (StoreTileT,
 // StoreDwPixels) do not unroll these over their accumulators: they store the
-// tile without them and then apply them in place (ActRowsInPlace,
-// ActPixelsInPlace: out of line, once per target), the values still in L1.
+// tile without them and then apply them in place with Unary (eltwise-inl.h:
+// out of line, once per target), the values still in L1.
 // Inline, at every store site of every tile shape and depthwise form, the
 // long activations were over a third of all kernel code and most of a
 // sanitizer build's compile time. GELU ends transformers' GEMMs, and there
 // the reload measured no slower (bert_encoder, swin_t): the GEMM's K steps
 // outweigh it. SiLU, the EfficientNets' activation after nearly every conv,
 // stays inline: applied after the store it made them 2-4 % slower.
-HWY_INLINE bool IsLongAct(Act a) { return a == Act::kSigmoid || a == Act::kTanh || a == Act::kGelu; }
+constexpr bool IsLongAct(Act a) { return a == Act::kSigmoid || a == Act::kTanh || a == Act::kGelu; }
 
 // WithAct for the register-tiled kernels: fn<A>() with A = ep.act, but
 // A = kNone for the long activations (IsLongAct), which the kernel's store
 // then applies after the fact.
+// Its own switch, not WithAct's: there the four activations that come as
+// kNone would inline four copies of the caller's store (0.9 MB more code).
+// The cases are the activations IsLongAct is false for, kNone aside.
 template <class Fn>
 HWY_INLINE void WithRegAct(const Epilogue& ep, const Fn& fn) {
+  static_assert(!IsLongAct(Act::kRelu) && !IsLongAct(Act::kClip) && !IsLongAct(Act::kHardSigmoid) &&
+                !IsLongAct(Act::kHardSwish) && !IsLongAct(Act::kLeakyRelu) && !IsLongAct(Act::kSilu));
   switch (ep.act) {
     case Act::kRelu: return fn.template operator()<Act::kRelu>();
     case Act::kClip: return fn.template operator()<Act::kClip>();
@@ -249,7 +254,7 @@ HWY_INLINE void WithRegAct(const Epilogue& ep, const Fn& fn) {
     case Act::kHardSwish: return fn.template operator()<Act::kHardSwish>();
     case Act::kLeakyRelu: return fn.template operator()<Act::kLeakyRelu>();
     case Act::kSilu: return fn.template operator()<Act::kSilu>();
-    default: return fn.template operator()<Act::kNone>();
+    default: return fn.template operator()<Act::kNone>();  // kNone and the long ones
   }
 }
 

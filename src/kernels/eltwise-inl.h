@@ -18,7 +18,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace fcb::kernels::FCB_KNS {
 
-void Unary(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end) {
+HWY_NOINLINE void Unary(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end) {
   const DF d;
   WithAct(op, [&]<Act A>() {
     int64_t i = begin;

@@ -73,19 +73,6 @@ HWY_INLINE void InteriorColumns(const ConvGeom& g, int64_t& x_lo, int64_t& x_hi)
   x_hi = std::max(x_lo, std::min(g.ow, g.iw - reach > 0 ? (g.iw - 1 - reach) / g.sw + 1 : 0));
 }
 
-// Applies ep's long activation (IsLongAct) in place to channels [0, n) of
-// `count` pixels from o on, `stride` floats apart (StoreDwPixels' store).
-HWY_NOINLINE void ActPixelsInPlace(const Epilogue& ep, float* o, int count, int64_t stride, int64_t n) {
-  const DF d;
-  WithAct(ep, [&]<Act A>() {
-    for (int j = 0; j < count; ++j) {
-      float* q = o + j * stride;
-      if (n >= kN) hn::StoreU(ApplyActT<A>(d, hn::LoadU(d, q), ep), d, q);
-      else StoreN(ApplyActT<A>(d, LoadN(d, q, n), ep), d, q, n);
-    }
-  });
-}
-
 // Stores the first `count` of P pixels' accumulators of channels [c0, c0 + n):
 // residual, then the activation (chosen once for the group; the long ones
 // after the store, see IsLongAct).
@@ -104,7 +91,11 @@ HWY_INLINE void StoreDwPixels(DF d, const VReg (&acc)[P], const ConvGeom& g, con
       else StoreN(ApplyActT<A>(d, x, ep), d, o, n);
     }
     if constexpr (A == Act::kNone)
-      if (IsLongAct(ep.act)) ActPixelsInPlace(ep, out + p * g.out_pixel_stride + c0, count, g.out_pixel_stride, n);
+      if (IsLongAct(ep.act))
+        for (int j = 0; j < count; ++j) {
+          float* o = out + (p + j) * g.out_pixel_stride + c0;
+          Unary(ep, o, o, 0, std::min<int64_t>(n, kN));
+        }
   });
 }
 

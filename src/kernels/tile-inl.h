@@ -21,6 +21,10 @@
 HWY_BEFORE_NAMESPACE();
 namespace fcb::kernels::FCB_KNS {
 
+// eltwise-inl.h: y = act(x) over [begin, end), in place when y == x (out of
+// line: the long activations after a tile's store call it, see IsLongAct).
+void Unary(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end);
+
 // Vectors in one packed panel of 16 columns.
 inline constexpr int kVecPerPanel = static_cast<int>(kPanel) / kN;
 // Main tile width in vectors: two panels on AVX-512 (32 registers leave room
@@ -77,24 +81,9 @@ HWY_INLINE void MicroKernel(DF d, const float* const* a, int64_t kc, const float
 // Epilogue of one tile: out[r][col0 + j] = act(acc + residual) for the `rows`
 // valid rows and the `ncols` valid columns (may be fewer than NV*kN).
 // The same with the activation A fixed at compile time: a caller that
-// dispatches once per call (WithAct) gets the whole tile inlined, its
-// accumulators never leaving the registers.
-// Applies ep's long activation (IsLongAct) in place to `rows` rows of
-// `ncols` floats (a tile StoreTileT has just stored).
-HWY_NOINLINE void ActRowsInPlace(const Epilogue& ep, float* const* out, int rows, int64_t ncols) {
-  const DF d;
-  WithAct(ep, [&]<Act A>() {
-    for (int r = 0; r < rows; ++r) {
-      float* o = out[r];
-      int64_t j = 0;
-      for (; j + kN <= ncols; j += kN) hn::StoreU(ApplyActT<A>(d, hn::LoadU(d, o + j), ep), d, o + j);
-      if (j < ncols) StoreN(ApplyActT<A>(d, LoadN(d, o + j, ncols - j), ep), d, o + j, ncols - j);
-    }
-  });
-}
-
-// A is WithRegAct's: the long activations come as kNone and are applied
-// after the store.
+// dispatches once per call (WithRegAct) gets the whole tile inlined, its
+// accumulators never leaving the registers. A is WithRegAct's: the long
+// activations come as kNone and are applied after the store, by Unary.
 template <int MR, int NV, Act A>
 HWY_INLINE void StoreTileT(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
                            const float* const* res, float* const* out, const Epilogue& ep) {
@@ -123,7 +112,8 @@ HWY_INLINE void StoreTileT(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
     }
   }
   if constexpr (A == Act::kNone)
-    if (IsLongAct(ep.act)) ActRowsInPlace(ep, out, rows, ncols);
+    if (IsLongAct(ep.act))
+      for (int r = 0; r < rows; ++r) Unary(ep, out[r], out[r], 0, ncols);
 }
 
 template <int MR, int NV>
