@@ -4,6 +4,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -230,6 +231,46 @@ TEST_F(PlanVersionTest, TooLittleScratchIsRefused) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kCorruptFile);
   EXPECT_NE(p.status().message().find("scratch"), std::string::npos) << p.status().message();
+}
+
+// A step whose output shares arena bytes with one of its inputs: every
+// kernel assumes they are apart (a memcpy between them is undefined, and the
+// fuzzer found one). The planner never writes it; a hostile file is refused
+// at load, naming the step and both byte ranges. `shift` places the output
+// that many bytes after the input's start (0: exactly on it).
+void OverlapFirstStep(format::FileDesc* d, uint64_t shift) {
+  for (auto& c : d->contexts) {
+    for (const auto& s : c.steps) {
+      if (s.outputs.empty() || s.inputs.empty() || s.inputs[0] < 0) continue;
+      const auto& x = c.tensors[s.inputs[0]];
+      auto& y = c.tensors[s.outputs[0]];
+      if (x.storage != format::Storage::kArena) continue;
+      y.offset = x.offset + shift;
+      uint64_t bytes = 4;  // float tensors
+      for (int64_t e : y.shape) bytes *= static_cast<uint64_t>(e);
+      c.arena_bytes = std::max(c.arena_bytes, (y.offset + bytes + 63) / 64 * 64);
+      break;
+    }
+  }
+}
+
+TEST_F(PlanVersionTest, StepWhoseOutputOverlapsItsInputIsRefused) {
+  const std::string shifted = Rewritten(dir_.File("good.fcb"), dir_.File("shifted.fcb"),
+                                        [](format::FileDesc* d) { OverlapFirstStep(d, 64); });
+  const std::string same = Rewritten(dir_.File("good.fcb"), dir_.File("same_bytes.fcb"),
+                                     [](format::FileDesc* d) { OverlapFirstStep(d, 0); });
+  for (const std::string& path : {shifted, same}) {
+    auto p = Program::Load(path);
+    ASSERT_FALSE(p.ok()) << path;
+    EXPECT_EQ(p.status().code(), StatusCode::kCorruptFile);
+    const std::string& m = p.status().message();
+    EXPECT_NE(m.find("step 0 ("), std::string::npos) << m;
+    EXPECT_NE(m.find("output 0 (tensor"), std::string::npos) << m;
+    EXPECT_NE(m.find("overlaps input 0"), std::string::npos) << m;
+    auto r = RunCommand(CliPath() + " run '" + path + "' --output-dir '" + dir_.File("o") + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("overlaps input 0"), std::string::npos) << r.err;
+  }
 }
 
 // Resource limits: what a file asks for is checked before it is allocated.

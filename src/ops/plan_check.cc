@@ -5,6 +5,45 @@
 
 namespace fcb::ops {
 
+namespace {
+
+// A step's kernels assume that what they write does not overlap what they
+// read (they copy with memcpy, keep pointers __restrict, tile in place): no
+// arena output of a step may share a byte with another of its outputs or
+// with any of its arena inputs. The memory planner never places them so
+// (their lifetimes meet at the step); a hostile file could.
+Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s, const std::vector<uint64_t>& bytes,
+                        const std::string& where) {
+  auto range = [&](int32_t t) {
+    return std::string("[offset ") + std::to_string(c.tensors[t].offset) + ", " + std::to_string(bytes[t]) + " bytes]";
+  };
+  auto overlaps = [&](int32_t a, int32_t b) {
+    if (c.tensors[a].storage != format::Storage::kArena || c.tensors[b].storage != format::Storage::kArena)
+      return false;
+    if (bytes[a] == 0 || bytes[b] == 0) return false;
+    const uint64_t a0 = c.tensors[a].offset, b0 = c.tensors[b].offset;  // both ends checked against the arena
+    return a0 < b0 + bytes[b] && b0 < a0 + bytes[a];
+  };
+  for (size_t o = 0; o < s.outputs.size(); ++o) {
+    const int32_t y = s.outputs[o];
+    for (size_t o2 = 0; o2 < o; ++o2)
+      if (overlaps(y, s.outputs[o2]))
+        return InvalidArgument(where + ": output " + std::to_string(o) + " (tensor " + std::to_string(y) + " " +
+                               range(y) + ") overlaps output " + std::to_string(o2) + " (tensor " +
+                               std::to_string(s.outputs[o2]) + " " + range(s.outputs[o2]) + ") in the arena");
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int32_t x = s.inputs[i];
+      if (x >= 0 && overlaps(y, x))
+        return InvalidArgument(where + ": output " + std::to_string(o) + " (tensor " + std::to_string(y) + " " +
+                               range(y) + ") overlaps input " + std::to_string(i) + " (tensor " + std::to_string(x) +
+                               " " + range(x) + ") in the arena");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights) {
   CheckedPlan p;
   const size_t nt = c.tensors.size();
@@ -87,6 +126,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       if (!is_arena(t)) return InvalidArgument(cs.where + ": output must be an arena tensor");
       declared.push_back(p.infos[t]);
     }
+    FCB_RETURN_IF_ERROR(CheckStepOverlap(c, s, p.bytes, cs.where));
     cs.attrs = Attrs(s.attrs);
     InferContext ictx{s.op, cs.attrs, cs.inputs, cs.constants, static_cast<int>(s.outputs.size())};
     Status st = InferOutputs(*cs.def, ictx, &cs.outputs);
