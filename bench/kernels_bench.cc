@@ -307,6 +307,15 @@ int main(int argc, char** argv) {
                                    kernels::BenchGemm, t, size, size, size)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
+    // Transformer block shapes (BERT-base at 128 tokens, M x N x K): a row
+    // count that is not a multiple of the register tile, and a few K blocks.
+    for (auto [m, n, k] : {std::array<int64_t, 3>{128, 768, 768}, {128, 2304, 768}, {128, 3072, 768},
+                           {128, 768, 3072}})
+      benchmark::RegisterBenchmark(("gemm_" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                    std::to_string(k) + "/" + name).c_str(),
+                                   kernels::BenchGemm, t, m, n, k)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     // One register tile's worth of rows and columns: everything stays in L1,
     // so this is the microkernel's own ceiling (tile setup and A packing included).
     benchmark::RegisterBenchmark(("gemm_l1_12x32x256/" + name).c_str(), kernels::BenchGemm, t,
@@ -328,7 +337,7 @@ int main(int argc, char** argv) {
     const struct {
       const char* label;
       int64_t hw, c, stride, ksize;
-    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3}, {"dw3x3_14x14x576", 14, 576, 1, 3},
+    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3}, {"dw3x3_112x112x32", 112, 32, 1, 3}, {"dw3x3_14x14x576", 14, 576, 1, 3},
                {"dw5x5_7x7x1152", 7, 1152, 1, 5},  {"dw5x5_14x14x480", 14, 480, 1, 5},
                {"dw5x5s2_56x56x144", 56, 144, 2, 5}};
     for (const auto& dw : dws)
@@ -369,6 +378,8 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("silu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kSilu);
     benchmark::RegisterBenchmark(("relu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kRelu);
+    benchmark::RegisterBenchmark(("gelu_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kGelu);
+    benchmark::RegisterBenchmark(("sigmoid_1M/" + name).c_str(), kernels::BenchUnary, t, kernels::Act::kSigmoid);
     benchmark::RegisterBenchmark(("winograd3x3_56x56x64/" + name).c_str(), kernels::BenchWinograd,
                                  t, 56, 64, 64)
         ->UseManualTime()

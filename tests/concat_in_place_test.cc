@@ -5,7 +5,8 @@
 // and 2 threads, against a scalar NCHW reference computed here: the pointwise,
 // dense 3x3 and depthwise convs that feed the first Concat, and the second
 // Concat whose first input is also a graph output. And a stem conv that
-// reads the model's NCHW input in place of a transpose step's output.
+// reads the model's NCHW input in place of a transpose step's output, and a
+// ReduceMean over H and W that runs as the NHWC global pool.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -291,6 +292,68 @@ TEST(NchwStem, StemReadsTheNchwInputWithNoTransposeStep) {
       want[o * kOh * kOw + p] = static_cast<float>(s);
     }
   ExpectOutputsOnEveryTarget(out, x, {{"y", want}});
+}
+
+// ReduceMean over H and W of an NHWC value (x.mean([2, 3]) in torch) is the
+// NHWC global average pool: no transpose of the feature map back to NCHW,
+// with keepdims = 0 (a view of the pooled [n,1,1,c]) and 1, axes negative and
+// positive, as an attribute (opset 13) and as an input (opset 18).
+TEST(SpatialMean, ReduceMeanOverHwOfAnNhwcValueIsTheGlobalPool) {
+  for (int opset : {13, 18}) {
+    TempDir dir;
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(opset);
+    auto* g = m.mutable_graph();
+    g->set_name("spatial_mean");
+    Value(g->add_input(), "x", {1, kC, kH, kW});
+    const ConvSpec c = Spec("pw", 12, 1, 1, 0.53f);
+    AddConv(g, c, "x");
+    const std::vector<std::vector<int64_t>> axes = {{2, 3}, {-1, -2}};
+    for (int k = 0; k < 2; ++k) {
+      auto* n = g->add_node();
+      n->set_name("mean" + std::to_string(k));
+      n->set_op_type("ReduceMean");
+      n->add_input("pw");
+      n->add_output("m" + std::to_string(k));
+      IntAttr(n, "keepdims", k);
+      if (opset < 18) {
+        auto* a = n->add_attribute();
+        a->set_name("axes");
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t v : axes[k]) a->add_ints(v);
+      } else {
+        auto* t = g->add_initializer();
+        t->set_name("axes" + std::to_string(k));
+        t->set_data_type(onnx::TensorProto::INT64);
+        t->add_dims(2);
+        for (int64_t v : axes[k]) t->add_int64_data(v);
+        n->add_input("axes" + std::to_string(k));
+      }
+    }
+    Value(g->add_output(), "m0", {1, c.oc});
+    Value(g->add_output(), "m1", {1, c.oc, 1, 1});
+    const std::string out = dir.File("mean.fcb");
+    ASSERT_NO_FATAL_FAILURE(WriteAndCompile(m, dir.File("mean.onnx"), out));
+    int pools = 0, transposes = 0;
+    for (const auto& s : testing::PlanSteps(out)) {
+      EXPECT_NE(s.op, "ReduceMean") << "opset " << opset;
+      pools += s.op == ops::opname::GlobalAvgPoolNhwc;
+      transposes += s.op == "Transpose";
+    }
+    EXPECT_EQ(pools, 2) << "opset " << opset;
+    EXPECT_LE(transposes, 2) << "the input's, and m1's 12 values back to NCHW; never the feature map";
+
+    const std::vector<float> x = Wave(kC * kH * kW, 0.29f);
+    const std::vector<float> y = RefConv(x, c);
+    std::vector<float> mean(static_cast<size_t>(c.oc));
+    for (int64_t o = 0; o < c.oc; ++o) {
+      double s = 0;
+      for (int64_t p = 0; p < kH * kW; ++p) s += y[o * kH * kW + p];
+      mean[o] = static_cast<float>(s / (kH * kW));
+    }
+    ExpectOutputsOnEveryTarget(out, x, {{"m0", mean}, {"m1", mean}});
+  }
 }
 
 }  // namespace

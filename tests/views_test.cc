@@ -1,4 +1,4 @@
-// Reshape, Flatten, Squeeze, Unsqueeze and Identity between intermediate
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity and Dropout between intermediate
 // values are views: no step is emitted for them and their output shares the
 // input's arena bytes. The bytes must stay alive for every reader of the
 // input and of each view (chains of views, a view read after another reader
@@ -47,7 +47,8 @@ void Ints(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> v) 
 }
 
 // x [2,3,4] -> Relu -> a; a -> Reshape [6,4] -> b -> Flatten(0) -> c -> Sigmoid -> d (out)
-// a -> Neg -> e (out, reads a after its views); b -> Unsqueeze(0) -> f -> Identity -> h -> Abs -> k (out)
+// a -> Neg -> e (out, reads a after its views); b -> Unsqueeze(0) -> f -> Identity -> h -> Dropout -> h2
+// -> Abs -> k (out)
 // b -> Exp -> mexp (out, a second reader of the view b)
 std::string WriteModel(const TempDir& dir) {
   onnx::ModelProto m;
@@ -68,7 +69,18 @@ std::string WriteModel(const TempDir& dir) {
   Node(g, "Sigmoid", {"c"}, "d");
   Node(g, "Unsqueeze", {"b", "axes"}, "f");
   Node(g, "Identity", {"f"}, "h");
-  Node(g, "Abs", {"h"}, "k");
+  // Inference Dropout, as torch exports it: ratio, training_mode = false and
+  // a mask output nothing reads. The identity.
+  auto* ratio = g->add_initializer();
+  ratio->set_name("ratio");
+  ratio->set_data_type(onnx::TensorProto::FLOAT);
+  ratio->add_float_data(0.25f);
+  auto* mode = g->add_initializer();
+  mode->set_name("training_mode");
+  mode->set_data_type(onnx::TensorProto::BOOL);
+  mode->add_int32_data(0);
+  Node(g, "Dropout", {"h", "ratio", "training_mode"}, "h2")->add_output("h2_mask");
+  Node(g, "Abs", {"h2"}, "k");
   Node(g, "Exp", {"b"}, "mexp");
   Node(g, "Neg", {"a"}, "e");
   Value(g->add_output(), "d", {1, 24});

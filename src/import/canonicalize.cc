@@ -3,6 +3,7 @@
 // that later opsets turned into inputs become constant inputs; removed
 // attributes are dropped; renamed or retired ops map to their successors.
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "import/import_state.h"
@@ -170,6 +171,35 @@ Status CompressAsGather(ImportState& s, ir::Node n) {
   return s.Emit(std::move(gather));
 }
 
+// Whether a Dropout with a training_mode input computes the identity: its
+// training_mode is a constant false, or a constant true with a constant ratio
+// of 0 (torch exports nn.Dropout(p=0.0) so, e.g. torchvision's swin_t
+// attention dropout). Anything else stays a Dropout, which refuses to drop
+// at random.
+bool DropoutIsIdentity(const ImportState& s, const ir::Node& n) {
+  auto constant = [&](size_t i) -> const ir::TensorData* {
+    if (i >= n.inputs.size() || n.inputs[i] < 0 || !s.Known(n.inputs[i])) return nullptr;
+    const ir::TensorData* t = s.value(n.inputs[i]).constant.get();
+    return t && t->numel() == 1 ? t : nullptr;
+  };
+  const ir::TensorData* mode = constant(2);
+  if (!mode || mode->dtype != ir::DType::kBool || mode->bytes.size() != 1) return false;
+  if (mode->bytes[0] == 0) return true;
+  const ir::TensorData* ratio = constant(1);
+  if (!ratio) return false;
+  if (ratio->dtype == ir::DType::kF32 && ratio->bytes.size() == 4) {
+    float r;
+    std::memcpy(&r, ratio->bytes.data(), 4);
+    return r == 0.f;
+  }
+  if (ratio->dtype == ir::DType::kF64 && ratio->bytes.size() == 8) {
+    double r;
+    std::memcpy(&r, ratio->bytes.data(), 8);
+    return r == 0.0;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool IsRandomOp(const std::string& op) { return kRandomOps.count(op) > 0; }
@@ -253,11 +283,11 @@ Status CanonicalizeAndEmit(ImportState& s, ir::Node n) {
     n.attrs.erase("momentum");
     if (n.GetInt("training_mode", 0) == 0) n.attrs.erase("training_mode");  // 1: infer refuses it
     n.outputs.resize(std::min<size_t>(n.outputs.size(), 1));
-  } else if (op == "Dropout" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
-    // A training_mode input: the Dropout op itself refuses a true one.
+  } else if (op == "Dropout" && n.inputs.size() > 2 && n.inputs[2] >= 0 && !DropoutIsIdentity(s, n)) {
+    // A training_mode input that may drop: the Dropout op itself refuses a true one.
     n.attrs.clear();
   } else if (op == "Dropout") {
-    // Inference: identity; a requested mask is all true, a constant.
+    // Inference (or nothing to drop): identity; a requested mask is all true, a constant.
     if (n.outputs.size() > 1 && ShapeKnown(s, n.inputs[0])) {
       auto mask = ir::TensorData::Make(ir::DType::kBool, s.value(n.inputs[0]).shape);
       std::fill(mask->bytes.begin(), mask->bytes.end(), uint8_t{1});

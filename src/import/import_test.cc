@@ -790,6 +790,36 @@ TEST(Import, DropoutBecomesIdentityAndBatchNormLosesRemovedAttrs) {
   EXPECT_EQ(V(*g, "d").shape, (ir::Shape{1, 2, 3, 3}));
 }
 
+// torch exports nn.Dropout(p=0.0) with training_mode = true (torchvision's
+// swin_t does): nothing is dropped, so it is the identity too. With a ratio
+// above 0 it stays a Dropout, which refuses to drop at random.
+TEST(Import, DropoutInTrainingModeWithRatioZeroIsIdentity) {
+  ASSERT_TRUE(HaveOps({"Identity", "Relu"}));
+  for (float ratio : {0.f, 0.5f}) {
+    auto m = MakeModel(13);
+    AddInput(m, "x", {2, 3});
+    AddInit(m, FloatTensor("ratio", {}, {ratio}));
+    onnx::TensorProto mode;
+    mode.set_name("mode");
+    mode.set_data_type(onnx::TensorProto::BOOL);
+    mode.add_int32_data(1);
+    AddInit(m, mode);
+    AddNode(m, "Relu", {"x"}, {"r"}, "relu");
+    AddNode(m, "Dropout", {"r", "ratio", "mode"}, {"d", "mask"}, "drop");
+    AddOutput(m, "d");
+    auto g = Import(m);
+    if (ratio == 0.f) {
+      ASSERT_TRUE(g.ok()) << g.status().ToString();
+      ASSERT_EQ(g->nodes.size(), 2u);
+      EXPECT_EQ(g->nodes[1].op_type, "Identity");
+      EXPECT_EQ(g->nodes[1].inputs.size(), 1u);
+    } else {
+      ASSERT_FALSE(g.ok());
+      EXPECT_NE(g.status().message().find("training_mode=true"), std::string::npos) << g.status().ToString();
+    }
+  }
+}
+
 TEST(Import, AllConstantNodesAreFolded) {
   ASSERT_TRUE(HaveOps({"Add", "ConstantOfShape"}));
   auto m = MakeModel(13);

@@ -111,6 +111,33 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x) {
   return hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale);
 }
 
+// e^(a + b) for a + b <= 0 without rounding the sum first: a is a large
+// exact term and b a small one (|b| of order 1). The reduction takes q from
+// the rounded sum, then r = (a - q ln2) + b, where a - q ln2_hi is exact, so
+// r keeps a's full precision even when a + b is near -87 (rounding the sum
+// would cost up to 2^-17 of absolute error in the exponent, 60 ulps of the
+// result). Where a + b < -87 the result is 0 (callers take anything below
+// float's normal range as zero). One exponential's work, where e^a e^b
+// would take two.
+HWY_INLINE VF ExpNonPositiveOfSum(DF d, VF a, VF b) {
+  const hn::RebindToSigned<DF> di;
+  const VF sum = hn::Add(a, b);
+  const auto tiny = hn::Lt(sum, hn::Set(d, -87.f));
+  const VF shift = hn::Set(d, 12582912.f + 127.f);  // as in ExpNonPositive
+  const VF t = hn::MulAdd(hn::Max(sum, hn::Set(d, -87.f)), hn::Set(d, 1.44269504088896341f), shift);
+  const VF q = hn::Sub(t, shift);
+  VF r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), a);  // q ln2_hi is exact (22 bits), one rounding
+  r = hn::Add(hn::MulAdd(q, hn::Set(d, -1.42860682028622680e-6f), r), b);
+  const VF r2 = hn::Mul(r, r);
+  const VF p01 = hn::MulAdd(r, hn::Set(d, 1.f / 6), hn::Set(d, 1.f / 2));
+  const VF p23 = hn::MulAdd(r, hn::Set(d, 1.f / 120), hn::Set(d, 1.f / 24));
+  const VF p45 = hn::MulAdd(r, hn::Set(d, 1.f / 5040), hn::Set(d, 1.f / 720));
+  const VF poly = hn::MulAdd(hn::Mul(r2, r2), p45, hn::MulAdd(r2, p23, p01));
+  const VF em1 = hn::MulAdd(r2, poly, r);
+  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t)));
+  return hn::IfThenZeroElse(tiny, hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale));
+}
+
 // sigmoid(x) = 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) otherwise, so that neither
 // branch overflows nor loses relative accuracy for large |x|.
 HWY_INLINE VF Sigmoid(DF d, VF x) {
@@ -137,8 +164,8 @@ HWY_INLINE VF Sigmoid(DF d, VF x) {
 // Chebyshev fit P of Numerical Recipes' erfcc (fractional error below 1.2e-7
 // for every z >= 0). So the tail x -> -inf keeps its relative accuracy,
 // where 1 + erf(x) would cancel. z^2 = x^2/2 is split exactly (FMA) into
-// hi + lo, and e^(-hi) e^(P - lo) taken as two exponentials: rounding the
-// sum -z^2 + P (up to -87) would cost 30 ulps of the result's tail. |x| is
+// hi + lo, and e^(-hi/2 + (P - lo/2)) taken by ExpNonPositiveOfSum, which
+// does not round the sum: that would cost 30 ulps of the result's tail. |x| is
 // capped at 30, where erfc is far below float's range anyway. 1/(1 + z/2)
 // is the reciprocal estimate refined by Newton steps, as in Sigmoid.
 HWY_INLINE VF Gelu(DF d, VF x) {
@@ -164,9 +191,8 @@ HWY_INLINE VF Gelu(DF d, VF x) {
   p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
   const VF hi = hn::Mul(xa, xa);
   const VF lo = hn::MulSub(xa, xa, hi);  // x^2 = hi + lo exactly
-  const VF e1 = ExpNonPositive(d, hn::Mul(hi, hn::Set(d, -0.5f)));
-  const VF e2 = ExpNonPositive(d, hn::Min(hn::NegMulAdd(lo, half, p), hn::Zero(d)));
-  const VF erfc = hn::Mul(hn::Mul(t, e1), e2);
+  const VF e = ExpNonPositiveOfSum(d, hn::Mul(hi, hn::Set(d, -0.5f)), hn::NegMulAdd(lo, half, p));
+  const VF erfc = hn::Mul(t, e);
   const VF s = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), erfc, hn::Sub(two, erfc));
   return hn::Mul(hn::Mul(x, half), s);
 }

@@ -64,12 +64,17 @@ void Binary(BinaryOp op, const float* a, int64_t sa, const float* b, int64_t sb,
   }
 }
 
+// e^v for v <= 0 or NaN (ExpNonPositive would clamp a NaN to -87).
+HWY_INLINE VF ExpKeepNaN(DF d, VF v) { return hn::IfThenElse(hn::Eq(v, v), ExpNonPositive(d, v), v); }
+
 void Softmax(const float* x, float* y, int64_t cols, int64_t begin, int64_t end) {
   const DF d;
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    // Subtracting the row maximum keeps every exponent <= 0: no overflow.
+    // Subtracting the row maximum keeps every exponent <= 0: no overflow, and
+    // the shorter exponential for non-positive arguments (ExpNonPositive; an
+    // exponent below -87 gives 1.6e-38 instead of 0, which no sum notices).
     VF vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
     int64_t i = 0;
     for (; i + kN <= cols; i += kN) vmax = hn::Max(vmax, hn::LoadU(d, xr + i));
@@ -78,18 +83,77 @@ void Softmax(const float* x, float* y, int64_t cols, int64_t begin, int64_t end)
     const VF vm = hn::Set(d, mx);
     VF vsum = hn::Zero(d);
     for (i = 0; i + kN <= cols; i += kN) {
-      const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, xr + i), vm));
+      const VF e = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, xr + i), vm));
       hn::StoreU(e, d, yr + i);
       vsum = hn::Add(vsum, e);
     }
     float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
     if (i < cols) {
-      StoreN(hn::Exp(d, hn::Sub(LoadPartial(d, xr + i, cols - i), vm)), d, yr + i, cols - i);
+      StoreN(ExpKeepNaN(d, hn::Sub(LoadPartial(d, xr + i, cols - i), vm)), d, yr + i, cols - i);
       for (; i < cols; ++i) sum += yr[i];
     }
     const VF inv = hn::Set(d, 1.f / sum);
     for (i = 0; i + kN <= cols; i += kN) hn::StoreU(hn::Mul(hn::LoadU(d, yr + i), inv), d, yr + i);
     for (; i < cols; ++i) yr[i] *= 1.f / sum;
+  }
+}
+
+// LayerNormalization, row by row, in three passes over the row (it is in L1
+// after the first): the mean, the variance as the mean of (x - mean)^2 (two
+// passes: no cancellation for rows whose mean is large against their spread),
+// then y. Sums run in four vector accumulators, so a lane adds cols / (4 kN)
+// terms; the tail of fewer than kN goes in double.
+void LayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t cols, float eps,
+               float* mean_out, float* inv_out, int64_t begin, int64_t end) {
+  const DF d;
+  const int64_t body = cols / kN * kN;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    // The sum of x - x[0]: exact differences for a row whose values lie
+    // close together, so a large mean does not cost the spread its precision.
+    const float x0 = cols ? xr[0] : 0.f;
+    const VF v0 = hn::Set(d, x0);
+    VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + 4 * kN <= body; i += 4 * kN) {
+      s0 = hn::Add(s0, hn::Sub(hn::LoadU(d, xr + i), v0));
+      s1 = hn::Add(s1, hn::Sub(hn::LoadU(d, xr + i + kN), v0));
+      s2 = hn::Add(s2, hn::Sub(hn::LoadU(d, xr + i + 2 * kN), v0));
+      s3 = hn::Add(s3, hn::Sub(hn::LoadU(d, xr + i + 3 * kN), v0));
+    }
+    for (; i < body; i += kN) s0 = hn::Add(s0, hn::Sub(hn::LoadU(d, xr + i), v0));
+    double sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+    for (i = body; i < cols; ++i) sum += double{xr[i]} - x0;
+    // The mean as float hi + lo: x - hi is exact for x near the mean, so a
+    // row with a large mean keeps its spread's precision.
+    const double md = cols ? x0 + sum / static_cast<double>(cols) : 0.0;
+    const float m = static_cast<float>(md), m_lo = static_cast<float>(md - m);
+    const VF vm = hn::Set(d, m), vm_lo = hn::Set(d, m_lo);
+    const auto centered = [&](VF v) { return hn::Sub(hn::Sub(v, vm), vm_lo); };
+    s0 = s1 = s2 = s3 = hn::Zero(d);
+    for (i = 0; i + 4 * kN <= body; i += 4 * kN) {
+      const VF a = centered(hn::LoadU(d, xr + i)), b = centered(hn::LoadU(d, xr + i + kN));
+      const VF c = centered(hn::LoadU(d, xr + i + 2 * kN)), e = centered(hn::LoadU(d, xr + i + 3 * kN));
+      s0 = hn::MulAdd(a, a, s0), s1 = hn::MulAdd(b, b, s1), s2 = hn::MulAdd(c, c, s2), s3 = hn::MulAdd(e, e, s3);
+    }
+    for (; i < body; i += kN) {
+      const VF a = centered(hn::LoadU(d, xr + i));
+      s0 = hn::MulAdd(a, a, s0);
+    }
+    double ss = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+    for (i = body; i < cols; ++i) ss += (double{xr[i]} - md) * (double{xr[i]} - md);
+    const double var = cols ? ss / static_cast<double>(cols) : 0.0;
+    const float inv = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+    const VF vinv = hn::Set(d, inv);
+    for (i = 0; i < cols; i += kN) {
+      const int64_t n = cols - i;
+      const VF a = hn::Mul(centered(LoadN(d, xr + i, n)), vinv);
+      const VF s = LoadN(d, scale + i, n);
+      StoreN(bias ? hn::MulAdd(a, s, LoadN(d, bias + i, n)) : hn::Mul(a, s), d, yr + i, n);
+    }
+    if (mean_out) mean_out[r] = m;
+    if (inv_out) inv_out[r] = inv;
   }
 }
 

@@ -32,7 +32,7 @@ KernelTable BuildChecked(TargetId target) {
   if (t.isa == nullptr || std::strcmp(t.isa, hwy::TargetName(hwy_target)) != 0) {
     problem = "table filled by the wrong Highway target";
   } else if (!t.conv || !t.depthwise || !t.grouped_small || !t.winograd || !t.gemm || !t.matmul || !t.maxpool || !t.avgpool ||
-             !t.global_avgpool || !t.unary || !t.binary || !t.softmax) {
+             !t.global_avgpool || !t.unary || !t.binary || !t.softmax || !t.layernorm) {
     problem = "table has a null kernel";
   }
   if (problem != nullptr) {

@@ -201,6 +201,13 @@ struct KernelTable {
 
   // Softmax over the last axis of a [rows][cols] matrix. Work items: rows.
   void (*softmax)(const float* x, float* y, int64_t cols, int64_t begin, int64_t end);
+
+  // LayerNormalization over the last axis of a [rows][cols] matrix:
+  // y = (x - mean) / sqrt(var + eps) * scale + bias, scale and bias (bias may
+  // be null) of length cols. mean and inv_std (1 / sqrt(var + eps)) per row are
+  // also written where not null. Work items: rows.
+  void (*layernorm)(const float* x, const float* scale, const float* bias, float* y, int64_t cols,
+                    float eps, float* mean, float* inv_std, int64_t begin, int64_t end);
 };
 
 // The table compiled for `target` (every TargetId has one).

@@ -158,6 +158,39 @@ TEST_P(EltwiseTest, SoftmaxLargeValues) {
   }
 }
 
+// Rows of every length class (shorter than a vector, whole vectors, four
+// vectors and a tail, transformer widths), with and without bias and the
+// per-row statistics, split into two calls as threads split them; one row
+// has a mean far from zero against its spread (the two-pass variance).
+TEST_P(EltwiseTest, LayerNorm) {
+  for (int64_t cols : {1, 3, 16, 17, 64, 100, 197, 768}) {
+    const int64_t rows = 5;
+    auto x = Random(rows * cols, static_cast<uint32_t>(cols) + 70, -3.f, 3.f);
+    for (int64_t c = 0; c < cols; ++c) x[2 * cols + c] = 1000.f + 0.01f * x[2 * cols + c];
+    const auto scale = Random(cols, 71, 0.5f, 1.5f), bias = Random(cols, 72);
+    for (bool with_bias : {true, false}) {
+      std::vector<float> got(x.size(), -7.f), want(x.size()), mean(rows, -7.f), inv(rows, -7.f);
+      std::vector<float> want_mean(rows), want_inv(rows);
+      const float* b = with_bias ? bias.data() : nullptr;
+      K().layernorm(x.data(), scale.data(), b, got.data(), cols, 1e-5f, mean.data(), inv.data(), 0, 2);
+      K().layernorm(x.data(), scale.data(), b, got.data(), cols, 1e-5f, mean.data(), inv.data(), 2, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> y;
+        double m, is;
+        reference::LayerNormRow(x.data() + r * cols, scale.data(), b, cols, 1e-5, &y, &m, &is);
+        for (int64_t c = 0; c < cols; ++c) want[r * cols + c] = static_cast<float>(y[c]);
+        want_mean[r] = static_cast<float>(m);
+        want_inv[r] = static_cast<float>(is);
+      }
+      const std::string what = std::string(K().isa) + " layernorm cols" + std::to_string(cols) +
+                               (with_bias ? " bias" : " no bias");
+      ExpectClose(got, want, what);
+      ExpectClose(mean, want_mean, what + " mean");
+      for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(inv[r], want_inv[r], 1e-5 * want_inv[r]) << what << " row " << r;
+    }
+  }
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, EltwiseTest, ::testing::ValuesIn(RunnableHere()),

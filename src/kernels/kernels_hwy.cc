@@ -63,6 +63,7 @@ void FillTable(KernelTable* t) {
   t->unary = &Unary;
   t->binary = &Binary;
   t->softmax = &Softmax;
+  t->layernorm = &LayerNorm;
 }
 
 }  // namespace fcb::kernels::FCB_KNS

@@ -156,4 +156,18 @@ inline double Binary(BinaryOp op, double a, double b) {
   return 0;
 }
 
+// LayerNormalization of one row in double: y, and the mean and 1/sqrt(var + eps).
+inline void LayerNormRow(const float* x, const float* scale, const float* bias, int64_t cols, double eps,
+                         std::vector<double>* y, double* mean, double* inv_std) {
+  double s = 0, ss = 0;
+  for (int64_t i = 0; i < cols; ++i) s += x[i];
+  const double m = s / static_cast<double>(cols);
+  for (int64_t i = 0; i < cols; ++i) ss += (x[i] - m) * (x[i] - m);
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
+  y->resize(static_cast<size_t>(cols));
+  for (int64_t i = 0; i < cols; ++i) (*y)[i] = (x[i] - m) * inv * scale[i] + (bias ? bias[i] : 0.0);
+  *mean = m;
+  *inv_std = inv;
+}
+
 }  // namespace fcb::kernels::reference

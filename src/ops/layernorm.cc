@@ -77,6 +77,14 @@ Result<std::unique_ptr<Kernel>> CreateLayerNorm(const CreateContext& c) {
     float* mean_out = n_out > 1 ? static_cast<float*>(out[1]) : nullptr;
     float* inv_out = n_out > 2 ? static_cast<float*>(out[2]) : nullptr;
     const int64_t D = p.cols;
+    // Scale and B over the whole normalized row (what exporters write): the
+    // target's kernel. A shorter trailing Scale or B: the scalar loop below.
+    if (p.scale_n == D && (!bias || p.bias_n == D)) {
+      ctx.pool->ParallelFor(p.rows, GrainFor(D), [&](int64_t b, int64_t e) {
+        ctx.k->layernorm(x, scale, bias, y, D, p.eps, mean_out, inv_out, b, e);
+      });
+      return Status::Ok();
+    }
     ctx.pool->ParallelFor(p.rows, GrainFor(D), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const float* xr = x + r * D;
@@ -86,13 +94,8 @@ Result<std::unique_ptr<Kernel>> CreateLayerNorm(const CreateContext& c) {
         const double var = D ? RowSum(xr, D, true, mean) / static_cast<double>(D) : 0.0;
         const float inv = static_cast<float>(1.0 / std::sqrt(var + p.eps));
         const float m = static_cast<float>(mean);
-        if (p.scale_n == D && (!bias || p.bias_n == D)) {
-          for (int64_t j = 0; j < D; ++j)
-            yr[j] = (xr[j] - m) * inv * scale[j] + (bias ? bias[j] : 0.0f);
-        } else {
-          for (int64_t j = 0; j < D; ++j)
-            yr[j] = (xr[j] - m) * inv * scale[j % p.scale_n] + (bias ? bias[j % p.bias_n] : 0.0f);
-        }
+        for (int64_t j = 0; j < D; ++j)
+          yr[j] = (xr[j] - m) * inv * scale[j % p.scale_n] + (bias ? bias[j % p.bias_n] : 0.0f);
         if (mean_out) mean_out[r] = m;
         if (inv_out) inv_out[r] = inv;
       }

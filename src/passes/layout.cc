@@ -1,5 +1,6 @@
 #include "passes/layout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -148,6 +149,7 @@ class LayoutRewriter final : public ops::LayoutContext {
     const bool x4 = !n.inputs.empty() && IsRank4Var(n.inputs[0]);
     const uint32_t traits = Traits(op);
     if (op == "BatchNormalization" && x4) return RewriteBatchNorm(std::move(n));
+    if (op == "ReduceMean" && x4 && IsNhwc(n.inputs[0]) && MeanOverHw(n)) return RewriteMeanOverHw(std::move(n));
     if (x4 && (g_.values[n.inputs[0]].dtype == ir::DType::kF32 || op == ops::opname::QConv)) {
       const auto& rules = LayoutRules();
       if (auto it = rules.find(op); it != rules.end()) {
@@ -214,6 +216,60 @@ class LayoutRewriter final : public ops::LayoutContext {
       if (!IsRank4Var(in)) return false;
     }
     return g_.values[n.outputs[0]].shape.size() == 4;
+  }
+
+  // A float ReduceMean over exactly H and W (x.mean([2, 3]) in torch: MnasNet,
+  // many detection heads), as an attribute (opset < 18) or a constant input.
+  bool MeanOverHw(const Node& n) const {
+    if (g_.values[n.inputs[0]].dtype != ir::DType::kF32 || n.outputs.size() != 1) return false;
+    std::vector<int64_t> axes;
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+      const ir::TensorData* a = g_.values[n.inputs[1]].constant.get();
+      if (!a || a->dtype != ir::DType::kI64) return false;
+      for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(a->GetInt(i));
+    } else {
+      axes = n.GetInts("axes");
+    }
+    for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
+    std::sort(axes.begin(), axes.end());
+    return axes == std::vector<int64_t>{2, 3};
+  }
+
+  // ... on an NHWC input: GlobalAvgPoolNhwc, no transpose back to NCHW. Its
+  // [n,1,1,c] output is the keepdims form (NHWC); without keepdims it is
+  // reshaped to [n,c], which for H = W = 1 holds the same bytes in either
+  // layout (a view, no step).
+  Status RewriteMeanOverHw(Node n) {
+    Node pool;
+    pool.name = n.name;
+    pool.op_type = std::string(ops::opname::GlobalAvgPoolNhwc);
+    pool.domain = "fcb";
+    pool.inputs = {n.inputs[0]};
+    if (n.GetInt("keepdims", 1) != 0) {
+      pool.outputs = {n.outputs[0]};
+      MarkNhwc(n.outputs[0]);
+      g_.nodes.push_back(std::move(pool));
+      return Status::Ok();
+    }
+    const Shape& x = g_.values[n.inputs[0]].shape;  // NHWC
+    ir::Value mid;
+    mid.name = g_.UniqueName(n.name + "_pooled");
+    mid.dtype = ir::DType::kF32;
+    mid.shape = {x[0], 1, 1, x[3]};
+    mid.has_shape = true;
+    const int mv = g_.AddValue(std::move(mid));
+    nhwc_.resize(g_.values.size(), false);
+    nhwc_[mv] = true;
+    pool.outputs = {mv};
+    g_.nodes.push_back(std::move(pool));
+    const int shape = g_.AddConstant(n.name + "_shape", ir::TensorData::FromInts({2}, {x[0], x[3]}));
+    Node reshape;
+    reshape.name = n.name + "_reshape";
+    reshape.op_type = "Reshape";
+    reshape.inputs = {mv, shape};
+    reshape.outputs = {n.outputs[0]};
+    g_.nodes.push_back(std::move(reshape));
+    return Status::Ok();
   }
 
   // Standalone BatchNormalization (not folded into a conv) becomes Mul + Add
