@@ -44,23 +44,32 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-// A thread claims its own chunk (the caller chunk 0, worker i chunk i) and
-// then any chunk still unclaimed. Running the same part of consecutive
-// operators on the same core keeps that part's activations in its cache;
-// taking the rest keeps a late worker from delaying the caller. A claim is a
-// CAS on the mask, which is published after the job's fields (release) and
-// not replaced before every claimed chunk is done, so the fields read after a
-// claim are that job's, even for a worker that slept through earlier jobs.
+// Each thread owns a contiguous run of chunks (thread t the t-th of
+// num_threads equal runs) and claims them in order; when its own are gone it
+// takes the highest chunk still unclaimed, at the far end of another
+// thread's run. Running the same part of consecutive operators on the same
+// core keeps that part's activations in its cache; taking the rest keeps a
+// late or slowed worker (a busy machine, a vCPU the host preempts) from
+// delaying the caller by more than a chunk. A claim is a CAS on the mask,
+// which is published after the job's fields (release) and not replaced
+// before every claimed chunk is done, so the fields read after a claim are
+// that job's, even for a worker that slept through earlier jobs.
 void ThreadPool::RunChunks(int self, bool notify) {
+  const int threads = num_threads();
   uint64_t v = unclaimed_.load(std::memory_order_acquire);
   while (v != 0) {
-    const uint64_t own = self < 64 ? uint64_t{1} << self : 0;
-    const uint64_t bit = (v & own) ? own : v & (~v + 1);  // own chunk, else the lowest
+    // This thread's run of the job v belongs to (if the job was replaced
+    // since, the CAS below fails or the choice is merely not the best).
+    const int64_t count = num_chunks_.load(std::memory_order_relaxed);
+    const int64_t lo = count * self / threads, hi = count * (self + 1) / threads;
+    const uint64_t own = (hi >= 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1) & ~((uint64_t{1} << lo) - 1);
+    const uint64_t mine = v & own;
+    const uint64_t bit = mine ? mine & (~mine + 1) : uint64_t{1} << (63 - __builtin_clzll(v));
     if (!unclaimed_.compare_exchange_weak(v, v & ~bit, std::memory_order_acq_rel,
                                           std::memory_order_acquire))
       continue;
+    const int64_t total = num_chunks_.load(std::memory_order_relaxed);
     const int64_t begin = static_cast<int64_t>(__builtin_ctzll(bit)) * chunk_;
-    const int64_t total = num_chunks_;
     fn_(ctx_, self, begin, std::min(n_, begin + chunk_));
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == total && notify) {
       // Notifying under mu_: a caller that checked done_ under mu_ is
@@ -72,7 +81,7 @@ void ThreadPool::RunChunks(int self, bool notify) {
   }
 }
 
-void ThreadPool::Run(int64_t n, int64_t grain, TaskFn fn, void* ctx) {
+void ThreadPool::Run(int64_t n, int64_t grain, int chunks_per_thread, TaskFn fn, void* ctx) {
   const int threads = num_threads();
   int64_t chunks = 0;
   {
@@ -80,11 +89,13 @@ void ThreadPool::Run(int64_t n, int64_t grain, TaskFn fn, void* ctx) {
     fn_ = fn;
     ctx_ = ctx;
     n_ = n;
-    const int64_t per_thread = (n + threads - 1) / threads;
-    // At most 64 chunks, one bit each in unclaimed_.
-    chunk_ = std::max({grain, per_thread, (n + 63) / 64, int64_t{1}});
+    // chunks_per_thread per thread (at least `grain` items each), at most 64
+    // chunks, one bit each in unclaimed_.
+    const int64_t parts = int64_t{threads} * std::max(1, chunks_per_thread);
+    const int64_t per_chunk = (n + parts - 1) / parts;
+    chunk_ = std::max({grain, per_chunk, (n + 63) / 64, int64_t{1}});
     chunks = (n + chunk_ - 1) / chunk_;
-    num_chunks_ = chunks;
+    num_chunks_.store(chunks, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     unclaimed_.store(chunks >= 64 ? ~uint64_t{0} : (uint64_t{1} << chunks) - 1,
                      std::memory_order_release);

@@ -30,7 +30,10 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n), with chunks of at
-  // least `grain` items, and returns when all are done. Not reentrant.
+  // least `grain` items, and returns when all are done. Not reentrant. Each
+  // thread gets up to kChunksPerThread chunks (see RunChunks), so a slowed
+  // thread's later chunks go to the others.
+  static constexpr int kChunksPerThread = 4;
   template <typename Fn>
   void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
     if (n <= 0) return;
@@ -38,20 +41,23 @@ class ThreadPool {
       fn(int64_t{0}, n);
       return;
     }
-    Run(n, grain, &Trampoline<Fn>, &fn);
+    Run(n, grain, kChunksPerThread, &Trampoline<Fn>, &fn);
   }
 
   // As ParallelFor, calling fn(thread, begin, end) where thread in
   // [0, num_threads()) names the thread running the chunk (0 = the caller):
-  // a chunk may use per-thread scratch memory indexed by it.
+  // a chunk may use per-thread scratch memory indexed by it. One chunk per
+  // thread unless `chunks_per_thread` says more: callers whose chunks each
+  // repeat work (pack the whole input for a slice of the channels, recompute
+  // rows at a band's edges) keep one.
   template <typename Fn>
-  void ParallelForThreads(int64_t n, int64_t grain, Fn&& fn) {
+  void ParallelForThreads(int64_t n, int64_t grain, Fn&& fn, int chunks_per_thread = 1) {
     if (n <= 0) return;
     if (workers_.empty() || n <= grain) {
       fn(0, int64_t{0}, n);
       return;
     }
-    Run(n, grain, &ThreadTrampoline<Fn>, &fn);
+    Run(n, grain, chunks_per_thread, &ThreadTrampoline<Fn>, &fn);
   }
 
  private:
@@ -64,7 +70,7 @@ class ThreadPool {
   static void ThreadTrampoline(void* ctx, int thread, int64_t begin, int64_t end) {
     (*static_cast<Fn*>(ctx))(thread, begin, end);
   }
-  void Run(int64_t n, int64_t grain, TaskFn fn, void* ctx);
+  void Run(int64_t n, int64_t grain, int chunks_per_thread, TaskFn fn, void* ctx);
   void WorkerLoop(int index);
   // Claims and runs chunks of the current job, thread `self`'s own first,
   // until none is left; `notify` wakes the caller after the last chunk.
@@ -78,7 +84,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   // Chunks are claimed, not assigned: bit c set while chunk c is unclaimed.
   // A worker the OS has not scheduled yet (a busy machine) then delays
-  // nothing, the caller takes its chunk; a worker waking late finds none.
+  // nothing, the caller takes its chunks; a worker waking late finds none,
+  // and one slowed down mid-job loses its later chunks to the others.
   std::atomic<uint64_t> unclaimed_{0};
   std::atomic<int64_t> done_{0};  // chunks finished in the current job
   std::atomic<bool> stop_{false};
@@ -86,7 +93,9 @@ class ThreadPool {
   // only by a thread that has claimed one of its chunks.
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
-  int64_t n_ = 0, chunk_ = 0, num_chunks_ = 0;
+  int64_t n_ = 0, chunk_ = 0;
+  // Also read before a claim, to pick the thread's own chunks.
+  std::atomic<int64_t> num_chunks_{0};
 };
 
 }  // namespace fcb
