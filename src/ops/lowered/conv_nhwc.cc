@@ -137,9 +137,19 @@ class ConvNhwcKernel : public Kernel {
       RunChannelSplit(ctx, x, w, b, r, y);
       return Status::Ok();
     }
-    ctx.pool->ParallelForThreads(pixels, PixelGrain(cfg_.g), [&](int t, int64_t begin, int64_t end) {
-      ctx.k->conv(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
-    });
+    // Large maps in several chunks per thread (ThreadPool::RunChunks), so a
+    // thread the host slows down hands its later rows to the other: a chunk
+    // of 256 pixels or more is several row blocks already, and streams the
+    // weights no more often than one chunk would. Small maps keep one chunk
+    // per thread (each chunk streams all the weights).
+    const int threads = ctx.pool->num_threads();
+    const int per_thread = pixels >= 256 * threads * ThreadPool::kChunksPerThread ? ThreadPool::kChunksPerThread : 1;
+    ctx.pool->ParallelForThreads(
+        pixels, PixelGrain(cfg_.g),
+        [&](int t, int64_t begin, int64_t end) {
+          ctx.k->conv(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
+        },
+        per_thread);
     return Status::Ok();
   }
 

@@ -82,10 +82,16 @@ class GemmPackedKernel : public Kernel {
       return Status::Ok();
     }
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g_.n * g_.k));
-    ctx.pool->ParallelForThreads(g_.m, grain, [&](int t, int64_t b0, int64_t e0) {
-      ctx.k->gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
-                  static_cast<float*>(ctx.ThreadScratch(t)));
-    });
+    // Several row chunks per thread when each still holds 256 rows or more
+    // (as ConvNhwc's pixel split: a slowed thread hands over its later rows).
+    const int per_thread = g_.m >= 256 * threads * ThreadPool::kChunksPerThread ? ThreadPool::kChunksPerThread : 1;
+    ctx.pool->ParallelForThreads(
+        g_.m, grain,
+        [&](int t, int64_t b0, int64_t e0) {
+          ctx.k->gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
+                      static_cast<float*>(ctx.ThreadScratch(t)));
+        },
+        per_thread);
     return Status::Ok();
   }
 
