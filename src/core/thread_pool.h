@@ -34,6 +34,13 @@ class ThreadPool {
   // thread gets up to kChunksPerThread chunks (see RunChunks), so a slowed
   // thread's later chunks go to the others.
   static constexpr int kChunksPerThread = 4;
+
+  // kChunksPerThread when n items still make chunks of at least `min_chunk`
+  // that way, else 1: for ParallelForThreads callers whose chunks each cost a
+  // fixed overhead (a pass over the weights), which only large n amortizes.
+  int ChunksPerThreadFor(int64_t n, int64_t min_chunk) const {
+    return n >= min_chunk * num_threads() * kChunksPerThread ? kChunksPerThread : 1;
+  }
   template <typename Fn>
   void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
     if (n <= 0) return;

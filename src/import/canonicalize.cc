@@ -3,7 +3,6 @@
 // that later opsets turned into inputs become constant inputs; removed
 // attributes are dropped; renamed or retired ops map to their successors.
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "import/import_state.h"
@@ -186,18 +185,7 @@ bool DropoutIsIdentity(const ImportState& s, const ir::Node& n) {
   if (!mode || mode->dtype != ir::DType::kBool || mode->bytes.size() != 1) return false;
   if (mode->bytes[0] == 0) return true;
   const ir::TensorData* ratio = constant(1);
-  if (!ratio) return false;
-  if (ratio->dtype == ir::DType::kF32 && ratio->bytes.size() == 4) {
-    float r;
-    std::memcpy(&r, ratio->bytes.data(), 4);
-    return r == 0.f;
-  }
-  if (ratio->dtype == ir::DType::kF64 && ratio->bytes.size() == 8) {
-    double r;
-    std::memcpy(&r, ratio->bytes.data(), 8);
-    return r == 0.0;
-  }
-  return false;
+  return ratio && (ratio->dtype == ir::DType::kF32 || ratio->dtype == ir::DType::kF64) && ratio->GetDouble(0) == 0.0;
 }
 
 }  // namespace

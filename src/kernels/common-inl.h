@@ -85,6 +85,31 @@ HWY_INLINE void StoreN(VF v, DF d, float* p, int64_t n) {
   }
 }
 
+// The exponentials' constants: 1.5 * 2^23 + the exponent bias (ExpRound),
+// and ln2 split so that q ln2_hi is exact for |q| < 2^9.
+inline constexpr float kExpShift = 12582912.f + 127.f;
+inline constexpr float kLn2Hi = 0.693145751953125f;
+inline constexpr float kLn2Lo = 1.42860682028622680e-6f;
+
+// The two halves of ExpNonPositive and ExpNonPositiveOfSum. ExpRound:
+// q + kExpShift for q = round(x / ln2), x >= -87 (the shift rounds and leaves
+// q + 127 in the low mantissa bits). ExpFromReduced: e^r 2^q from that and
+// r = x - q ln2, e^r from its Taylor series to r^7.
+HWY_INLINE VF ExpRound(DF d, VF x) {
+  return hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), hn::Set(d, kExpShift));
+}
+HWY_INLINE VF ExpFromReduced(DF d, VF t, VF r) {
+  const hn::RebindToSigned<DF> di;
+  const VF r2 = hn::Mul(r, r);
+  const VF p01 = hn::MulAdd(r, hn::Set(d, 1.f / 6), hn::Set(d, 1.f / 2));
+  const VF p23 = hn::MulAdd(r, hn::Set(d, 1.f / 120), hn::Set(d, 1.f / 24));
+  const VF p45 = hn::MulAdd(r, hn::Set(d, 1.f / 5040), hn::Set(d, 1.f / 720));
+  const VF poly = hn::MulAdd(hn::Mul(r2, r2), p45, hn::MulAdd(r2, p23, p01));
+  const VF em1 = hn::MulAdd(r2, poly, r);  // e^r - 1
+  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t)));  // 2^q
+  return hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale);
+}
+
 // e^x for x <= 0, in 16 vector operations (Highway's general Exp takes about
 // 24: it handles both signs and the subnormal range). Inputs below -87 are
 // raised to -87, so the result stays a normal float (>= 1.6e-38) and 2^q is a
@@ -94,21 +119,12 @@ HWY_INLINE void StoreN(VF v, DF d, float* p, int64_t n) {
 // reduction is exact to float precision, |r| <= ln2 / 2, and e^r from its
 // Taylor series to r^7 (truncation below 5e-9, under half an ulp).
 HWY_INLINE VF ExpNonPositive(DF d, VF x) {
-  const hn::RebindToSigned<DF> di;
   x = hn::Max(x, hn::Set(d, -87.f));
-  const VF shift = hn::Set(d, 12582912.f + 127.f);  // 1.5 * 2^23 + exponent bias
-  const VF t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), shift);
-  const VF q = hn::Sub(t, shift);
-  VF r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), x);  // ln2, high part (exact)
-  r = hn::MulAdd(q, hn::Set(d, -1.42860682028622680e-6f), r);  // ln2, the rest
-  const VF r2 = hn::Mul(r, r);
-  const VF p01 = hn::MulAdd(r, hn::Set(d, 1.f / 6), hn::Set(d, 1.f / 2));
-  const VF p23 = hn::MulAdd(r, hn::Set(d, 1.f / 120), hn::Set(d, 1.f / 24));
-  const VF p45 = hn::MulAdd(r, hn::Set(d, 1.f / 5040), hn::Set(d, 1.f / 720));
-  const VF poly = hn::MulAdd(hn::Mul(r2, r2), p45, hn::MulAdd(r2, p23, p01));
-  const VF em1 = hn::MulAdd(r2, poly, r);  // e^r - 1
-  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t)));  // 2^q
-  return hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale);
+  const VF t = ExpRound(d, x);
+  const VF q = hn::Sub(t, hn::Set(d, kExpShift));
+  VF r = hn::MulAdd(q, hn::Set(d, -kLn2Hi), x);  // exact
+  r = hn::MulAdd(q, hn::Set(d, -kLn2Lo), r);
+  return ExpFromReduced(d, t, r);
 }
 
 // e^(a + b) for a + b <= 0 without rounding the sum first: a is a large
@@ -120,22 +136,13 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x) {
 // float's normal range as zero). One exponential's work, where e^a e^b
 // would take two.
 HWY_INLINE VF ExpNonPositiveOfSum(DF d, VF a, VF b) {
-  const hn::RebindToSigned<DF> di;
   const VF sum = hn::Add(a, b);
   const auto tiny = hn::Lt(sum, hn::Set(d, -87.f));
-  const VF shift = hn::Set(d, 12582912.f + 127.f);  // as in ExpNonPositive
-  const VF t = hn::MulAdd(hn::Max(sum, hn::Set(d, -87.f)), hn::Set(d, 1.44269504088896341f), shift);
-  const VF q = hn::Sub(t, shift);
-  VF r = hn::MulAdd(q, hn::Set(d, -0.693145751953125f), a);  // q ln2_hi is exact (22 bits), one rounding
-  r = hn::Add(hn::MulAdd(q, hn::Set(d, -1.42860682028622680e-6f), r), b);
-  const VF r2 = hn::Mul(r, r);
-  const VF p01 = hn::MulAdd(r, hn::Set(d, 1.f / 6), hn::Set(d, 1.f / 2));
-  const VF p23 = hn::MulAdd(r, hn::Set(d, 1.f / 120), hn::Set(d, 1.f / 24));
-  const VF p45 = hn::MulAdd(r, hn::Set(d, 1.f / 5040), hn::Set(d, 1.f / 720));
-  const VF poly = hn::MulAdd(hn::Mul(r2, r2), p45, hn::MulAdd(r2, p23, p01));
-  const VF em1 = hn::MulAdd(r2, poly, r);
-  const VF scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t)));
-  return hn::IfThenZeroElse(tiny, hn::Mul(hn::Add(em1, hn::Set(d, 1.f)), scale));
+  const VF t = ExpRound(d, hn::Max(sum, hn::Set(d, -87.f)));
+  const VF q = hn::Sub(t, hn::Set(d, kExpShift));
+  VF r = hn::MulAdd(q, hn::Set(d, -kLn2Hi), a);  // q ln2_hi is exact (22 bits), one rounding
+  r = hn::Add(hn::MulAdd(q, hn::Set(d, -kLn2Lo), r), b);
+  return hn::IfThenZeroElse(tiny, ExpFromReduced(d, t, r));
 }
 
 // sigmoid(x) = 1/(1+e^-x) for x >= 0 and e^x/(1+e^x) otherwise, so that neither

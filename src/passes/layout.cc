@@ -219,17 +219,15 @@ class LayoutRewriter final : public ops::LayoutContext {
   }
 
   // A float ReduceMean over exactly H and W (x.mean([2, 3]) in torch: MnasNet,
-  // many detection heads), as an attribute (opset < 18) or a constant input.
+  // many detection heads). The importer has made its axes a constant input,
+  // whatever the opset (import/canonicalize.cc).
   bool MeanOverHw(const Node& n) const {
     if (g_.values[n.inputs[0]].dtype != ir::DType::kF32 || n.outputs.size() != 1) return false;
+    if (n.inputs.size() < 2 || n.inputs[1] < 0) return false;
+    const ir::TensorData* a = g_.values[n.inputs[1]].constant.get();
+    if (!a || a->dtype != ir::DType::kI64) return false;
     std::vector<int64_t> axes;
-    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-      const ir::TensorData* a = g_.values[n.inputs[1]].constant.get();
-      if (!a || a->dtype != ir::DType::kI64) return false;
-      for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(a->GetInt(i));
-    } else {
-      axes = n.GetInts("axes");
-    }
+    for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(a->GetInt(i));
     for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
     std::sort(axes.begin(), axes.end());
     return axes == std::vector<int64_t>{2, 3};

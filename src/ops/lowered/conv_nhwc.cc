@@ -142,8 +142,7 @@ class ConvNhwcKernel : public Kernel {
     // of 256 pixels or more is several row blocks already, and streams the
     // weights no more often than one chunk would. Small maps keep one chunk
     // per thread (each chunk streams all the weights).
-    const int threads = ctx.pool->num_threads();
-    const int per_thread = pixels >= 256 * threads * ThreadPool::kChunksPerThread ? ThreadPool::kChunksPerThread : 1;
+    const int per_thread = ctx.pool->ChunksPerThreadFor(pixels, 256);
     ctx.pool->ParallelForThreads(
         pixels, PixelGrain(cfg_.g),
         [&](int t, int64_t begin, int64_t end) {

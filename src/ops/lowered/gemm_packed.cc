@@ -84,7 +84,7 @@ class GemmPackedKernel : public Kernel {
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g_.n * g_.k));
     // Several row chunks per thread when each still holds 256 rows or more
     // (as ConvNhwc's pixel split: a slowed thread hands over its later rows).
-    const int per_thread = g_.m >= 256 * threads * ThreadPool::kChunksPerThread ? ThreadPool::kChunksPerThread : 1;
+    const int per_thread = ctx.pool->ChunksPerThreadFor(g_.m, 256);
     ctx.pool->ParallelForThreads(
         g_.m, grain,
         [&](int t, int64_t b0, int64_t e0) {
