@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
     const struct {
       const char* label;
       int64_t hw, c, stride, ksize;
-    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3}, {"dw3x3_112x112x32", 112, 32, 1, 3}, {"dw3x3_14x14x576", 14, 576, 1, 3},
+    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3}, {"dw3x3_112x112x32", 112, 32, 1, 3}, {"dw3x3s2_112x112x96", 112, 96, 2, 3}, {"dw3x3_14x14x576", 14, 576, 1, 3},
                {"dw5x5_7x7x1152", 7, 1152, 1, 5},  {"dw5x5_14x14x480", 14, 480, 1, 5},
                {"dw5x5s2_56x56x144", 56, 144, 2, 5}};
     for (const auto& dw : dws)

@@ -292,6 +292,18 @@ TEST_P(KernelTest, Depthwise) {
       // Groups of 1 and 2 pixels over several channel vectors at once.
       {1, 6, 5, 72, 72, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 72, 0, 0},
       {1, 4, 3, 100, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 100, 4, 0},
+      // 3x3 rows wider than 16 (DepthwiseSweep3): strides 1 and 2, partial
+      // channel vectors, no left padding and double right padding, odd
+      // widths, pixel strides wider than the channels, and dilation along y
+      // with tall padding, so that output rows see 3, 2, 1 and no kernel rows
+      // inside the image. The test's two calls split a row, leaving runs
+      // shorter than kDwSweepMin to the groups.
+      {1, 4, 40, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 20, 0, 0},
+      {1, 3, 30, 16, 16, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 16, 1, 1},
+      {2, 6, 41, 37, 37, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 37, 2, 3},
+      {1, 3, 50, 48, 48, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 48, 0, 0},
+      {1, 2, 45, 9, 9, 3, 3, 1, 1, 2, 1, 3, 1, 3, 1, 9, 0, 0},
+      {1, 5, 36, 33, 33, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, 33, 0, 0},
   };
   int i = 0;
   for (const ConvCase& c : cases) {
