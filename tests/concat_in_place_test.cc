@@ -11,6 +11,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -353,6 +354,126 @@ TEST(SpatialMean, ReduceMeanOverHwOfAnNhwcValueIsTheGlobalPool) {
       mean[o] = static_cast<float>(s / (kH * kW));
     }
     ExpectOutputsOnEveryTarget(out, x, {{"m0", mean}, {"m1", mean}});
+  }
+}
+
+// ONNX Resize over H and W of one [c][h][w] tensor, per the operator's
+// definition, for the modes the test below uses: nearest (asymmetric with
+// floor, half_pixel with round_prefer_floor) and linear (half_pixel,
+// align_corners); indices beyond the border take the edge value.
+std::vector<float> RefResize(const std::vector<float>& x, int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                             double sy, double sx, const std::string& mode, const std::string& coord) {
+  // Per output coordinate: input indices and weights (two taps).
+  const auto axis = [&](int64_t in, int64_t out, double scale) {
+    std::vector<std::array<std::pair<int64_t, double>, 2>> t(static_cast<size_t>(out));
+    for (int64_t o = 0; o < out; ++o) {
+      double xo;
+      if (coord == "asymmetric") xo = o / scale;
+      else if (coord == "align_corners") xo = out == 1 ? 0 : o * double(in - 1) / double(out - 1);
+      else xo = (o + 0.5) / scale - 0.5;
+      const auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+      if (mode == "nearest") {
+        const double f = std::floor(xo);
+        const int64_t i = coord == "asymmetric" ? int64_t(f) : (xo - f > 0.5 ? int64_t(f) + 1 : int64_t(f));
+        t[o] = {{{clamp(i), 1.0}, {0, 0.0}}};
+      } else {
+        const double f = std::floor(xo), r = xo - f;
+        t[o] = {{{clamp(int64_t(f)), 1 - r}, {clamp(int64_t(f) + 1), r}}};
+      }
+    }
+    return t;
+  };
+  const auto ty = axis(h, oh, sy), tx = axis(w, ow, sx);
+  std::vector<float> y(static_cast<size_t>(c * oh * ow));
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double s = 0;
+        for (const auto& [iy, wy] : ty[oy])
+          for (const auto& [ix, wx] : tx[ox]) s += wy * wx * x[(ch * h + iy) * w + ix];
+        y[(ch * oh + oy) * ow + ox] = static_cast<float>(s);
+      }
+  return y;
+}
+
+// A Resize over H and W between NHWC steps runs NHWC (ResizeNhwc): no
+// transposes around it. Scales and sizes, up- and downsampling, nearest and
+// linear in three coordinate modes, 12 channels (a partial vector); the
+// values against RefResize on every target at 1 and 2 threads. With 4
+// channels (under ResizeNhwc's minimum) the NCHW Resize stays.
+TEST(ResizeNhwc, AResizeOfAnNhwcValueRunsNhwc) {
+  struct Case {
+    std::string mode, coord;
+    bool sizes;
+    int64_t oh, ow;  // with sizes; with scales, from sy and sx
+    double sy, sx;
+    int64_t channels;
+  };
+  const Case cases[] = {
+      {"nearest", "asymmetric", false, 18, 30, 2.0, 3.0, 12},
+      {"linear", "half_pixel", false, 13, 5, 1.5, 0.5, 12},
+      {"linear", "align_corners", true, 13, 7, 13.0 / kH, 7.0 / kW, 12},
+      {"nearest", "half_pixel", true, 5, 21, 5.0 / kH, 21.0 / kW, 12},
+      {"linear", "half_pixel", false, 18, 20, 2.0, 2.0, 4},
+  };
+  for (const Case& k : cases) {
+    const std::string what = k.mode + " " + k.coord + (k.sizes ? " sizes" : " scales") + " c" +
+                             std::to_string(k.channels);
+    TempDir dir;
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    auto* g = m.mutable_graph();
+    g->set_name("resize_nhwc");
+    Value(g->add_input(), "x", {1, kC, kH, kW});
+    const ConvSpec c = Spec("pw", k.channels, 1, 1, 0.61f);
+    AddConv(g, c, "x");
+    auto* t = g->add_initializer();
+    t->set_name("shape");
+    if (k.sizes) {
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(4);
+      for (int64_t v : {int64_t{1}, k.channels, k.oh, k.ow}) t->add_int64_data(v);
+    } else {
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_dims(4);
+      for (double v : {1.0, 1.0, k.sy, k.sx}) t->add_float_data(static_cast<float>(v));
+    }
+    auto* r = g->add_node();
+    r->set_name("resize");
+    r->set_op_type("Resize");
+    r->add_input("pw");
+    r->add_input("");
+    r->add_input(k.sizes ? "" : "shape");
+    if (k.sizes) r->add_input("shape");
+    r->add_output("up");
+    for (const auto& [name, value] : std::map<std::string, std::string>{
+             {"mode", k.mode}, {"coordinate_transformation_mode", k.coord}, {"nearest_mode", "round_prefer_floor"}}) {
+      auto* a = r->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(k.coord == "asymmetric" && name == "nearest_mode" ? "floor" : value);
+    }
+    auto* relu = g->add_node();  // the Resize output is not itself a graph output
+    relu->set_op_type("Relu");
+    relu->add_input("up");
+    relu->add_output("y");
+    Value(g->add_output(), "y", {1, k.channels, k.oh, k.ow});
+    const std::string out = dir.File("resize.fcb");
+    ASSERT_NO_FATAL_FAILURE(WriteAndCompile(m, dir.File("resize.onnx"), out));
+    int nhwc = 0, nchw = 0;
+    for (const auto& s : testing::PlanSteps(out)) {
+      nhwc += s.op == ops::opname::ResizeNhwc;
+      nchw += s.op == "Resize";
+    }
+    const bool want_nhwc = k.channels >= 8;
+    EXPECT_EQ(nhwc, want_nhwc ? 1 : 0) << what << " (the host target's plan)";
+    EXPECT_EQ(nchw, want_nhwc ? 0 : 1) << what;
+
+    const std::vector<float> x = Wave(kC * kH * kW, 0.37f);
+    std::vector<float> y = RefResize(RefConv(x, c), k.channels, kH, kW, k.oh, k.ow, k.sy, k.sx, k.mode, k.coord);
+    for (float& v : y) v = std::max(v, 0.f);
+    ExpectOutputsOnEveryTarget(out, x, {{"y", y}});
   }
 }
 

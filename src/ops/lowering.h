@@ -87,6 +87,8 @@ class LayoutContext {
   // `v` has by now: graph().values[v].shape is NHWC once a rule emitted `v`
   // in that layout, so rules read an input's dims through this.
   virtual ir::Shape LogicalShape(int v) const = 0;
+  // Whether `v` is NHWC by now (an earlier rule emitted it in that layout).
+  virtual bool IsNhwc(int v) const = 0;
   // The value holding `v` in NHWC layout (a Transpose is added once).
   virtual int ToNhwc(int v) = 0;
   // Appends `n`, whose output 0 is marked NHWC (its shape permuted).

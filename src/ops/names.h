@@ -23,6 +23,7 @@
   X(AvgPoolNhwc, DefineAvgPoolNhwc)                 \
   X(GlobalAvgPoolNhwc, DefineGlobalAvgPoolNhwc)     \
   X(ConvTransposeNhwc, DefineConvTransposeNhwc)     \
+  X(ResizeNhwc, DefineResizeNhwc)                   \
   X(QConv, DefineQConv)                             \
   X(QConvNhwc, DefineQConvNhwc)                     \
   X(QLookup, DefineQLookup)

@@ -13,20 +13,13 @@
 
 #include "ops/families.h"
 #include "ops/op_util.h"
+#include "ops/resize.h"
 
 namespace fcb::ops {
+namespace resize {
 namespace {
 
 using ir::DType;
-
-struct Params {
-  std::string mode, coord, nearest;
-  float cubic_a = -0.75f, extrapolation = 0.f;
-  bool exclude_outside = false;
-  std::vector<double> scales;  // per axis
-  std::vector<double> roi;     // 2 * rank (tf_crop_and_resize)
-  ir::Shape out;
-};
 
 Status ReadFloats(const InferContext& c, size_t i, std::vector<double>* v, bool* present) {
   *present = false;
@@ -39,6 +32,8 @@ Status ReadFloats(const InferContext& c, size_t i, std::vector<double>* v, bool*
   *present = true;
   return Status::Ok();
 }
+
+}  // namespace
 
 Status Parse(const InferContext& c, Params* p) {
   const TensorInfo& x = Input(c, 0);
@@ -104,20 +99,6 @@ Status Parse(const InferContext& c, Params* p) {
   }
   return CheckShape(c.op, p->out, "output");
 }
-
-Status InferResize(const InferContext& c, std::vector<TensorInfo>* outs) {
-  Params p;
-  FCB_RETURN_IF_ERROR(Parse(c, &p));
-  outs->push_back(TensorInfo{DType::kF32, p.out});
-  return Status::Ok();
-}
-
-// Taps of one output coordinate along one axis.
-struct Taps {
-  int n = 0;          // 0 = outside the crop (extrapolation value)
-  std::array<int64_t, 4> idx{};
-  std::array<double, 4> w{};
-};
 
 std::vector<Taps> AxisTaps(const Params& p, size_t axis, int64_t in, int64_t out) {
   const double scale = p.scales[axis];
@@ -196,6 +177,29 @@ std::vector<Taps> AxisTaps(const Params& p, size_t axis, int64_t in, int64_t out
   return taps;
 }
 
+bool IsIdentity(const std::vector<Taps>& taps) {
+  for (size_t o = 0; o < taps.size(); ++o)
+    if (taps[o].n != 1 || taps[o].idx[0] != static_cast<int64_t>(o) || taps[o].w[0] != 1.0) return false;
+  return true;
+}
+
+}  // namespace resize
+
+namespace {
+
+using ir::DType;
+using resize::Params;
+using resize::Parse;
+using resize::Taps;
+using resize::AxisTaps;
+
+Status InferResize(const InferContext& c, std::vector<TensorInfo>* outs) {
+  Params p;
+  FCB_RETURN_IF_ERROR(Parse(c, &p));
+  outs->push_back(TensorInfo{DType::kF32, p.out});
+  return Status::Ok();
+}
+
 struct Plan {
   ir::Shape in, out;
   std::vector<int64_t> in_strides;
@@ -250,13 +254,8 @@ void RunResize(const Plan& p, const float* x, float* y) {
 bool OnlyLastTwoAxes(const Plan& p) {
   const size_t r = p.out.size();
   if (r < 2) return false;
-  for (size_t d = 0; d + 2 < r; ++d) {
-    if (p.in[d] != p.out[d]) return false;
-    for (int64_t o = 0; o < p.out[d]; ++o) {
-      const Taps& t = p.taps[d][o];
-      if (t.n != 1 || t.idx[0] != o || t.w[0] != 1.0) return false;
-    }
-  }
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (p.in[d] != p.out[d] || !resize::IsIdentity(p.taps[d])) return false;
   return true;
 }
 

@@ -48,6 +48,7 @@ class LayoutRewriter final : public ops::LayoutContext {
 
   // ops::LayoutContext
   const Graph& graph() const override { return g_; }
+  bool IsNhwc(int v) const override { return v >= 0 && v < static_cast<int>(nhwc_.size()) && nhwc_[v]; }
   int ToNhwc(int v) override { return Convert(v, true); }
   Shape LogicalShape(int v) const override {
     if (v < static_cast<int>(logical_.size())) return logical_[v];
@@ -86,7 +87,6 @@ class LayoutRewriter final : public ops::LayoutContext {
   }
 
  private:
-  bool IsNhwc(int v) const { return v >= 0 && v < static_cast<int>(nhwc_.size()) && nhwc_[v]; }
   bool IsRank4Var(int v) const {
     return v >= 0 && !g_.values[v].is_constant() && g_.values[v].shape.size() == 4;
   }

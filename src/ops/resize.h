@@ -1,0 +1,40 @@
+// What Resize's forms share (ops/resize.cc, ops/lowered/resize_nhwc.cc): its
+// attributes and constant inputs parsed, and the taps of one axis (the input
+// coordinates and weights each output coordinate reads, as the ONNX
+// reference defines them).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace fcb::ops::resize {
+
+struct Params {
+  std::string mode, coord, nearest;
+  float cubic_a = -0.75f, extrapolation = 0.f;
+  bool exclude_outside = false;
+  std::vector<double> scales;  // per axis
+  std::vector<double> roi;     // 2 * rank (tf_crop_and_resize)
+  ir::Shape out;
+};
+
+// Taps of one output coordinate along one axis.
+struct Taps {
+  int n = 0;  // 0 = outside the crop (extrapolation value)
+  std::array<int64_t, 4> idx{};
+  std::array<double, 4> w{};
+};
+
+// Resize's (or Upsample's) attributes and inputs for input 0 of c's shape;
+// scales, sizes and roi must be compile-time constants.
+Status Parse(const InferContext& c, Params* p);
+// Per output coordinate of `axis` (in -> out elements), its taps.
+std::vector<Taps> AxisTaps(const Params& p, size_t axis, int64_t in, int64_t out);
+// Whether every output coordinate reads its own input coordinate alone, with weight 1.
+bool IsIdentity(const std::vector<Taps>& taps);
+
+}  // namespace fcb::ops::resize
