@@ -192,6 +192,7 @@ using resize::Params;
 using resize::Parse;
 using resize::Taps;
 using resize::AxisTaps;
+using resize::FlatTaps;
 
 Status InferResize(const InferContext& c, std::vector<TensorInfo>* outs) {
   Params p;
@@ -258,20 +259,6 @@ bool OnlyLastTwoAxes(const Plan& p) {
     if (p.in[d] != p.out[d] || !resize::IsIdentity(p.taps[d])) return false;
   return true;
 }
-
-// The taps of one axis as float32 arrays, for the separable kernel.
-struct FlatTaps {
-  std::vector<int32_t> n;                 // per output coordinate: 0 (outside) to 4
-  std::vector<std::array<int64_t, 4>> idx;
-  std::vector<std::array<float, 4>> w;
-  explicit FlatTaps(const std::vector<Taps>& t) : n(t.size()), idx(t.size()), w(t.size()) {
-    for (size_t o = 0; o < t.size(); ++o) {
-      n[o] = t[o].n;
-      idx[o] = t[o].idx;
-      for (int k = 0; k < 4; ++k) w[o][k] = static_cast<float>(t[o].w[k]);
-    }
-  }
-};
 
 // OnlyLastTwoAxes plans, separably in float32: output columns in chunks of
 // kChunk; in each chunk, every input row an output row reads is interpolated

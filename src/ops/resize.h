@@ -29,6 +29,20 @@ struct Taps {
   std::array<double, 4> w{};
 };
 
+// The taps of one axis as float32 arrays, for the kernels.
+struct FlatTaps {
+  std::vector<int32_t> n;  // per output coordinate: 0 (outside) to 4
+  std::vector<std::array<int64_t, 4>> idx;
+  std::vector<std::array<float, 4>> w;
+  explicit FlatTaps(const std::vector<Taps>& t) : n(t.size()), idx(t.size()), w(t.size()) {
+    for (size_t o = 0; o < t.size(); ++o) {
+      n[o] = t[o].n;
+      idx[o] = t[o].idx;
+      for (int k = 0; k < 4; ++k) w[o][k] = static_cast<float>(t[o].w[k]);
+    }
+  }
+};
+
 // Resize's (or Upsample's) attributes and inputs for input 0 of c's shape;
 // scales, sizes and roi must be compile-time constants.
 Status Parse(const InferContext& c, Params* p);

@@ -21,6 +21,8 @@
 namespace fcb::ops {
 namespace {
 
+using resize::FlatTaps;
+
 ir::Shape NhwcToNchw(const ir::Shape& s) { return {s[0], s[3], s[1], s[2]}; }
 
 // The node parsed as the Resize of its logical (NCHW) input, and the taps of
@@ -60,20 +62,6 @@ Status InferResizeNhwc(const InferContext& c, std::vector<TensorInfo>* outs) {
   outs->push_back(TensorInfo{ir::DType::kF32, {g.p.out[0], g.p.out[2], g.p.out[3], g.p.out[1]}});
   return Status::Ok();
 }
-
-// One axis' taps with float weights.
-struct FlatTaps {
-  std::vector<int> n;
-  std::vector<std::array<int64_t, 4>> idx;
-  std::vector<std::array<float, 4>> w;
-  explicit FlatTaps(const std::vector<resize::Taps>& t) : n(t.size()), idx(t.size()), w(t.size()) {
-    for (size_t o = 0; o < t.size(); ++o) {
-      n[o] = t[o].n;
-      idx[o] = t[o].idx;
-      for (int k = 0; k < 4; ++k) w[o][k] = static_cast<float>(t[o].w[k]);
-    }
-  }
-};
 
 // Output rows [begin, end) (over batch x height) of the resize.
 void ResizeRows(const FlatTaps& ty, const FlatTaps& tx, float extrapolation, int64_t ih, int64_t iw, int64_t oh,
