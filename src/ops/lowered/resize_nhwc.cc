@@ -25,8 +25,8 @@ using resize::FlatTaps;
 
 ir::Shape NhwcToNchw(const ir::Shape& s) { return {s[0], s[3], s[1], s[2]}; }
 
-// The node parsed as the Resize of its logical (NCHW) input, and the taps of
-// H and W; N and C must map to themselves.
+// The node parsed as the Resize of its logical (NCHW) input, and (ParseNhwc
+// only: the layout rule needs no more than the check) the taps of H and W.
 struct Geometry {
   resize::Params p;
   ir::Shape in;  // NCHW
@@ -44,8 +44,6 @@ Result<bool> ParseLogical(const InferContext& c, const ir::Shape& nchw, Geometry
   for (size_t d = 0; d < 2; ++d)
     if (g->p.out[d] != nchw[d] || !resize::IsIdentity(resize::AxisTaps(g->p, d, nchw[d], g->p.out[d])))
       return false;
-  g->ty = resize::AxisTaps(g->p, 2, nchw[2], g->p.out[2]);
-  g->tx = resize::AxisTaps(g->p, 3, nchw[3], g->p.out[3]);
   return true;
 }
 
@@ -54,6 +52,8 @@ Result<Geometry> ParseNhwc(const InferContext& c) {
   Geometry g;
   FCB_ASSIGN_OR_RETURN(bool only_hw, ParseLogical(c, NhwcToNchw(Input(c, 0).shape), &g));
   if (!only_hw) return OpError(c.op, "resizes N or C; the NHWC form resizes only H and W");
+  g.ty = resize::AxisTaps(g.p, 2, g.in[2], g.p.out[2]);
+  g.tx = resize::AxisTaps(g.p, 3, g.in[3], g.p.out[3]);
   return g;
 }
 
@@ -130,7 +130,7 @@ Result<bool> FromResize(LayoutContext& c, const ir::Node& n) {
   if (n.op_type != "Resize" || n.outputs.size() != 1 || !c.IsNhwc(n.inputs[0])) return false;
   const ir::Graph& graph = c.graph();
   if (std::find(graph.outputs.begin(), graph.outputs.end(), n.outputs[0]) != graph.outputs.end()) return false;
-  if (c.LogicalShape(n.inputs[0]).size() != 4 || c.LogicalShape(n.inputs[0])[1] < kMinChannels) return false;
+  if (c.LogicalShape(n.inputs[0])[1] < kMinChannels) return false;  // rank 4: layout rules see only such inputs
   std::vector<TensorInfo> inputs;
   std::vector<const ir::TensorData*> constants;
   for (int v : n.inputs) {
