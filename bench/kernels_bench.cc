@@ -153,6 +153,27 @@ void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, i
   });
 }
 
+// The same GEMM with its weights cold, as in a model whose weights are read
+// once per run: enough copies of packed B (256 MiB in all, more than any
+// L3 here) that each call reads a copy that left the caches long ago.
+void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
+  const KernelTable& k = GetKernelTable(target);
+  const ArenaBuffer A(M * K, 1), C(M * N, 4);
+  const auto B = Random(K * N, 2), bias = Random(N, 3);
+  const auto one = PackGemmB(B.data(), K, N, N, 1);
+  const size_t copies = std::max<size_t>(2, (size_t{256} << 20) / (one.size() * sizeof(float)));
+  std::vector<Buffer> packed;
+  for (size_t i = 0; i < copies; ++i) packed.push_back(Aligned(one));
+  const Epilogue ep{};
+  Scratch scratch(kGemmScratchFloats);
+  size_t next = 0;
+  RunVsPeak(state, 2.0 * M * N * K, [&] {
+    k.gemm(M, N, K, A.data(), K, packed[next].data(), bias.data(), C.data(), N, ep, 0, M, scratch.get());
+    next = (next + 1) % copies;
+    benchmark::ClobberMemory();
+  });
+}
+
 // The RGB stem of mobile networks: a 3x3 stride-2 conv over 3 channels
 // (224x224 -> 112x112), K = 27.
 void BenchStem(benchmark::State& state, TargetId target, int64_t oc, bool nchw) {
@@ -314,6 +335,12 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("gemm_" + std::to_string(m) + "x" + std::to_string(n) + "x" +
                                     std::to_string(k) + "/" + name).c_str(),
                                    kernels::BenchGemm, t, m, n, k)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    for (auto [m, n, k] : {std::array<int64_t, 3>{128, 2304, 768}, {128, 3072, 768}, {128, 768, 3072}})
+      benchmark::RegisterBenchmark(("gemm_coldb_" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                    std::to_string(k) + "/" + name).c_str(),
+                                   kernels::BenchGemmColdB, t, m, n, k)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     // One register tile's worth of rows and columns: everything stays in L1,

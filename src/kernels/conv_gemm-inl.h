@@ -346,23 +346,28 @@ inline constexpr int64_t kMC = 10 * kMR;
 // rows of the packed tile lie a compile-time kKC floats apart, so one base and
 // one index register address all MR broadcasts (MR row pointers would not fit
 // the general registers), and packing is a plain copy of each row.
-template <int MR, int NV>
+template <int MR, int NV, bool kNext>
 HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const float* w,
-                                   int64_t panel_stride, VReg (&acc)[MR][NV]) {
+                                   int64_t panel_stride, const float* next, VReg (&acc)[MR][NV]) {
   int64_t off[NV];
   HWY_UNROLL(16)
   for (int v = 0; v < NV; ++v) off[v] = (v * kN / kPanel) * panel_stride + (v * kN) % kPanel;
   // Two reduction steps per iteration: the loop's pointer and counter updates
   // compete with the FMAs for execution ports, so halving them is worth ~3 %.
   int64_t k = 0;
-  for (; k + 2 <= kc; k += 2, w += 2 * kPanel) {
+  for (; k + 2 <= kc; k += 2, w += 2 * kPanel, next += 2 * kPanel) {
     HWY_UNROLL(2)
     for (int u = 0; u < 2; ++u) {
       VReg wv[NV];
       HWY_UNROLL(16)
       for (int v = 0; v < NV; ++v) {
-        if ((v * kN) % kPanel == 0)
-          hwy::Prefetch(w + u * kPanel + off[v] + kWeightPrefetchSteps * kPanel);
+        if ((v * kN) % kPanel == 0) {
+          if constexpr (kNext) {
+            __builtin_prefetch(next + u * kPanel + off[v], 0, 2);
+          } else {
+            hwy::Prefetch(w + u * kPanel + off[v] + kWeightPrefetchSteps * kPanel);
+          }
+        }
         wv[v] = hn::LoadU(d, w + u * kPanel + off[v]);
       }
       HWY_UNROLL(16)
@@ -392,7 +397,7 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
 template <int MR, int NV>
 HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const float* bias,
                            float* const* cp, const float* const* rp, const Epilogue& ep, int rows,
-                           int64_t col0, int64_t ncols, int64_t k0, int64_t kc) {
+                           int64_t col0, int64_t ncols, int64_t k0, int64_t kc, const float* next) {
   const DF d;
   VReg acc[MR][NV];
   const bool full = rows == MR && ncols == NV * kN;
@@ -426,7 +431,11 @@ HWY_NOINLINE void GemmTile(int64_t K, const float* apk, const float* bp, const f
         acc[r][v] = n > 0 && r < rows ? LoadN(d, cp[r] + col0 + v * kN, n) : hn::Zero(d);
     }
   }
-  MicroKernelPackedA<MR, NV>(d, apk, kc, bp + k0 * kPanel, K * kPanel, acc);
+  if (next != nullptr) {
+    MicroKernelPackedA<MR, NV, true>(d, apk, kc, bp + k0 * kPanel, K * kPanel, next, acc);
+  } else {
+    MicroKernelPackedA<MR, NV, false>(d, apk, kc, bp + k0 * kPanel, K * kPanel, nullptr, acc);
+  }
   float* op[MR];
   const float* res[MR];
   for (int r = 0; r < MR; ++r) {
@@ -550,7 +559,7 @@ HWY_INLINE void PackATile(const RowMap& rm, int64_t m0, int rows, int64_t k0, in
 template <int MR, int NV>
 HWY_INLINE void GemmTileAt(const RowTile& t, int64_t K, const float* apk, const float* bp,
                            const float* bias, const RowMap& rm, const Epilogue& ep,
-                           int64_t col0, int64_t ncols, int64_t k0, int64_t kc) {
+                           int64_t col0, int64_t ncols, int64_t k0, int64_t kc, const float* next) {
   float* cp[MR];
   const float* rp[MR];
   for (int r = 0; r < MR; ++r) {
@@ -559,26 +568,27 @@ HWY_INLINE void GemmTileAt(const RowTile& t, int64_t K, const float* apk, const 
     rp[r] = rm.res ? rm.res + m * rm.ldr : nullptr;
   }
   GemmTile<MR, NV>(K, apk + t.apk, bp, bias, cp, rm.res ? rp : nullptr, ep, t.rows, col0, ncols,
-                   k0, kc);
+                   k0, kc, next);
 }
 
 template <int NV>
 HWY_INLINE void GemmColumnTile(const RowTile* tiles, int ntiles, int64_t K, const float* apk,
                                const float* bp, const float* bias, const RowMap& rm,
                                const Epilogue& ep, int64_t col0, int64_t ncols, int64_t k0,
-                               int64_t kc) {
+                               int64_t kc, const float* next_sliver) {
   for (int i = 0; i < ntiles; ++i) {
     const RowTile& t = tiles[i];
+    const float* next = i + 1 == ntiles ? next_sliver : nullptr;
     if (t.mr == kMR) {
-      GemmTileAt<kMR, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+      GemmTileAt<kMR, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc, next);
     } else if (kMRWide > kMR && t.mr == kMR + 1) {
-      GemmTileAt<kMR + (kMRWide > kMR), NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+      GemmTileAt<kMR + (kMRWide > kMR), NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc, next);
     } else if (kMRWide > kMR && t.mr == kMRWide) {
-      GemmTileAt<kMRWide, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+      GemmTileAt<kMRWide, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc, next);
     } else if (t.mr == kMRSmall) {
-      GemmTileAt<kMRSmall, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+      GemmTileAt<kMRSmall, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc, next);
     } else {
-      GemmTileAt<1, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+      GemmTileAt<1, NV>(t, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc, next);
     }
   }
 }
@@ -634,11 +644,15 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
         const int64_t col0 = p * kPanel;
         const int64_t ncols = std::min<int64_t>(N - col0, kTilePanels * kPanel);
         const float* bp = packed_b + p * K * kPanel;
+        // The last row tile asks for the next column tile's sliver of B.
+        const float* next = p + kTilePanels < panels ? packed_b + (p + kTilePanels) * K * kPanel + k0 * kPanel
+                            : k0 + kc < K            ? packed_b + (k0 + kc) * kPanel
+                                                     : nullptr;
         if (panels - p >= kTilePanels) {
-          GemmColumnTile<kNV>(tiles, ntiles, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc);
+          GemmColumnTile<kNV>(tiles, ntiles, K, apk, bp, bias, rm, ep, col0, ncols, k0, kc, next);
         } else {  // AVX-512 only: one panel left over
           GemmColumnTile<kVecPerPanel>(tiles, ntiles, K, apk, bp, bias, rm, ep, col0, ncols, k0,
-                                       kc);
+                                       kc, next);
         }
       }
     }
