@@ -140,28 +140,15 @@ class ArenaBuffer {
   ArenaMemory mem_;
 };
 
-void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
-  const KernelTable& k = GetKernelTable(target);
-  const ArenaBuffer A(M * K, 1), C(M * N, 4);
-  const auto B = Random(K * N, 2), bias = Random(N, 3);
-  const auto packed = Aligned(PackGemmB(B.data(), K, N, N, 1));
-  const Epilogue ep{};
-  Scratch scratch(kGemmScratchFloats);
-  RunVsPeak(state, 2.0 * M * N * K, [&] {
-    k.gemm(M, N, K, A.data(), K, packed.data(), bias.data(), C.data(), N, ep, 0, M, scratch.get());
-    benchmark::ClobberMemory();
-  });
-}
-
-// The same GEMM with its weights cold, as in a model whose weights are read
-// once per run: enough copies of packed B (256 MiB in all, more than any
-// L3 here) that each call reads a copy that left the caches long ago.
-void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
+// cold_b: the weights cold, as in a model whose weights are read once per
+// run: enough copies of packed B (256 MiB in all, more than any L3 here)
+// that each call reads a copy that left the caches long ago.
+void BenchGemmB(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K, bool cold_b) {
   const KernelTable& k = GetKernelTable(target);
   const ArenaBuffer A(M * K, 1), C(M * N, 4);
   const auto B = Random(K * N, 2), bias = Random(N, 3);
   const auto one = PackGemmB(B.data(), K, N, N, 1);
-  const size_t copies = std::max<size_t>(2, (size_t{256} << 20) / (one.size() * sizeof(float)));
+  const size_t copies = cold_b ? std::max<size_t>(2, (size_t{256} << 20) / (one.size() * sizeof(float))) : 1;
   std::vector<Buffer> packed;
   for (size_t i = 0; i < copies; ++i) packed.push_back(Aligned(one));
   const Epilogue ep{};
@@ -172,6 +159,13 @@ void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t
     next = (next + 1) % copies;
     benchmark::ClobberMemory();
   });
+}
+
+void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
+  BenchGemmB(state, target, M, N, K, false);
+}
+void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
+  BenchGemmB(state, target, M, N, K, true);
 }
 
 // The RGB stem of mobile networks: a 3x3 stride-2 conv over 3 channels

@@ -346,6 +346,10 @@ inline constexpr int64_t kMC = 10 * kMR;
 // rows of the packed tile lie a compile-time kKC floats apart, so one base and
 // one index register address all MR broadcasts (MR row pointers would not fit
 // the general registers), and packing is a plain copy of each row.
+// kNext: instead of prefetching this sliver of B ahead, ask for the same
+// lines of the next sliver (next: its start, same panel stride) into L2, so
+// that the next column tile's first row tile does not wait on L3 or DRAM.
+// A prefetch past the end of B (a last, one-panel column tile) cannot fault.
 template <int MR, int NV, bool kNext>
 HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const float* w,
                                    int64_t panel_stride, const float* next, VReg (&acc)[MR][NV]) {
@@ -355,7 +359,7 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
   // Two reduction steps per iteration: the loop's pointer and counter updates
   // compete with the FMAs for execution ports, so halving them is worth ~3 %.
   int64_t k = 0;
-  for (; k + 2 <= kc; k += 2, w += 2 * kPanel, next += 2 * kPanel) {
+  for (; k + 2 <= kc; k += 2, w += 2 * kPanel) {
     HWY_UNROLL(2)
     for (int u = 0; u < 2; ++u) {
       VReg wv[NV];
@@ -363,7 +367,7 @@ HWY_INLINE void MicroKernelPackedA(DF d, const float* apk, int64_t kc, const flo
       for (int v = 0; v < NV; ++v) {
         if ((v * kN) % kPanel == 0) {
           if constexpr (kNext) {
-            __builtin_prefetch(next + u * kPanel + off[v], 0, 2);
+            __builtin_prefetch(next + (k + u) * kPanel + off[v], 0, 2);
           } else {
             hwy::Prefetch(w + u * kPanel + off[v] + kWeightPrefetchSteps * kPanel);
           }
