@@ -91,11 +91,11 @@ HWY_INLINE void StoreDwPixels(DF d, const VReg (&acc)[P], const ConvGeom& g, con
       else StoreN(ApplyActT<A>(d, x, ep), d, o, n);
     }
     if constexpr (A == Act::kNone)
-      if (IsLongAct(ep.act))
-        for (int j = 0; j < count; ++j) {
-          float* o = out + (p + j) * g.out_pixel_stride + c0;
-          Unary(ep, o, o, 0, std::min<int64_t>(n, kN));
-        }
+      if (IsLongAct(ep.act)) {
+        float* rows[P];
+        for (int j = 0; j < count; ++j) rows[j] = out + (p + j) * g.out_pixel_stride + c0;
+        UnaryRows(ep, rows, count, std::min<int64_t>(n, kN));
+      }
   });
 }
 

@@ -24,6 +24,8 @@ namespace fcb::kernels::FCB_KNS {
 // eltwise-inl.h: y = act(x) over [begin, end), in place when y == x (out of
 // line: the long activations after a tile's store call it, see IsLongAct).
 void Unary(const Epilogue& op, const float* x, float* y, int64_t begin, int64_t end);
+// The same in place over the first ncols floats of each of nrows rows.
+void UnaryRows(const Epilogue& op, float* const* rows, int nrows, int64_t ncols);
 
 // Vectors in one packed panel of 16 columns.
 inline constexpr int kVecPerPanel = static_cast<int>(kPanel) / kN;
@@ -113,7 +115,7 @@ HWY_INLINE void StoreTileT(DF d, VReg (&acc)[MR][NV], int rows, int64_t ncols,
   }
   if constexpr (A == Act::kNone)
     if (IsLongAct(ep.act))
-      for (int r = 0; r < rows; ++r) Unary(ep, out[r], out[r], 0, ncols);
+      UnaryRows(ep, out, rows, ncols);
 }
 
 template <int MR, int NV>
