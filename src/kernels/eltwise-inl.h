@@ -137,9 +137,16 @@ void Softmax(const float* x, float* y, int64_t cols, int64_t begin, int64_t end)
       StoreN(ExpKeepNaN(d, hn::Sub(LoadPartial(d, xr + i, cols - i), vm)), d, yr + i, cols - i);
       for (; i < cols; ++i) sum += yr[i];
     }
+    // y = e / sum, but 0 where that would be subnormal (e < FLT_MIN sum): an
+    // operation with a subnormal result takes a microcode assist of ~100
+    // cycles on x86, and a masked attention row (scores of -100 or -inf
+    // beside the window) is full of them. Softmax of a 9408x49 input with
+    // half of each row at -100: 0.60 -> 0.21 ms, as fast as without the mask.
     const VF inv = hn::Set(d, 1.f / sum);
-    for (i = 0; i + kN <= cols; i += kN) hn::StoreU(hn::Mul(hn::LoadU(d, yr + i), inv), d, yr + i);
-    for (; i < cols; ++i) yr[i] *= 1.f / sum;
+    const VF tiny = hn::Set(d, std::numeric_limits<float>::min() * sum);
+    const auto scaled = [&](VF e) { return hn::Mul(hn::IfThenZeroElse(hn::Lt(e, tiny), e), inv); };
+    for (i = 0; i + kN <= cols; i += kN) hn::StoreU(scaled(hn::LoadU(d, yr + i)), d, yr + i);
+    if (i < cols) StoreN(scaled(LoadPartial(d, yr + i, cols - i)), d, yr + i, cols - i);
   }
 }
 

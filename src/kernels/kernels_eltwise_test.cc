@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -155,6 +156,35 @@ TEST_P(EltwiseTest, SoftmaxLargeValues) {
         want[r * cols + c] = static_cast<float>(std::exp(x[r * cols + c] - mx) / s);
     }
     ExpectClose(got, want, std::string(K().isa) + " softmax cols" + std::to_string(cols));
+  }
+}
+
+// A masked attention row: entries far below the row's maximum (-100, -inf)
+// give 0 or a tiny normal float, never a subnormal (whose arithmetic is slow
+// on x86), and
+// the others stay accurate; a NaN still poisons its row.
+TEST_P(EltwiseTest, SoftmaxMaskedRowsGiveZeroNotSubnormal) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t cols : {2, 17, 49, 100}) {
+    auto x = Random(3 * cols, static_cast<uint32_t>(cols) + 40, -3.f, 3.f);
+    for (int64_t c = 0; c < cols; c += 2) x[c] -= 100.f;  // row 0: every other entry masked
+    for (int64_t c = 1; c < cols; c += 3) x[cols + c] = -inf;  // row 1: -inf masks
+    x[2 * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();  // row 2: a NaN
+    std::vector<float> got(x.size(), -1.f);
+    K().softmax(x.data(), got.data(), cols, 0, 3);
+    for (int64_t r = 0; r < 2; ++r) {
+      double mx = -1e300, s = 0;
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, double{x[r * cols + c]});
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - mx);
+      for (int64_t c = 0; c < cols; ++c) {
+        const double want = std::exp(x[r * cols + c] - mx) / s;
+        const float g = got[r * cols + c];
+        EXPECT_NE(std::fpclassify(g), FP_SUBNORMAL) << K().isa << " cols " << cols << " row " << r << " col " << c;
+        if (want < 1e-30) EXPECT_LE(std::abs(g), 1e-37f) << K().isa << " cols " << cols << " row " << r << " col " << c;
+        else EXPECT_NEAR(g, want, 2e-6 * want) << K().isa << " cols " << cols << " row " << r << " col " << c;
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) EXPECT_TRUE(std::isnan(got[2 * cols + c])) << K().isa << " NaN row col " << c;
   }
 }
 
