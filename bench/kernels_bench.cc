@@ -211,8 +211,8 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
 // with few input channels (its 112x112 x 16 -> 96 expansion): the two halves
 // of an inverted-residual block.
 // A k x k depthwise conv with "same" padding (k / 2 on every side).
-void BenchDepthwise(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride,
-                    int64_t ksize) {
+void BenchDepthwiseAct(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride,
+                       int64_t ksize, Act act) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
   g.n = 1, g.ih = g.iw = hw, g.ic = g.oc = g.groups = c, g.kh = g.kw = ksize;
@@ -223,14 +223,14 @@ void BenchDepthwise(benchmark::State& state, TargetId target, int64_t hw, int64_
   const auto packed = Aligned(PackDepthwise(w.data(), c, ksize, ksize));
   const auto pbias = Aligned(PackDepthwiseBias(b.data(), c));
   Buffer out(static_cast<size_t>(g.oh * g.ow * c));
-  const Epilogue ep{Act::kClip, 0.f, 6.f};
+  const Epilogue ep{act, 0.f, 6.f};
   RunVsPeak(state, 2.0 * g.oh * g.ow * c * ksize * ksize, [&] {
     k.depthwise(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, g.oh * g.ow);
     benchmark::ClobberMemory();
   });
 }
 
-void BenchPointwise(benchmark::State& state, TargetId target, int64_t hw, int64_t ic, int64_t oc) {
+void BenchPointwiseAct(benchmark::State& state, TargetId target, int64_t hw, int64_t ic, int64_t oc, Act act) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
   g.n = 1, g.ih = g.iw = g.oh = g.ow = hw, g.ic = ic, g.oc = oc, g.kh = g.kw = 1;
@@ -240,12 +240,20 @@ void BenchPointwise(benchmark::State& state, TargetId target, int64_t hw, int64_
   const auto packed = Aligned(PackConv(w.data(), oc, ic, 1, 1, 1));
   const auto pbias = Aligned(PackConvBias(b.data(), oc, 1));
   Buffer out(static_cast<size_t>(hw * hw * oc));
-  const Epilogue ep{Act::kClip, 0.f, 6.f};
+  const Epilogue ep{act, 0.f, 6.f};
   Scratch scratch(kGemmScratchFloats);
   RunVsPeak(state, 2.0 * hw * hw * ic * oc, [&] {
     k.conv(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, hw * hw, scratch.get());
     benchmark::ClobberMemory();
   });
+}
+
+// Both as the MobileNets run them, ending in ReLU6.
+void BenchDepthwise(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride, int64_t ksize) {
+  BenchDepthwiseAct(state, target, hw, c, stride, ksize, Act::kClip);
+}
+void BenchPointwise(benchmark::State& state, TargetId target, int64_t hw, int64_t ic, int64_t oc) {
+  BenchPointwiseAct(state, target, hw, ic, oc, Act::kClip);
 }
 
 #ifdef FCB_BENCH_OPENBLAS
@@ -367,6 +375,19 @@ int main(int argc, char** argv) {
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("conv1x1_56x56_24to144/" + name).c_str(), kernels::BenchPointwise, t, 56, 24, 144)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    // The same two with SiLU, the EfficientNets' activation (the others above end in ReLU6).
+    benchmark::RegisterBenchmark(("dw3x3_112x112x32_silu/" + name).c_str(), kernels::BenchDepthwiseAct, t, 112, 32, 1,
+                                 3, kernels::Act::kSilu)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("dw5x5_14x14x480_silu/" + name).c_str(), kernels::BenchDepthwiseAct, t, 14, 480, 1, 5,
+                                 kernels::Act::kSilu)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("conv1x1_56x56_24to144_silu/" + name).c_str(), kernels::BenchPointwiseAct, t, 56,
+                                 24, 144, kernels::Act::kSilu)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     // ResNet-50's bottleneck 1x1 convs (14x14 256 -> 512 is one thread's half of the 1024 at 2 threads).

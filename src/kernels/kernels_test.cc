@@ -312,6 +312,20 @@ TEST_P(KernelTest, Depthwise) {
   }
 }
 
+// Every activation through DepthwiseSweep3, which takes its pixels'
+// activations kActVectors abreast and the rest of a run one at a time: runs
+// of 38, 19 and 22 interior pixels leave every remainder but 0 and 1 or 3.
+TEST_P(KernelTest, DepthwiseSweepEveryActivation) {
+  const ConvCase cases[] = {
+      {1, 3, 40, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 20, 0, 0},
+      {1, 4, 45, 33, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 33, 0, 1},
+  };
+  int i = 0;
+  for (const ConvCase& c : cases)
+    for (Act act : kAllActs)
+      for (bool res : {false, true}) RunConv(K(), c, act, res, true, 900 + i++);
+}
+
 // ---------------------------------------------------------------------------
 // GEMM and MatMul
 
