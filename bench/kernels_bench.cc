@@ -168,6 +168,18 @@ void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t
   BenchGemmB(state, target, M, N, K, true);
 }
 
+// MatMul of two activations (KernelTable::matmul, B row-major and read in
+// place): an attention head's scores, Q [M x K] times K^T [K x N].
+void BenchMatMul(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
+  const KernelTable& k = GetKernelTable(target);
+  const auto a = Random(M * K, 1), b = Random(K * N, 2);
+  Buffer c(static_cast<size_t>(M * N));
+  RunVsPeak(state, 2.0 * M * N * K, [&] {
+    k.matmul(M, N, K, a.data(), K, b.data(), N, c.data(), N, 0, M);
+    benchmark::ClobberMemory();
+  });
+}
+
 // The RGB stem of mobile networks: a 3x3 stride-2 conv over 3 channels
 // (224x224 -> 112x112), K = 27.
 void BenchStem(benchmark::State& state, TargetId target, int64_t oc, bool nchw) {
@@ -382,6 +394,13 @@ int main(int argc, char** argv) {
                                  3, kernels::Act::kSilu)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
+    // Attention products: BERT-base (sequence 128, head 64) and a Swin window (49 tokens, head 32).
+    for (auto [m, n, kk] : {std::array<int64_t, 3>{128, 128, 64}, {128, 64, 128}, {49, 49, 32}, {49, 32, 49}})
+      benchmark::RegisterBenchmark(("matmul_" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +
+                                    "/" + name).c_str(),
+                                   kernels::BenchMatMul, t, m, n, kk)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("dw5x5_14x14x480_silu/" + name).c_str(), kernels::BenchDepthwiseAct, t, 14, 480, 1, 5,
                                  kernels::Act::kSilu)
         ->UseManualTime()
