@@ -313,8 +313,9 @@ TEST_P(KernelTest, Depthwise) {
 }
 
 // Every activation through DepthwiseSweep3, which takes its pixels'
-// activations kActVectors abreast and the rest of a run one at a time: runs
-// of 38, 19 and 22 interior pixels leave every remainder but 0 and 1 or 3.
+// activations kActVectors abreast and the rest of a run one at a time: output
+// rows of 40 pixels at stride 1 (the test's two calls split one of them) and
+// of 23 at stride 2, whose interior runs leave remainders after the groups.
 TEST_P(KernelTest, DepthwiseSweepEveryActivation) {
   const ConvCase cases[] = {
       {1, 3, 40, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 20, 0, 0},
