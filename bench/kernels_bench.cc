@@ -223,8 +223,8 @@ void BenchConv3x3(benchmark::State& state, TargetId target) {
 // with few input channels (its 112x112 x 16 -> 96 expansion): the two halves
 // of an inverted-residual block.
 // A k x k depthwise conv with "same" padding (k / 2 on every side).
-void BenchDepthwiseAct(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride,
-                       int64_t ksize, Act act) {
+void BenchDepthwise(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride,
+                    int64_t ksize, Act act) {
   const KernelTable& k = GetKernelTable(target);
   ConvGeom g{};
   g.n = 1, g.ih = g.iw = hw, g.ic = g.oc = g.groups = c, g.kh = g.kw = ksize;
@@ -260,10 +260,7 @@ void BenchPointwiseAct(benchmark::State& state, TargetId target, int64_t hw, int
   });
 }
 
-// Both as the MobileNets run them, ending in ReLU6.
-void BenchDepthwise(benchmark::State& state, TargetId target, int64_t hw, int64_t c, int64_t stride, int64_t ksize) {
-  BenchDepthwiseAct(state, target, hw, c, stride, ksize, Act::kClip);
-}
+// As the MobileNets run it, ending in ReLU6.
 void BenchPointwise(benchmark::State& state, TargetId target, int64_t hw, int64_t ic, int64_t oc) {
   BenchPointwiseAct(state, target, hw, ic, oc, Act::kClip);
 }
@@ -374,24 +371,29 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
     // Depthwise convs of MobileNet-v2 and EfficientNet-B0 (5x5 on small maps:
-    // most pixels are edge pixels).
+    // most pixels are edge pixels), ending in ReLU6, and two with SiLU, the
+    // EfficientNets' activation.
+    using kernels::Act;
     const struct {
       const char* label;
       int64_t hw, c, stride, ksize;
-    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3}, {"dw3x3_112x112x32", 112, 32, 1, 3}, {"dw3x3s2_112x112x96", 112, 96, 2, 3}, {"dw3x3_14x14x576", 14, 576, 1, 3},
-               {"dw5x5_7x7x1152", 7, 1152, 1, 5},  {"dw5x5_14x14x480", 14, 480, 1, 5},
-               {"dw5x5s2_56x56x144", 56, 144, 2, 5}};
+      Act act;
+    } dws[] = {{"dw3x3_56x56x144", 56, 144, 1, 3, Act::kClip},         {"dw3x3_112x112x32", 112, 32, 1, 3, Act::kClip},
+               {"dw3x3s2_112x112x96", 112, 96, 2, 3, Act::kClip},      {"dw3x3_14x14x576", 14, 576, 1, 3, Act::kClip},
+               {"dw5x5_7x7x1152", 7, 1152, 1, 5, Act::kClip},          {"dw5x5_14x14x480", 14, 480, 1, 5, Act::kClip},
+               {"dw5x5s2_56x56x144", 56, 144, 2, 5, Act::kClip},       {"dw3x3_112x112x32_silu", 112, 32, 1, 3, Act::kSilu},
+               {"dw5x5_14x14x480_silu", 14, 480, 1, 5, Act::kSilu}};
     for (const auto& dw : dws)
       benchmark::RegisterBenchmark((std::string(dw.label) + "/" + name).c_str(), kernels::BenchDepthwise, t, dw.hw,
-                                   dw.c, dw.stride, dw.ksize)
+                                   dw.c, dw.stride, dw.ksize, dw.act)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("conv1x1_56x56_24to144/" + name).c_str(), kernels::BenchPointwise, t, 56, 24, 144)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
-    // The same two with SiLU, the EfficientNets' activation (the others above end in ReLU6).
-    benchmark::RegisterBenchmark(("dw3x3_112x112x32_silu/" + name).c_str(), kernels::BenchDepthwiseAct, t, 112, 32, 1,
-                                 3, kernels::Act::kSilu)
+    // The same with SiLU.
+    benchmark::RegisterBenchmark(("conv1x1_56x56_24to144_silu/" + name).c_str(), kernels::BenchPointwiseAct, t, 56,
+                                 24, 144, Act::kSilu)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     // Attention products: BERT-base (sequence 128, head 64) and a Swin window (49 tokens, head 32).
@@ -401,14 +403,6 @@ int main(int argc, char** argv) {
                                    kernels::BenchMatMul, t, m, n, kk)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("dw5x5_14x14x480_silu/" + name).c_str(), kernels::BenchDepthwiseAct, t, 14, 480, 1, 5,
-                                 kernels::Act::kSilu)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("conv1x1_56x56_24to144_silu/" + name).c_str(), kernels::BenchPointwiseAct, t, 56,
-                                 24, 144, kernels::Act::kSilu)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
     // ResNet-50's bottleneck 1x1 convs (14x14 256 -> 512 is one thread's half of the 1024 at 2 threads).
     for (auto [hw, ic, oc] : {std::array<int64_t, 3>{14, 256, 1024}, {14, 256, 512}, {56, 64, 256}, {28, 512, 128}})
       benchmark::RegisterBenchmark(("conv1x1_" + std::to_string(hw) + "x" + std::to_string(hw) + "_" +
