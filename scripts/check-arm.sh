@@ -54,7 +54,7 @@ for cpu in max "max,sve-default-vector-length=32" "max,sve-default-vector-length
   # At 128 bits armv8.2-a+sve (SVE at 256 or 512 bits) cannot run: the test
   # that insists every target ran is for the other two lengths.
   case "$cpu" in *=16) filter="-KernelTableTest.TestsCoverEveryTargetOnThisHost" ;; esac
-  for t in kernels_test kernels_eltwise_test kernels_winograd_test qgemm_test; do
+  for t in kernels_test kernels_eltwise_test kernels_winograd_test int8_kernels_test; do
     if ! out=$("${qemu[@]}" -cpu "$cpu" "$arm/tests/$t" --gtest_filter="$filter" 2>&1); then
       echo "$out" | grep -E "FAILED|Failure" -A3 | head -30
       echo "FAIL: $t on -cpu $cpu"

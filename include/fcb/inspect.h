@@ -33,7 +33,7 @@ FCB_API std::vector<TargetDesc> ListTargets();
 // ----------------------------------------------------------------- operators
 
 struct OperatorDesc {
-  std::string name;       // ONNX op_type, or the name of one of fcb's internal (lowered) operators
+  std::string name;       // ONNX op_type, or the name of one of fcb's internal operators
   bool internal = false;  // true: made by the compiler's passes, not accepted from ONNX
   int min_inputs = 0, max_inputs = 0;
   int min_outputs = 0, max_outputs = 0;

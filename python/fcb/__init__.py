@@ -233,5 +233,5 @@ def targets() -> List[Dict[str, Any]]:
 
 def ops(internal: bool = False) -> List[str]:
     """The operators fcb implements, sorted: the ONNX op_types (`fcb ops`), and
-    with internal=True also the compiler's own lowered operators."""
+    with internal=True also the compiler's own internal operators."""
     return _fcb.ops(internal)

@@ -2,7 +2,7 @@
 //
 // A generic driver: each node goes to the lowering rules its op's OpDefs
 // registered (ops/lowering.h; the rules, their cost models and packing live
-// with the operators in ops/lowered/), highest priority first; a node no rule
+// with the operators in ops/internal/), highest priority first; a node no rule
 // takes becomes one step unchanged. The packed layouts are target-neutral, so
 // identical bytes land in the weight pool once. Then activations get arena
 // offsets from the memory planner and the plan is checked by the loader's own

@@ -52,7 +52,7 @@ struct HostFeatures {
        lzcnt = false, movbe = false;
   bool avx512f = false, avx512bw = false, avx512cd = false, avx512dq = false, avx512vl = false;
   // Integer dot products (8-bit multiply, 32-bit accumulate): not part of any
-  // x86-64 level; the int8 kernels use them where present (kernels/qgemm.h).
+  // x86-64 level; the int8 kernels use them where present (kernels/int8.h).
   bool avx512vnni = false, avxvnni = false;
   bool avx512vbmi = false;  // byte permutes (the int8 table lookup)
   bool os_avx = false;     // XCR0 bits 1,2 (SSE, AVX state)

@@ -1,5 +1,5 @@
 // The Highway targets the kernel translation units compile (kernels_hwy.cc,
-// qkernels_hwy.cc): SSSE3 and AVX3_DL are not used, and the SVE family is
+// int8_hwy.cc): SSSE3 and AVX3_DL are not used, and the SVE family is
 // compiled in translation units of its own (src/kernels/variants/). Include
 // before any Highway header; HWY_COMPILE_ALL_ATTAINABLE keeps HWY_SCALAR and
 // every lower target even when the build's baseline (-march) is above them.

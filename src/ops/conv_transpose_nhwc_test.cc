@@ -1,4 +1,4 @@
-// ConvTransposeNhwc (lowered/conv_transpose_nhwc.cc) against the reference
+// ConvTransposeNhwc (internal/conv_transpose_nhwc.cc) against the reference
 // ONNX ConvTranspose kernel (conv_ref.cc, NCHW, scalar: an independent
 // path), on every runnable target and with 1 and 3 threads, over strides,
 // dilations, pads, output_padding, groups and channel counts that are not
@@ -81,7 +81,7 @@ TEST(ConvTransposeNhwc, MatchesTheReferenceOnEveryTarget) {
     ASSERT_EQ(geom.value().oh, ys[2]);
     ASSERT_EQ(geom.value().ow, ys[3]);
     const auto want_nhwc = F32({ys[0], ys[2], ys[3], ys[1]}, NchwToNhwc(Values<float>(*want.value()[0]), ys[0], ys[1], ys[2], ys[3]));
-    const auto packed = lowered::PackConvTranspose(wv.data(), t.ic, t.ocg, t.kh, t.kw, t.group);
+    const auto packed = internal::PackConvTranspose(wv.data(), t.ic, t.ocg, t.kh, t.kw, t.group);
     const std::vector<TensorPtr> in = {F32({t.n, t.ih, t.iw, t.ic}, NchwToNhwc(xv, t.n, t.ic, t.ih, t.iw)),
                                        F32({static_cast<int64_t>(packed.size())}, packed), b};
     const Attrs attrs = NhwcAttrs(geom.value(), t.group, oc);
@@ -102,7 +102,7 @@ TEST(ConvTransposeNhwc, FusedActivationMatchesReluAfterwards) {
   const auto xv = Rand(t.ic * t.ih * t.iw, 7), wv = Rand(t.ic * t.ocg * 9, 8, -0.5f, 0.5f), bv = Rand(t.ocg, 9);
   auto geom = ResolveConvTranspose2d(OnnxAttrs(t), {1, t.ic, t.ih, t.iw}, {t.ic, t.ocg, 3, 3});
   ASSERT_TRUE(geom.ok());
-  const auto packed = lowered::PackConvTranspose(wv.data(), t.ic, t.ocg, 3, 3, 1);
+  const auto packed = internal::PackConvTranspose(wv.data(), t.ic, t.ocg, 3, 3, 1);
   const std::vector<TensorPtr> in = {F32({1, t.ih, t.iw, t.ic}, NchwToNhwc(xv, 1, t.ic, t.ih, t.iw)),
                                      F32({static_cast<int64_t>(packed.size())}, packed), F32({t.ocg}, bv)};
   const auto& table = kernels::GetKernelTable(TargetId::kGeneric);
@@ -119,7 +119,7 @@ TEST(ConvTransposeNhwc, InferenceRefusesWhatTheKernelCannotRun) {
   auto Z = [](Shape s) { return ir::TensorData::Make(DType::kF32, std::move(s)); };
   const int64_t ic = 8, oc = 12;
   const auto x = Z({1, 5, 5, ic});
-  const auto w = Z({static_cast<int64_t>(lowered::PackConvTranspose(std::vector<float>(ic * oc * 9).data(), ic, oc, 3, 3, 1).size())});
+  const auto w = Z({static_cast<int64_t>(internal::PackConvTranspose(std::vector<float>(ic * oc * 9).data(), ic, oc, 3, 3, 1).size())});
   const auto b = Z({oc});
   auto infer = [](const Attrs& a, std::vector<TensorPtr> in) { return InferOnly(opname::ConvTransposeNhwc, a, in); };
   EXPECT_TRUE(infer(NhwcAttrs(g, 1, oc), {x, w, b}).ok());

@@ -12,7 +12,7 @@ void RegisterTensorOps(std::vector<OpDef>* ops);       // tensor.cc: Reshape, Tr
 void RegisterReduceOps(std::vector<OpDef>* ops);       // reduce.cc: Reduce*, Softmax, ArgMax, ...
 void RegisterMatMulOps(std::vector<OpDef>* ops);       // matmul.cc: MatMul, Gemm (variable operands)
 void RegisterNnOps(std::vector<OpDef>* ops);           // nn.cc: Conv, pools, BatchNormalization (ONNX forms)
-// The internal (lowered) operators register through FCB_LOWERED_OPS (ops/names.h).
+// The internal operators register through FCB_INTERNAL_OPS (ops/names.h).
 
 // Sub-families, called from the family hooks above (ops engineer's files).
 void RegisterUnaryOps(std::vector<OpDef>* ops);        // unary.cc: unary math, Clip, Cast, Identity, Dropout (from elementwise)

@@ -1,6 +1,6 @@
 // MatMul (NumPy semantics: 1-D promotion, broadcast batch dims) and Gemm with
 // variable operands. Constant-weight Gemm/MatMul are lowered to GemmPacked
-// (ops/lowered/gemm_packed.cc); what reaches these kernels has both operands known
+// (ops/internal/gemm_packed.cc); what reaches these kernels has both operands known
 // only at run time, so nothing is packed here.
 //
 // float32 calls the target's matmul kernel on blocks of kRowBlock rows; each

@@ -3,18 +3,18 @@
 //
 // Internal operators are what lowering emits (and, for the NHWC conv and pool
 // forms, what the layout pass creates): they are not ONNX operators and a
-// model cannot name them. Each has one home under ops/lowered/ (see
-// docs/adding-an-operator.md); FCB_LOWERED_OPS is the list of them, and adding
+// model cannot name them. Each has one home under ops/internal/ (see
+// docs/adding-an-operator.md); FCB_INTERNAL_OPS is the list of them, and adding
 // an operator adds one line here.
 //
 // X(Name, definition function): the definition function is declared by
-// ops/lowered/lowered.h and defined in the operator's own file.
+// ops/internal/internal.h and defined in the operator's own file.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
-#define FCB_LOWERED_OPS(X)                          \
+#define FCB_INTERNAL_OPS(X)                          \
   X(ConvNhwc, DefineConvNhwc)                       \
   X(ConvWinogradNhwc, DefineConvWinogradNhwc)       \
   X(ConvExpandDwNhwc, DefineConvExpandDwNhwc)       \
@@ -65,7 +65,7 @@ namespace fcb::ops {
 // error naming both (an older fcb a newer plan, a newer fcb an older one).
 //   0: files written before plan versions were recorded (refused)
 //   2: typed operator parameters (GemmPacked "columns"), per-thread scratch
-//   3: QConvNhwc (int8 panels, kernels/qgemm.h), QLookup
+//   3: QConvNhwc (int8 panels, kernels/int8.h), QLookup
 //   4: the GELU activation (kernels::Act::kGelu) in epilogues
 //   5: ConvNhwc depthwise = 2, the small-group packing (PackGroupedSmall)
 //   6: ConvNhwc / ConvWinogradNhwc output channel slices (out_channel_offset,
@@ -75,7 +75,7 @@ inline constexpr uint32_t kPlanVersion = 7;
 
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;
-FCB_LOWERED_OPS(FCB_OPNAME)
+FCB_INTERNAL_OPS(FCB_OPNAME)
 #undef FCB_OPNAME
 }  // namespace opname
 

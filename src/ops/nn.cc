@@ -1,6 +1,6 @@
 // The NN family: ONNX Conv / pools / BatchNormalization (shape inference and
 // the reference kernels they run on when they stay in ONNX form). The layout
-// pass turns 4-D float ones into the NHWC operators of ops/lowered/
+// pass turns 4-D float ones into the NHWC operators of ops/internal/
 // (conv_nhwc.cc, pool_nhwc.cc), which is how models normally run them.
 #include <algorithm>
 #include <cmath>

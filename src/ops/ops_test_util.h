@@ -13,7 +13,7 @@
 
 #include "core/target.h"
 #include "core/thread_pool.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/op.h"
 
 namespace fcb::ops::testing {

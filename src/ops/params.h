@@ -1,6 +1,6 @@
 // Typed parameters of internal operators, encoded once.
 //
-// A lowered operator keeps its parameters in a plain struct with one member
+// An internal operator keeps its parameters in a plain struct with one member
 // function listing its fields:
 //
 //   struct PoolParams {

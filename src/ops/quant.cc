@@ -39,7 +39,7 @@
 #include <type_traits>
 
 #include "core/half.h"
-#include "kernels/qgemm.h"
+#include "kernels/int8.h"
 #include "ops/conv_ref.h"
 #include "ops/families.h"
 #include "ops/matmul_geom.h"

@@ -3,7 +3,7 @@
 
 #include "ops/op.h"
 #include "ops/families.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 
 namespace fcb::ops {
 
@@ -89,7 +89,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterMatMulOps(&v);
     RegisterNnOps(&v);
 #define FCB_ADD_LOWERED(name, def) v.push_back(def());
-    FCB_LOWERED_OPS(FCB_ADD_LOWERED)
+    FCB_INTERNAL_OPS(FCB_ADD_LOWERED)
 #undef FCB_ADD_LOWERED
     RegisterActivationExtraOps(&v);
     RegisterScanOneHotOps(&v);

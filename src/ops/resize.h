@@ -1,4 +1,4 @@
-// What Resize's forms share (ops/resize.cc, ops/lowered/resize_nhwc.cc): its
+// What Resize's forms share (ops/resize.cc, ops/internal/resize_nhwc.cc): its
 // attributes and constant inputs parsed, and the taps of one axis (the input
 // coordinates and weights each output coordinate reads, as the ONNX
 // reference defines them).

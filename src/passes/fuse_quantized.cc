@@ -1,9 +1,9 @@
 // FuseQuantized: quantized-graph patterns -> one int8 kernel node (QConv /
-// QConvNhwc, ops/lowered/qconv_nhwc.cc, which documents the modes).
+// QConvNhwc, ops/internal/qconv_nhwc.cc, which documents the modes).
 #include <cmath>
 #include <string>
 
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/names.h"
 #include "ops/op.h"
 #include "ops/params.h"
@@ -18,9 +18,9 @@ using ir::Graph;
 using ir::Node;
 
 constexpr int64_t kOnnxFloat = 1;  // TensorProto FLOAT (Cast "to")
-using Mode = ops::lowered::QConvMode;
-constexpr Mode kInt32 = ops::lowered::kQInt32, kScaled = ops::lowered::kQScaled,
-               kMultiplier = ops::lowered::kQMultiplier, kQdq = ops::lowered::kQQdq, kQLinear = ops::lowered::kQLinear;
+using Mode = ops::internal::QConvMode;
+constexpr Mode kInt32 = ops::internal::kQInt32, kScaled = ops::internal::kQScaled,
+               kMultiplier = ops::internal::kQMultiplier, kQdq = ops::internal::kQQdq, kQLinear = ops::internal::kQLinear;
 
 constexpr auto IsQ = ir::IsInt8Type;
 
@@ -118,7 +118,7 @@ class Fuser {
     } else {
       // A matrix product: QConvNhwc as a 1x1 convolution over the rows.
       r.op_type = std::string(ops::opname::QConvNhwc);
-      ops::lowered::QConvParams p;
+      ops::internal::QConvParams p;
       p.matrix = 1;
       p.mode = mode;
       p.out_channels = g_.values[In(r, 3)].shape[1];

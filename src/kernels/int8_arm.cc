@@ -1,4 +1,4 @@
-// The AArch64 dot-product tile of the int8 kernels (see qgemm.h): SDOT
+// The AArch64 dot-product tile of the int8 kernels (see int8.h): SDOT
 // multiplies four signed bytes of A by four signed bytes of B per 32-bit lane
 // and adds the four products to the lane, exactly. A is unsigned, so each
 // byte is shifted to signed (a - 128, an exclusive or with 0x80) and the
@@ -10,14 +10,14 @@
 // i8mm extension, which armv8.2-a hosts lack.)
 //
 // This file is compiled with -march=armv8.2-a+dotprod (CMakeLists.txt) and
-// -fno-tree-vectorize, and qgemm.cc calls it only when the host reports the
+// -fno-tree-vectorize, and int8_conv.cc calls it only when the host reports the
 // dot-product extension (HostFeatures::asimddp), whatever the target.
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
 #include <cstring>
 
-#include "kernels/qkernels_internal.h"
+#include "kernels/int8_internal.h"
 
 namespace fcb::kernels::internal {
 namespace {

@@ -10,13 +10,13 @@
 #include <algorithm>
 
 #include "ops/conv_geom.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
 namespace {
 
-struct PoolParams : lowered::WindowParams {
+struct PoolParams : internal::WindowParams {
   int64_t ceil_mode = 0, count_include_pad = 0;
   template <typename V>
   void Fields(V& v) {
@@ -27,11 +27,11 @@ struct PoolParams : lowered::WindowParams {
 };
 
 Result<kernels::PoolGeom> Resolve(std::string_view op, const Attrs& a, const TensorInfo& x) {
-  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(op, x, "input"));
+  FCB_RETURN_IF_ERROR(internal::ExpectNhwc(op, x, "input"));
   FCB_ASSIGN_OR_RETURN(PoolParams p, DecodeParams<PoolParams>(op, a));
   kernels::PoolGeom g{};
   g.n = x.shape[0], g.ih = x.shape[1], g.iw = x.shape[2], g.c = x.shape[3];
-  FCB_RETURN_IF_ERROR(lowered::WindowOutput(op, g.ih, g.iw, p.kernel, p.strides, p.dilations, p.pads,
+  FCB_RETURN_IF_ERROR(internal::WindowOutput(op, g.ih, g.iw, p.kernel, p.strides, p.dilations, p.pads,
                                             p.ceil_mode != 0, &g.oh, &g.ow));
   g.kh = p.kernel[0], g.kw = p.kernel[1];
   g.sh = p.strides[0], g.sw = p.strides[1];
@@ -80,7 +80,7 @@ Result<bool> FromPool(LayoutContext& c, const ir::Node& n) {
   p.Set(w);
   p.ceil_mode = n.GetInt("ceil_mode", 0) != 0;
   p.count_include_pad = n.GetInt("count_include_pad", 0) != 0;
-  ir::Node r = lowered::NhwcNode(c, n, n.op_type == "MaxPool" ? opname::MaxPoolNhwc : opname::AvgPoolNhwc);
+  ir::Node r = internal::NhwcNode(c, n, n.op_type == "MaxPool" ? opname::MaxPoolNhwc : opname::AvgPoolNhwc);
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -88,7 +88,7 @@ Result<bool> FromPool(LayoutContext& c, const ir::Node& n) {
 
 Status InferGlobalAvg(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& x = c.inputs[0];
-  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(c.op, x, "input"));
+  FCB_RETURN_IF_ERROR(internal::ExpectNhwc(c.op, x, "input"));
   out->push_back({ir::DType::kF32, {x.shape[0], 1, 1, x.shape[3]}});
   return Status::Ok();
 }
@@ -105,26 +105,26 @@ Result<std::unique_ptr<Kernel>> CreateGlobalAvg(const CreateContext& c) {
 }
 
 Result<bool> FromGlobalAvg(LayoutContext& c, const ir::Node& n) {
-  c.EmitNhwc(lowered::NhwcNode(c, n, opname::GlobalAvgPoolNhwc));
+  c.EmitNhwc(internal::NhwcNode(c, n, opname::GlobalAvgPoolNhwc));
   return true;
 }
 
 }  // namespace
 
 OpDef DefineMaxPoolNhwc() {
-  OpDef d = lowered::LoweredOp(opname::MaxPoolNhwc, 1, 1, InferPool, CreatePool);
+  OpDef d = internal::LoweredOp(opname::MaxPoolNhwc, 1, 1, InferPool, CreatePool);
   d.layouts = {{"MaxPool", FromPool}};
   return d;
 }
 
 OpDef DefineAvgPoolNhwc() {
-  OpDef d = lowered::LoweredOp(opname::AvgPoolNhwc, 1, 1, InferPool, CreatePool);
+  OpDef d = internal::LoweredOp(opname::AvgPoolNhwc, 1, 1, InferPool, CreatePool);
   d.layouts = {{"AveragePool", FromPool}};
   return d;
 }
 
 OpDef DefineGlobalAvgPoolNhwc() {
-  OpDef d = lowered::LoweredOp(opname::GlobalAvgPoolNhwc, 1, 1, InferGlobalAvg, CreateGlobalAvg);
+  OpDef d = internal::LoweredOp(opname::GlobalAvgPoolNhwc, 1, 1, InferGlobalAvg, CreateGlobalAvg);
   d.layouts = {{"GlobalAveragePool", FromGlobalAvg}};
   return d;
 }

@@ -1,5 +1,5 @@
 // Multi-threaded splits of ConvNhwc and GemmPacked over output channels
-// (lowered/): with few output pixels (rows) the threads take ranges of weight
+// (internal/): with few output pixels (rows) the threads take ranges of weight
 // panels instead of ranges of pixels. On every runnable target and with 1, 2
 // and 3 threads the result must match a plain loop, including a last range
 // that ends inside a panel (output channels not a multiple of 32), a fused
@@ -49,7 +49,7 @@ void CheckConv(int64_t h, int64_t wd, int64_t ic, int64_t oc, int64_t k) {
   const auto want = F32({1, h, wd, oc}, ConvLoop(xv, wv, bv, rv, h, wd, ic, oc, k, pad));
   const auto pw = kernels::PackConv(wv.data(), oc, ic, k, k, 1);
   const auto pb = kernels::PackConvBias(bv.data(), oc, 1);
-  lowered::ConvParams p;
+  internal::ConvParams p;
   p.kernel = {k, k}, p.pads = {pad, pad, pad, pad}, p.out_channels = oc;
   p.ep.act = kernels::Act::kRelu;
   const Attrs attrs = A(EncodeParams(p));

@@ -1,4 +1,4 @@
-// The x86 VNNI dot-product tiles of the int8 kernels (see qgemm.h): VPDPBUSD
+// The x86 VNNI dot-product tiles of the int8 kernels (see int8.h): VPDPBUSD
 // multiplies four unsigned bytes of A by four signed bytes of B per 32-bit
 // lane and adds the four products to the lane, exactly (no saturation: the
 // VPDPBUSDS form is the saturating one). A panel row of 64 bytes is four
@@ -7,13 +7,13 @@
 // Each function carries its own target attribute instead of the file being
 // compiled with -mavx512vnni: the AVX-VNNI code must not pick up AVX-512
 // encodings (Alder Lake class hosts have AVX-VNNI without AVX-512), and
-// nothing here runs unless qgemm.cc found the feature on the host.
+// nothing here runs unless int8_conv.cc found the feature on the host.
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "kernels/qkernels_internal.h"
+#include "kernels/int8_internal.h"
 
 namespace fcb::kernels::internal {
 namespace {

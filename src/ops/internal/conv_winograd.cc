@@ -1,7 +1,7 @@
 // ConvWinogradNhwc: 3x3 stride-1 convolution by Winograd F(4x4, 3x3).
 //
 //   ConvWinogradNhwc(X[n,h,w,ic], Wpacked, Bpacked[, residual]) -> Y[n,oh,ow,oc]
-//   params: ConvParams (lowered.h): 3x3 kernel, unit strides and dilations,
+//   params: ConvParams (internal.h): 3x3 kernel, unit strides and dilations,
 //   group 1, depthwise 0; ic <= kernels::kWinogradMaxIc.
 //   Wpacked: PackWinograd ([36][ceil(oc/16)][ic][16], float32);
 //   Bpacked: PackConvBias ([ceil(oc/16)*16]).
@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "kernels/packing.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -22,7 +22,7 @@ constexpr std::string_view kOp = opname::ConvWinogradNhwc;
 
 struct Config {
   kernels::ConvGeom g{};
-  lowered::OutputSlice slice;  // channels of a wider output tensor, if any
+  internal::OutputSlice slice;  // channels of a wider output tensor, if any
   kernels::Epilogue ep{};
   bool has_residual = false;
 };
@@ -31,21 +31,21 @@ Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + "
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() < 3) return Err("needs input, packed weights and packed bias");
-  FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, a));
+  FCB_ASSIGN_OR_RETURN(internal::ConvParams p, DecodeParams<internal::ConvParams>(kOp, a));
   if (p.kernel != std::array<int64_t, 2>{3, 3} || p.strides != std::array<int64_t, 2>{1, 1} ||
       p.dilations != std::array<int64_t, 2>{1, 1})
     return Err("needs a 3x3 kernel with unit strides and dilations");
   if (p.group != 1 || p.depthwise != 0) return Err("group must be 1");
   Config cfg;
-  FCB_ASSIGN_OR_RETURN(cfg.g, lowered::ConvGeometry(kOp, p, in[0]));
-  FCB_ASSIGN_OR_RETURN(cfg.slice, lowered::DecodeOutputSlice(kOp, a, cfg.g.oc));
-  lowered::ApplyOutputSlice(cfg.slice, &cfg.g);
+  FCB_ASSIGN_OR_RETURN(cfg.g, internal::ConvGeometry(kOp, p, in[0]));
+  FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, a, cfg.g.oc));
+  internal::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   const auto& g = cfg.g;
   if (g.ic > kernels::kWinogradMaxIc)
     return Err("input channels " + std::to_string(g.ic) + " exceed " + std::to_string(kernels::kWinogradMaxIc));
   FCB_ASSIGN_OR_RETURN(cfg.has_residual,
-                       lowered::CheckConvOperands(kOp, in, g, kernels::PackedWinogradFloats(g.oc, g.ic),
+                       internal::CheckConvOperands(kOp, in, g, kernels::PackedWinogradFloats(g.oc, g.ic),
                                                   (g.oc + kPanel - 1) / kPanel * kPanel, /*bf16_ok=*/false));
   return cfg;
 }
@@ -104,7 +104,7 @@ Result<uint64_t> Scratch(const CreateContext&) { return kernels::kWinogradScratc
 // so every fp32 target shares the packed bytes.
 constexpr int64_t kMinTiles = 32, kMinTilesWide = 16, kWideOc = 64;
 
-bool UseWinograd(const LowerContext& c, const ir::Node& n, const lowered::ConvParams& p, const ir::TensorData& w) {
+bool UseWinograd(const LowerContext& c, const ir::Node& n, const internal::ConvParams& p, const ir::TensorData& w) {
   if (c.target().optimization_level == 0 || c.target().bf16_weights) return false;
   const int64_t oc = w.shape[0], icg = w.shape[1];
   if (w.shape[2] != 3 || w.shape[3] != 3 || p.group != 1) return false;
@@ -118,27 +118,27 @@ bool UseWinograd(const LowerContext& c, const ir::Node& n, const lowered::ConvPa
 
 Result<bool> Lower(LowerContext& c, int ni) {
   const ir::Node& n = c.node(ni);
-  auto o = lowered::ConstConvOperands(c, n);
+  auto o = internal::ConstConvOperands(c, n);
   if (!o.ok()) return false;  // the direct conv's rule reports it
   const ir::TensorData *w = o.value().w, *b = o.value().b;
-  const lowered::ConvParams& p = o.value().p;
+  const internal::ConvParams& p = o.value().p;
   if (!UseWinograd(c, n, p, *w)) return false;
   const int64_t oc = w->shape[0], ic = w->shape[1];
   const int32_t pw = c.Floats(n.name + ".w", kernels::PackWinograd(w->data<float>(), oc, ic));
   const int32_t pb = c.Floats(n.name + ".b", kernels::PackConvBias(b ? b->data<float>() : nullptr, oc, 1));
-  lowered::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
+  internal::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
   return true;
 }
 
 uint64_t Flops(const CreateContext& c) {
   auto cfg = Resolve(c.attrs, c.inputs);
-  return cfg.ok() ? lowered::ConvFlops(cfg.value().g) : 0;
+  return cfg.ok() ? internal::ConvFlops(cfg.value().g) : 0;
 }
 
 }  // namespace
 
 OpDef DefineConvWinogradNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
+  OpDef d = internal::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
   d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 20, Lower}};
   return d;

@@ -122,7 +122,7 @@ const QKernelTable& GetQKernelTable(TargetId target);
 // first): tests compare each against the scalar reference.
 std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target);
 
-// The convolution driver (qgemm.cc), the same for every target: it runs
+// The convolution driver (int8_conv.cc), the same for every target: it runs
 // im2col (or reads 1x1 input in place), splits rows into tiles and calls the
 // table's tile and epilogue; a matrix product is a 1x1 convolution over
 // rows. Work items: output pixels in [begin, end). scratch: kQScratchBytes.

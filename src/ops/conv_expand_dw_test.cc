@@ -1,4 +1,4 @@
-// ConvExpandDwNhwc (lowered/conv_expand_dw.cc): a 1x1 ConvNhwc feeding a depthwise ConvNhwc, run
+// ConvExpandDwNhwc (internal/conv_expand_dw.cc): a 1x1 ConvNhwc feeding a depthwise ConvNhwc, run
 // in bands without the intermediate tensor. On every runnable target and with
 // 1, 2 and 3 threads it must match the two ConvNhwc steps run one after the
 // other, for geometries that cut the map into many bands (wide rows), that
@@ -29,8 +29,8 @@ struct Case {
 
 // The depthwise half's attributes (those of a depthwise ConvNhwc); the fused
 // op takes the same plus expand_activation.
-lowered::ConvParams DwParams(const Case& t, kernels::Act act) {
-  lowered::ConvParams p;
+internal::ConvParams DwParams(const Case& t, kernels::Act act) {
+  internal::ConvParams p;
   p.kernel = {t.k, t.k}, p.strides = {t.stride, t.stride}, p.dilations = {t.dil, t.dil};
   p.pads = {t.pad, t.pad, t.pad, t.pad};
   p.group = t.e, p.out_channels = t.e, p.depthwise = 1;
@@ -75,7 +75,7 @@ TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
     const auto pb2 = kernels::PackDepthwiseBias(b2.data(), t.e);
     auto W1 = F32({static_cast<int64_t>(pw1.size())}, pw1), B1 = F32({static_cast<int64_t>(pb1.size())}, pb1);
     auto W2 = F32({static_cast<int64_t>(pw2.size())}, pw2), B2 = F32({static_cast<int64_t>(pb2.size())}, pb2);
-    lowered::ConvParams ep;
+    internal::ConvParams ep;
     ep.out_channels = t.e;
     ep.ep.act = kernels::Act::kSilu;
     const Attrs expand = A(EncodeParams(ep));
@@ -157,7 +157,7 @@ TEST(ConvOutputSlice, WritesTheDenseResultIntoItsChannelsOnEveryTarget) {
                                               : kernels::PackConvBias(bt.data(), t.oc, t.group);
     auto W = F32({static_cast<int64_t>(pw.size())}, pw), B = F32({static_cast<int64_t>(pb.size())}, pb);
     auto R = F32({1, t.h, t.w, t.oc}, Rand(t.h * t.w * t.oc, seed++));
-    lowered::ConvParams p;
+    internal::ConvParams p;
     p.kernel = {t.k, t.k}, p.strides = {1, 1}, p.dilations = {1, 1};
     const int64_t pad = t.k / 2;
     p.pads = {pad, pad, pad, pad};

@@ -1,12 +1,12 @@
-// Checks and helpers shared by the lowered operators (ops/lowered/lowered.h).
+// Checks and helpers shared by the internal operators (ops/internal/internal.h).
 #include <cstring>
 
 #include "core/half.h"
 #include "ops/conv_geom.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
-namespace fcb::ops::lowered {
+namespace fcb::ops::internal {
 
 namespace {
 Status Err(std::string_view op, const std::string& msg) {
@@ -121,7 +121,7 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
   return g;
 }
 
-}  // namespace fcb::ops::lowered
+}  // namespace fcb::ops::internal
 
 namespace fcb::ops {
 
@@ -141,7 +141,7 @@ bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels
 
 }  // namespace fcb::ops
 
-namespace fcb::ops::lowered {
+namespace fcb::ops::internal {
 
 Result<OutputSlice> DecodeOutputSlice(std::string_view op, const Attrs& a, int64_t oc) {
   OutputSlice s;
@@ -211,4 +211,4 @@ const ir::TensorData* ConstConvWeights(const LowerContext& c, const ir::Node& n)
   return w;
 }
 
-}  // namespace fcb::ops::lowered
+}  // namespace fcb::ops::internal

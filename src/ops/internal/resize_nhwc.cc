@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 #include "ops/resize.h"
 
@@ -48,7 +48,7 @@ Result<bool> ParseLogical(const InferContext& c, const ir::Shape& nchw, Geometry
 }
 
 Result<Geometry> ParseNhwc(const InferContext& c) {
-  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(c.op, Input(c, 0), "input"));
+  FCB_RETURN_IF_ERROR(internal::ExpectNhwc(c.op, Input(c, 0), "input"));
   Geometry g;
   FCB_ASSIGN_OR_RETURN(bool only_hw, ParseLogical(c, NhwcToNchw(Input(c, 0).shape), &g));
   if (!only_hw) return OpError(c.op, "resizes N or C; the NHWC form resizes only H and W");
@@ -147,7 +147,7 @@ Result<bool> FromResize(LayoutContext& c, const ir::Node& n) {
   Geometry g;
   const Result<bool> only_hw = ParseLogical(ic, inputs[0].shape, &g);
   if (!only_hw.ok() || !only_hw.value()) return false;  // the ONNX form runs (or reports the error)
-  ir::Node r = lowered::NhwcNode(c, n, opname::ResizeNhwc,
+  ir::Node r = internal::NhwcNode(c, n, opname::ResizeNhwc,
                                  std::vector<int>(n.inputs.begin() + 1, n.inputs.end()));
   r.attrs = n.attrs;
   c.EmitNhwc(std::move(r));
@@ -157,7 +157,7 @@ Result<bool> FromResize(LayoutContext& c, const ir::Node& n) {
 }  // namespace
 
 OpDef DefineResizeNhwc() {
-  OpDef d = lowered::LoweredOp(opname::ResizeNhwc, 1, 4, InferResizeNhwc, CreateResizeNhwc);
+  OpDef d = internal::LoweredOp(opname::ResizeNhwc, 1, 4, InferResizeNhwc, CreateResizeNhwc);
   d.layouts = {{"Resize", FromResize}};
   return d;
 }

@@ -1,6 +1,6 @@
-// The int8 drivers and packing (layouts and arithmetic in qgemm.h), and the
+// The int8 drivers and packing (layouts and arithmetic in int8.h), and the
 // choice of dot-product code per target.
-#include "kernels/qgemm.h"
+#include "kernels/int8.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/qkernels_internal.h"
+#include "kernels/int8_internal.h"
 
 namespace fcb::kernels {
 namespace {

@@ -1,4 +1,4 @@
-// The portable int8 kernels (see qgemm.h), compiled once per Highway target
+// The portable int8 kernels (see int8.h), compiled once per Highway target
 // like kernels_hwy.cc: the dot-product tile where the target has no VNNI, the
 // dequantizing/requantizing epilogue, and the depthwise convolution.
 //
@@ -11,7 +11,7 @@
 #include "kernels/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/qkernels_hwy.cc"
+#define HWY_TARGET_INCLUDE "kernels/int8_hwy.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
@@ -22,8 +22,8 @@
 #include <type_traits>
 
 #include "kernels/common-inl.h"
-#include "kernels/qgemm.h"
-#include "kernels/qkernels_internal.h"
+#include "kernels/int8.h"
+#include "kernels/int8_internal.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fcb::kernels::FCB_KNS {
@@ -412,7 +412,7 @@ void FillQTable(QKernelTable* t) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "kernels/qkernels_internal.h"
+#include "kernels/int8_internal.h"
 
 namespace fcb::kernels::internal {
 

@@ -1,4 +1,4 @@
-// ConvWinogradNhwc (lowered/conv_winograd.cc): on every runnable target and with 1 and 3
+// ConvWinogradNhwc (internal/conv_winograd.cc): on every runnable target and with 1 and 3
 // threads it must match ConvNhwc, the direct conv over the other packing (an
 // independent path), and its shape inference must refuse every geometry the
 // Winograd kernel cannot run, since it also checks untrusted files at load.
@@ -21,7 +21,7 @@ using namespace fcb::ops::testing;  // NOLINT
 // what a hostile file could hold).
 Attrs ConvAttrs(int64_t oc, int64_t act, std::array<int64_t, 2> strides = {1, 1},
                 std::array<int64_t, 2> kernel = {3, 3}, int64_t group = 1) {
-  lowered::ConvParams p;
+  internal::ConvParams p;
   p.kernel = kernel, p.strides = strides, p.pads = {1, 1, 1, 1};
   p.group = group, p.out_channels = oc;
   std::vector<format::AttrDesc> a = EncodeParams(p);

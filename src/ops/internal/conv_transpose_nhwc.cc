@@ -29,7 +29,7 @@
 
 #include "kernels/packing.h"
 #include "ops/conv_ref.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -42,7 +42,7 @@ constexpr std::string_view kOp = opname::ConvTransposeNhwc;
 // L2-resident while the scatter reads it back).
 constexpr int64_t kColFloats = int64_t{32} << 10;
 
-struct Params : lowered::WindowParams {
+struct Params : internal::WindowParams {
   int64_t group = 1, out_channels = 1;
   kernels::Epilogue ep;
   template <typename V>
@@ -71,7 +71,7 @@ int64_t Extent(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t 
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() != 3) return Err("needs input, packed weights and bias");
-  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(kOp, in[0], "input"));
+  FCB_RETURN_IF_ERROR(internal::ExpectNhwc(kOp, in[0], "input"));
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   Config c{};
   c.p = p;
@@ -87,10 +87,10 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   c.ow = Extent(c.iw, p.kernel[1], p.strides[1], p.dilations[1], p.pads[1], p.pads[3]);
   if (c.oh < 0 || c.ow < 0) return Err("the pads leave no output (or too large a one)");
   FCB_RETURN_IF_ERROR(CheckedNumel({c.n, c.oh, c.ow, c.oc}).status());
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[1], "packed weights"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "bias"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", c.packed_floats()));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "bias", c.oc));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[1], "packed weights"));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "bias"));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed weights", c.packed_floats()));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[2], "bias", c.oc));
   return c;
 }
 
@@ -183,7 +183,7 @@ Result<bool> FromConvTranspose(LayoutContext& c, const ir::Node& n) {
   if (Extent(xs[2], t.kh, t.sh, t.dh, t.pad_t, t.pad_b) != t.oh ||
       Extent(xs[3], t.kw, t.sw, t.dw, t.pad_l, t.pad_r) != t.ow)
     return false;  // not expressible with explicit pads: keep the reference
-  ir::Node r = lowered::NhwcNode(c, n, kOp, {n.inputs[1], has_bias ? n.inputs[2] : -1});
+  ir::Node r = internal::NhwcNode(c, n, kOp, {n.inputs[1], has_bias ? n.inputs[2] : -1});
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -198,7 +198,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
   if (!w) return Unsupported("ConvTranspose weights must be a constant");
   const int64_t ic = w->shape[0], ocg = w->shape[1], kh = w->shape[2], kw = w->shape[3];
   const int64_t groups = p.group;
-  const std::vector<float> packed = lowered::PackConvTranspose(w->data<float>(), ic, ocg, kh, kw, groups);
+  const std::vector<float> packed = internal::PackConvTranspose(w->data<float>(), ic, ocg, kh, kw, groups);
   std::vector<float> bias(static_cast<size_t>(groups * ocg), 0.f);
   if (b) std::copy(b->data<float>(), b->data<float>() + b->numel(), bias.begin());
   c.Emit(kOp, n.name, {c.Value(n.inputs[0]), c.Floats(n.name + ".w", packed), c.Floats(n.name + ".b", bias)},
@@ -208,7 +208,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
 
 }  // namespace
 
-std::vector<float> lowered::PackConvTranspose(const float* w, int64_t ic, int64_t ocg, int64_t kh, int64_t kw,
+std::vector<float> internal::PackConvTranspose(const float* w, int64_t ic, int64_t ocg, int64_t kh, int64_t kw,
                                               int64_t groups) {
   const int64_t icg = ic / groups, blocks = (ocg + kPanel - 1) / kPanel;
   const int64_t cols = blocks * kh * kw * kPanel;
@@ -231,7 +231,7 @@ std::vector<float> lowered::PackConvTranspose(const float* w, int64_t ic, int64_
 }
 
 OpDef DefineConvTransposeNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 3, 3, Infer, Create, Scratch);
+  OpDef d = internal::LoweredOp(kOp, 3, 3, Infer, Create, Scratch);
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"ConvTranspose", FromConvTranspose}};
   return d;

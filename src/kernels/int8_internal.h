@@ -1,11 +1,11 @@
-// Private link between the int8 kernel compilations (qkernels_hwy.cc per
-// Highway target, qgemm_x86.cc's VNNI tiles) and qgemm.cc's tables.
+// Private link between the int8 kernel compilations (int8_hwy.cc per
+// Highway target, int8_x86.cc's VNNI tiles) and int8_conv.cc's tables.
 #pragma once
 
 #include <cstring>
 
 #include "core/target.h"
-#include "kernels/qgemm.h"
+#include "kernels/int8.h"
 
 namespace fcb::kernels::internal {
 

@@ -12,8 +12,8 @@
 // byte lookup replaces three passes over float data.
 #include <cstring>
 
-#include "kernels/qgemm.h"
-#include "ops/lowered/lowered.h"
+#include "kernels/int8.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -70,7 +70,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
 }  // namespace
 
 OpDef DefineQLookup() {
-  OpDef d = lowered::LoweredOp(kOp, 2, 2, Infer, Create);
+  OpDef d = internal::LoweredOp(kOp, 2, 2, Infer, Create);
   d.traits = kTraitElementwise;
   d.lowerings = {{kOp, 10, Lower}};
   return d;

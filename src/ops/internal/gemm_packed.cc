@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "kernels/packing.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -39,7 +39,7 @@ Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + "
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const TensorInfo& x = in[0];
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, x, "input"));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, x, "input"));
   if (x.shape.empty()) return Err("input must have rank >= 1");
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   Config g;
@@ -49,10 +49,10 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   g.m = numel / g.k;
   g.n = p.columns;
   g.ep = p.ep;
-  FCB_RETURN_IF_ERROR(lowered::ExpectWeights(kOp, in[1], "packed weights"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", (g.n + kPanel - 1) / kPanel * kPanel * g.k));
+  FCB_RETURN_IF_ERROR(internal::ExpectWeights(kOp, in[1], "packed weights"));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed weights", (g.n + kPanel - 1) / kPanel * kPanel * g.k));
   if (in.size() > 2 && in[2].present()) {
-    FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "bias"));
+    FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "bias"));
     if (in[2].shape != ir::Shape{g.n}) return Err("bias must have shape [" + std::to_string(g.n) + "]");
     g.has_bias = true;
   }
@@ -120,7 +120,7 @@ class GemmPackedKernel : public Kernel {
 
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config g, Resolve(c.attrs, c.inputs));
-  FCB_ASSIGN_OR_RETURN(std::vector<float> widened, lowered::WidenIfBf16(kOp, c, 1));
+  FCB_ASSIGN_OR_RETURN(std::vector<float> widened, internal::WidenIfBf16(kOp, c, 1));
   return std::unique_ptr<Kernel>(new GemmPackedKernel(g, std::move(widened)));
 }
 
@@ -188,7 +188,7 @@ uint64_t Flops(const CreateContext& c) {
 }  // namespace
 
 OpDef DefineGemmPacked() {
-  OpDef d = lowered::LoweredOp(kOp, 2, 3, Infer, Create, Scratch);
+  OpDef d = internal::LoweredOp(kOp, 2, 3, Infer, Create, Scratch);
   d.flops = Flops;
   d.traits = kTraitTakesActivation;
   d.lowerings = {{"Gemm", 10, Lower, Applies}, {"MatMul", 10, Lower, Applies}};

@@ -1,7 +1,7 @@
 // ConvNhwc: direct NHWC convolution on weights packed at compile time.
 //
 //   ConvNhwc(X[n,h,w,c], Wpacked, Bpacked[, residual]) -> Y[n,oh,ow,oc]
-//   params: ConvParams (lowered.h); depthwise = 1 when group == c == oc and
+//   params: ConvParams (internal.h); depthwise = 1 when group == c == oc and
 //   the weights are PackDepthwise's, 2 when c == oc with 2 to 16 channels per
 //   group (a divisor of 16) and the weights are PackGroupedSmall's, else 0 and
 //   PackConv's (dense or grouped).
@@ -16,7 +16,7 @@
 
 #include "kernels/packing.h"
 #include "ops/conv_geom.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -29,7 +29,7 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 struct Config {
   kernels::ConvGeom g{};
-  lowered::OutputSlice slice;  // channels of a wider output tensor, if any
+  internal::OutputSlice slice;  // channels of a wider output tensor, if any
   kernels::Epilogue ep{};
   bool depthwise = false;
   bool grouped_small = false;
@@ -39,9 +39,9 @@ struct Config {
 // The geometry of a conv over x read as NCHW (input_nchw = 1,
 // ops::ReadNchwInput): that of its NHWC form, for the convs the plane path
 // takes; an error naming why otherwise.
-Result<kernels::ConvGeom> NchwGeometry(const lowered::ConvParams& p, TensorInfo x) {
+Result<kernels::ConvGeom> NchwGeometry(const internal::ConvParams& p, TensorInfo x) {
   if (x.shape.size() == 4) x.shape = {x.shape[0], x.shape[2], x.shape[3], x.shape[1]};
-  FCB_ASSIGN_OR_RETURN(kernels::ConvGeom g, lowered::ConvGeometry(kOp, p, x));
+  FCB_ASSIGN_OR_RETURN(kernels::ConvGeom g, internal::ConvGeometry(kOp, p, x));
   g.in_nchw = true;
   if (p.depthwise != 0 || !kernels::PlanarConvApplies(g))
     return InvalidArgument(std::string(kOp) + ": an NCHW input ('input_nchw') needs an ungrouped conv over 1 to 4 "
@@ -53,14 +53,14 @@ Result<kernels::ConvGeom> NchwGeometry(const lowered::ConvParams& p, TensorInfo 
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() < 3) return InvalidArgument(std::string(kOp) + ": needs input, packed weights and packed bias");
-  FCB_ASSIGN_OR_RETURN(lowered::ConvParams p, DecodeParams<lowered::ConvParams>(kOp, a));
+  FCB_ASSIGN_OR_RETURN(internal::ConvParams p, DecodeParams<internal::ConvParams>(kOp, a));
   Config cfg;
   const int64_t nchw = a.GetInt(attr::kInputNchw, 0);
   if (nchw != 0 && nchw != 1)
     return InvalidArgument(std::string(kOp) + ": attribute 'input_nchw' must be 0 or 1, got " + std::to_string(nchw));
-  FCB_ASSIGN_OR_RETURN(cfg.g, nchw ? NchwGeometry(p, in[0]) : lowered::ConvGeometry(kOp, p, in[0]));
-  FCB_ASSIGN_OR_RETURN(cfg.slice, lowered::DecodeOutputSlice(kOp, a, cfg.g.oc));
-  lowered::ApplyOutputSlice(cfg.slice, &cfg.g);
+  FCB_ASSIGN_OR_RETURN(cfg.g, nchw ? NchwGeometry(p, in[0]) : internal::ConvGeometry(kOp, p, in[0]));
+  FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, a, cfg.g.oc));
+  internal::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   cfg.depthwise = p.depthwise == 1;
   cfg.grouped_small = p.depthwise == 2;
@@ -85,17 +85,17 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in[1].dtype == ir::DType::kI8) {
     // Weight-only int8 (precision int8, depthwise): per-channel scales in input 4.
     if (!cfg.depthwise) return InvalidArgument(std::string(kOp) + ": int8 weights need the depthwise packing");
-    FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed weights", want_w));
+    FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed weights", want_w));
     if (in.size() < 5 || in[4].dtype != ir::DType::kF32 || in[4].shape != ir::Shape{want_b})
       return InvalidArgument(std::string(kOp) + ": int8 weights need float32 scales [" + std::to_string(want_b) +
                              "] as input 4");
-    FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "packed bias"));
-    FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "packed bias", want_b));
-    FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckResidual(kOp, in, 3, {g.n, g.oh, g.ow, g.oc}));
+    FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "packed bias"));
+    FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[2], "packed bias", want_b));
+    FCB_ASSIGN_OR_RETURN(cfg.has_residual, internal::CheckResidual(kOp, in, 3, {g.n, g.oh, g.ow, g.oc}));
     return cfg;
   }
   if (in.size() > 4 && in[4].present()) return InvalidArgument(std::string(kOp) + ": input 4 is only for int8 weights");
-  FCB_ASSIGN_OR_RETURN(cfg.has_residual, lowered::CheckConvOperands(kOp, in, g, want_w, want_b, /*bf16_ok=*/true));
+  FCB_ASSIGN_OR_RETURN(cfg.has_residual, internal::CheckConvOperands(kOp, in, g, want_w, want_b, /*bf16_ok=*/true));
   return cfg;
 }
 
@@ -217,7 +217,7 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
     FCB_ASSIGN_OR_RETURN(std::vector<float> widened, WidenInt8(c));
     return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
   }
-  FCB_ASSIGN_OR_RETURN(std::vector<float> widened, lowered::WidenIfBf16(kOp, c, 1));
+  FCB_ASSIGN_OR_RETURN(std::vector<float> widened, internal::WidenIfBf16(kOp, c, 1));
   return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
 }
 
@@ -235,12 +235,12 @@ Result<bool> FromConv(LayoutContext& c, const ir::Node& n) {
   const ir::Shape& ws = g.values[n.inputs[1]].shape;
   if (ws.size() != 4) return false;
   FCB_ASSIGN_OR_RETURN(Window2d w, ResolveWindow2d(AttrsFromNode(n), xs[2], xs[3], ws[2], ws[3], false));
-  lowered::ConvParams p;
+  internal::ConvParams p;
   p.Set(w);
   p.group = n.GetInt("group", 1);
   p.out_channels = ws[0];
   p.ep = NodeEpilogue(n);
-  ir::Node r = lowered::NhwcNode(c, n, kOp, {n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : -1});
+  ir::Node r = internal::NhwcNode(c, n, kOp, {n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : -1});
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -249,9 +249,9 @@ Result<bool> FromConv(LayoutContext& c, const ir::Node& n) {
 // Graph ConvNhwc -> ConvNhwc step with packed weights.
 Result<bool> Lower(LowerContext& c, int ni) {
   const ir::Node& n = c.node(ni);
-  FCB_ASSIGN_OR_RETURN(lowered::ConvOperands o, lowered::ConstConvOperands(c, n));
+  FCB_ASSIGN_OR_RETURN(internal::ConvOperands o, internal::ConstConvOperands(c, n));
   const ir::TensorData *w = o.w, *b = o.b;
-  lowered::ConvParams& p = o.p;
+  internal::ConvParams& p = o.p;
   const int64_t oc = w->shape[0], icg = w->shape[1], kh = w->shape[2], kw = w->shape[3];
   const int64_t ic = c.value(n.inputs[0]).shape[3];
   const bool depthwise = p.group > 1 && p.group == ic && oc == ic && icg == 1;
@@ -294,13 +294,13 @@ Result<bool> Lower(LowerContext& c, int ni) {
     pb = c.Floats(n.name + ".b", kernels::PackConvBias(bias, oc, p.group));
   }
   p.depthwise = depthwise ? 1 : grouped_small ? 2 : 0;
-  lowered::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
+  internal::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
   return true;
 }
 
 uint64_t Flops(const CreateContext& c) {
   auto cfg = Resolve(c.attrs, c.inputs);
-  return cfg.ok() ? lowered::ConvFlops(cfg.value().g) : 0;
+  return cfg.ok() ? internal::ConvFlops(cfg.value().g) : 0;
 }
 
 }  // namespace
@@ -309,7 +309,7 @@ bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
   if (s->op != kOp || nchw.size() != 4 || s->inputs.empty()) return false;
   const Attrs a(s->attrs);
   if (a.Has(attr::kInputNchw)) return false;
-  auto p = DecodeParams<lowered::ConvParams>(kOp, a);
+  auto p = DecodeParams<internal::ConvParams>(kOp, a);
   if (!p.ok() || !NchwGeometry(p.value(), TensorInfo{ir::DType::kF32, nchw}).ok()) return false;
   format::AttrDesc d;
   d.name = std::string(attr::kInputNchw);
@@ -319,7 +319,7 @@ bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
 }
 
 OpDef DefineConvNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 3, 5, Infer, Create, Scratch);
+  OpDef d = internal::LoweredOp(kOp, 3, 5, Infer, Create, Scratch);
   d.flops = Flops;
   d.traits = kTraitTakesActivation | kTraitTakesResidual;
   d.lowerings = {{kOp, 10, Lower}};

@@ -1,5 +1,5 @@
-// The lowered operators' definitions, one file each under ops/lowered/ (the
-// list is FCB_LOWERED_OPS in ops/names.h), and what the files of one family
+// The internal operators' definitions, one file each under ops/internal/ (the
+// list is FCB_INTERNAL_OPS in ops/names.h), and what the files of one family
 // share. registry.cc adds every Define*() to the op registry.
 #pragma once
 
@@ -18,12 +18,12 @@
 namespace fcb::ops {
 
 #define FCB_DECLARE_LOWERED(name, def) OpDef def();
-FCB_LOWERED_OPS(FCB_DECLARE_LOWERED)
+FCB_INTERNAL_OPS(FCB_DECLARE_LOWERED)
 #undef FCB_DECLARE_LOWERED
 
-namespace lowered {
+namespace internal {
 
-// ---- checks shared by every lowered operator ------------------------------
+// ---- checks shared by every internal operator ------------------------------
 
 // `what` of `op` must be float32.
 Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
@@ -40,7 +40,7 @@ Result<bool> CheckResidual(std::string_view op, const std::vector<TensorInfo>& i
 // at load (the file and the page cache hold half the bytes); empty for fp32.
 Result<std::vector<float>> WidenIfBf16(std::string_view op, const CreateContext& c, size_t i);
 
-// The operator's definition with the fields every lowered operator sets.
+// The operator's definition with the fields every internal operator sets.
 OpDef LoweredOp(std::string_view name, int min_inputs, int max_inputs, InferFn infer, CreateFn create,
                 ScratchFn scratch = nullptr);
 
@@ -164,5 +164,5 @@ struct QConvParams : ConvParams {
 std::vector<float> PackConvTranspose(const float* w, int64_t ic, int64_t ocg, int64_t kh, int64_t kw,
                                      int64_t groups);
 
-}  // namespace lowered
+}  // namespace internal
 }  // namespace fcb::ops

@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "kernels/packing.h"
-#include "ops/lowered/lowered.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -30,7 +30,7 @@ constexpr std::string_view kOp = opname::ConvExpandDwNhwc;
 constexpr int64_t kBandFloats = int64_t{96} << 10;
 
 struct Params {
-  lowered::ConvParams dw;
+  internal::ConvParams dw;
   kernels::Epilogue expand_ep;
   template <typename V>
   void Fields(V& v) {
@@ -56,7 +56,7 @@ int64_t BandRows(int64_t row_floats, int64_t reach, int64_t sh) {
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() != 5) return Err("needs input, two packed weights and two packed biases");
   const TensorInfo& x = in[0];
-  FCB_RETURN_IF_ERROR(lowered::ExpectNhwc(kOp, x, "input"));
+  FCB_RETURN_IF_ERROR(internal::ExpectNhwc(kOp, x, "input"));
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   const int64_t e = p.dw.out_channels;
   if (p.dw.depthwise != 1 || p.dw.group != e) return Err("needs a depthwise second conv (group == out_channels, depthwise 1)");
@@ -64,13 +64,13 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   // The depthwise half on the [n, h, w, e] intermediate.
   TensorInfo mid = x;
   mid.shape[3] = e;
-  FCB_ASSIGN_OR_RETURN(cfg.dw, lowered::ConvGeometry(kOp, p.dw, mid));
+  FCB_ASSIGN_OR_RETURN(cfg.dw, internal::ConvGeometry(kOp, p.dw, mid));
   cfg.dw_ep = p.dw.ep;
   const auto& d = cfg.dw;
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[3], "packed depthwise weights"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[4], "packed depthwise bias"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[3], "packed depthwise weights", d.kh * d.kw * ((e + kPanel - 1) / kPanel * kPanel)));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[4], "packed depthwise bias", (e + kPanel - 1) / kPanel * kPanel));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[3], "packed depthwise weights"));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[4], "packed depthwise bias"));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[3], "packed depthwise weights", d.kh * d.kw * ((e + kPanel - 1) / kPanel * kPanel)));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[4], "packed depthwise bias", (e + kPanel - 1) / kPanel * kPanel));
   // The 1x1 half.
   auto& g = cfg.expand;
   g.n = x.shape[0], g.ih = g.oh = x.shape[1], g.iw = g.ow = x.shape[2], g.ic = x.shape[3];
@@ -78,10 +78,10 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   g.pad_top = g.pad_left = 0;
   g.in_pixel_stride = g.ic, g.out_pixel_stride = e;
   cfg.expand_ep = p.expand_ep;
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[1], "packed 1x1 weights"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectF32(kOp, in[2], "packed 1x1 bias"));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[1], "packed 1x1 weights", kernels::PackedConvFloats(e, g.ic, 1, 1, 1)));
-  FCB_RETURN_IF_ERROR(lowered::ExpectPacked(kOp, in[2], "packed 1x1 bias", (e + kPanel - 1) / kPanel * kPanel));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[1], "packed 1x1 weights"));
+  FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "packed 1x1 bias"));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed 1x1 weights", kernels::PackedConvFloats(e, g.ic, 1, 1, 1)));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[2], "packed 1x1 bias", (e + kPanel - 1) / kPanel * kPanel));
   // Bands: as many output rows as the buffer holds the intermediate rows of.
   const int64_t row_floats = d.iw * e;
   const int64_t rows = kBandFloats / std::max<int64_t>(1, row_floats);
@@ -207,8 +207,8 @@ Result<uint64_t> Scratch(const CreateContext&) {
 }
 
 // A plain 1x1 graph ConvNhwc on a 4-D fp32 input.
-bool IsPlainPointwise(const LowerContext& c, const ir::Node& n, const lowered::ConvParams& p) {
-  const ir::TensorData* w = lowered::ConstConvWeights(c, n);
+bool IsPlainPointwise(const LowerContext& c, const ir::Node& n, const internal::ConvParams& p) {
+  const ir::TensorData* w = internal::ConstConvWeights(c, n);
   if (!w || p.group != 1 || w->shape[2] != 1 || w->shape[3] != 1) return false;
   if (p.strides != std::array<int64_t, 2>{1, 1} || p.pads != std::array<int64_t, 4>{0, 0, 0, 0}) return false;
   const ir::Value& x = c.value(n.inputs[0]);
@@ -216,8 +216,8 @@ bool IsPlainPointwise(const LowerContext& c, const ir::Node& n, const lowered::C
 }
 
 // A depthwise graph ConvNhwc reading `input` whose band fits the buffer.
-bool IsFusableDepthwise(const LowerContext& c, const ir::Node& n, const lowered::ConvParams& p, int input) {
-  const ir::TensorData* w = lowered::ConstConvWeights(c, n);
+bool IsFusableDepthwise(const LowerContext& c, const ir::Node& n, const internal::ConvParams& p, int input) {
+  const ir::TensorData* w = internal::ConstConvWeights(c, n);
   if (!w || n.inputs[0] != input) return false;
   const ir::Shape& x = c.value(input).shape;
   if (x.size() != 4) return false;
@@ -233,12 +233,12 @@ Result<bool> Lower(LowerContext& c, int ai) {
   if (c.target().optimization_level == 0 || c.target().bf16_weights) return false;
   const ir::Node& a = c.node(ai);
   if (a.outputs.size() != 1) return false;
-  auto pa = DecodeParams<lowered::ConvParams>(kOp, AttrsFromNode(a));
+  auto pa = DecodeParams<internal::ConvParams>(kOp, AttrsFromNode(a));
   if (!pa.ok() || !IsPlainPointwise(c, a, pa.value())) return false;
   const int bi = c.SoleReader(a.outputs[0]);
   if (bi < 0) return false;
   const ir::Node& b = c.node(bi);
-  auto pb = DecodeParams<lowered::ConvParams>(kOp, AttrsFromNode(b));
+  auto pb = DecodeParams<internal::ConvParams>(kOp, AttrsFromNode(b));
   if (!pb.ok() || !IsFusableDepthwise(c, b, pb.value(), a.outputs[0])) return false;
   const ir::TensorData* w1 = c.Const(a, 1);
   const ir::TensorData* b1 = c.Const(a, 2);
@@ -267,13 +267,13 @@ uint64_t Flops(const CreateContext& c) {
   if (!cfg.ok()) return 0;
   kernels::ConvGeom e = cfg.value().expand;
   e.n = cfg.value().dw.n;
-  return lowered::ConvFlops(e) + lowered::ConvFlops(cfg.value().dw);
+  return internal::ConvFlops(e) + internal::ConvFlops(cfg.value().dw);
 }
 
 }  // namespace
 
 OpDef DefineConvExpandDwNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 5, 5, Infer, Create, Scratch);
+  OpDef d = internal::LoweredOp(kOp, 5, 5, Infer, Create, Scratch);
   d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 30, Lower}};
   return d;

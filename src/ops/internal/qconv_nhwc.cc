@@ -1,5 +1,5 @@
 // QConvNhwc: an int8 convolution or matrix product on weights packed at
-// compile time (kernels/qgemm.h), with a dequantizing or requantizing
+// compile time (kernels/int8.h), with a dequantizing or requantizing
 // epilogue. The FuseQuantized pass (passes/fuse_quantized.cc) makes it from
 // QLinearConv, QLinearMatMul, ConvInteger/MatMulInteger (alone, or followed
 // by Cast -> Mul -> [Add] -> [Relu/Clip] as dynamic quantization writes
@@ -28,8 +28,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/qgemm.h"
-#include "ops/lowered/lowered.h"
+#include "kernels/int8.h"
+#include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
 namespace fcb::ops {
@@ -38,13 +38,13 @@ namespace {
 using kernels::kPanel;
 constexpr std::string_view kOp = opname::QConvNhwc;
 
-using Params = lowered::QConvParams;
+using Params = internal::QConvParams;
 enum Mode : int64_t {
-  kInt32 = lowered::kQInt32,
-  kScaled = lowered::kQScaled,
-  kMultiplier = lowered::kQMultiplier,
-  kQdq = lowered::kQQdq,
-  kQLinear = lowered::kQLinear,
+  kInt32 = internal::kQInt32,
+  kScaled = internal::kQScaled,
+  kMultiplier = internal::kQMultiplier,
+  kQdq = internal::kQQdq,
+  kQLinear = internal::kQLinear,
 };
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -104,7 +104,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
     g.oc = c.p.out_channels;
     g.groups = c.p.group;
     if (g.ic % g.groups != 0 || g.oc % g.groups != 0) return Err("group must divide the channel counts");
-    FCB_RETURN_IF_ERROR(lowered::WindowOutput(kOp, g.ih, g.iw, c.p.kernel, c.p.strides, c.p.dilations, c.p.pads,
+    FCB_RETURN_IF_ERROR(internal::WindowOutput(kOp, g.ih, g.iw, c.p.kernel, c.p.strides, c.p.dilations, c.p.pads,
                                               false, &g.oh, &g.ow));
     g.kh = c.p.kernel[0], g.kw = c.p.kernel[1], g.sh = c.p.strides[0], g.sw = c.p.strides[1];
     g.dh = c.p.dilations[0], g.dw = c.p.dilations[1], g.pad_top = c.p.pads[0], g.pad_left = c.p.pads[1];
@@ -289,7 +289,7 @@ Result<bool> FromQConv(LayoutContext& c, const ir::Node& n) {
   p.mode = n.GetInt(std::string(attr::kQuantMode), 0);
   p.ep = NodeEpilogue(n);
   std::vector<int> rest(n.inputs.begin() + 1, n.inputs.end());
-  ir::Node r = lowered::NhwcNode(c, n, kOp, rest);
+  ir::Node r = internal::NhwcNode(c, n, kOp, rest);
   SetNodeParams(&r, p);
   c.EmitNhwc(std::move(r));
   return true;
@@ -379,7 +379,7 @@ Result<std::unique_ptr<Kernel>> GraphOnlyCreate(const CreateContext&) {
 }
 
 OpDef DefineQConv() {
-  OpDef d = lowered::LoweredOp(opname::QConv, 6, 10, GraphOnly, GraphOnlyCreate);
+  OpDef d = internal::LoweredOp(opname::QConv, 6, 10, GraphOnly, GraphOnlyCreate);
   d.traits = kTraitTakesActivation;
   return d;
 }
@@ -387,12 +387,12 @@ OpDef DefineQConv() {
 namespace {
 uint64_t Flops(const CreateContext& c) {
   auto cfg = Resolve(c.attrs, c.inputs);
-  return cfg.ok() ? lowered::ConvFlops(cfg.value().g) : 0;
+  return cfg.ok() ? internal::ConvFlops(cfg.value().g) : 0;
 }
 }  // namespace
 
 OpDef DefineQConvNhwc() {
-  OpDef d = lowered::LoweredOp(kOp, 4, 12, Infer, Create, Scratch);
+  OpDef d = internal::LoweredOp(kOp, 4, 12, Infer, Create, Scratch);
   d.flops = Flops;
   d.traits = kTraitTakesActivation;
   d.lowerings = {{kOp, 10, Lower}};

@@ -1,10 +1,10 @@
 // The int8 kernels of every target this host runs, with every dot-product
 // code it can run for that target (VNNI and the portable one), against a
-// plain scalar evaluation of the definition in qgemm.h: exact for integer
+// plain scalar evaluation of the definition in int8.h: exact for integer
 // outputs, on shapes that reach the edges (partial panels, reduction lengths
 // that are not a multiple of 4, padding, strides, groups, signed and
 // unsigned operands, nonzero weight zero points, split work ranges).
-#include "kernels/qgemm.h"
+#include "kernels/int8.h"
 
 #include <gtest/gtest.h>
 
