@@ -25,8 +25,7 @@
 #include "format/fcb_file.h"
 #include "compile/onnx_plugin.h"
 #include "ops/names.h"
-#include "passes/fuse_residual.h"
-#include "passes/layout.h"
+#include "ops/lowering.h"
 #include "passes/passes.h"
 
 namespace fcb {
@@ -169,7 +168,7 @@ Status MeasureInt8(const ir::Graph& fp32, const ir::Graph& int8, TargetId target
   compile::LowerOptions lo;
   lo.target = target;
   lo.options = int8_opts;
-  lo.options.precision = "fp32";
+  lo.options.precision = ops::PrecisionName(ops::Precision::kFp32);
   FCB_ASSIGN_OR_RETURN(format::ContextDesc c32, compile::LowerGraph(fp32, "fp32", lo, pool));
   lo.options = int8_opts;
   FCB_ASSIGN_OR_RETURN(format::ContextDesc c8, compile::LowerGraph(int8, "int8", lo, pool));
@@ -242,11 +241,14 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     opts.assign(spec.targets.size(), o);
   }
   if (opts.empty()) opts.assign(spec.targets.size(), TargetOptions{});
+  // Each target's precision (ValidateSpec refused any other spelling).
+  std::vector<ops::Precision> precision;
+  for (const TargetOptions& o : opts) precision.push_back(ops::ParsePrecision(o.precision).value_or(ops::Precision::kFp32));
 
   // The int8 targets' options, by optimization level (one accuracy entry each per method).
   std::map<int, std::vector<size_t>> int8_groups;
   for (size_t i = 0; i < spec.targets.size(); ++i)
-    if (opts[i].precision == "int8") int8_groups[opts[i].optimization_level].push_back(i);
+    if (precision[i] == ops::Precision::kInt8) int8_groups[opts[i].optimization_level].push_back(i);
 
   CompileReport report;
   std::vector<std::string> failures;
@@ -278,16 +280,13 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       if (it != optimized.end()) return it->second;
       Progress(hooks, "optimize", method, "");
       ir::Graph g = imported.value();
-      Status s = passes::RunDefaultPasses(g, level, int8);
-      if (s.ok()) s = passes::AssignLayouts(g);
-      if (s.ok() && level >= 1) s = passes::FuseResidualAdd(g);
-      if (s.ok()) s = g.Validate();
+      Status s = passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32);
       return optimized.emplace(key, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s)).first->second;
     };
     for (size_t i = 0; i < spec.targets.size(); ++i) {
       const int level = opts[i].optimization_level;
       const std::string& target = spec.targets[i];
-      const auto& g = optimize(level, opts[i].precision == "int8");
+      const auto& g = optimize(level, precision[i] == ops::Precision::kInt8);
       if (!g.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + g.status().message());
         note(g.status().code());

@@ -41,11 +41,10 @@ const std::map<std::string, std::vector<const ops::OpDef::Lowering*>, std::less<
 class Lowerer final : public ops::LowerContext {
  public:
   Lowerer(const Graph& g, const LowerOptions& o, format::WeightPoolBuilder& pool)
-      : g_(g), opt_(o), pool_(pool), tensor_of_(g.values.size(), -1) {
+      : g_(g), opt_(o), uses_(g), pool_(pool), tensor_of_(g.values.size(), -1) {
     target_.target = o.target;
     target_.optimization_level = o.options.optimization_level;
-    target_.bf16_weights = o.options.precision == "bf16";
-    target_.int8 = o.options.precision == "int8";
+    target_.precision = ops::ParsePrecision(o.options.precision).value_or(ops::Precision::kFp32);
   }
 
   Result<ContextDesc> Run(const std::string& method) {
@@ -55,7 +54,6 @@ class Lowerer final : public ops::LowerContext {
     for (int v : g_.inputs) ctx_.inputs.push_back(Value(v));
     if (fault::Hit(fault::Kind::kContext, TargetName(opt_.target)))
       return ResourceExhausted("cannot create the compile context (injected fault)");
-    CountReaders();
     claimed_.assign(g_.nodes.size(), false);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (claimed_[i]) continue;
@@ -97,7 +95,7 @@ class Lowerer final : public ops::LowerContext {
   }
 
   int32_t PackedWeights(const std::string& name, const std::vector<float>& v) override {
-    if (!target_.bf16_weights) return Floats(name, v);
+    if (!target_.bf16_weights()) return Floats(name, v);
     std::vector<uint16_t> h(v.size());
     for (size_t i = 0; i < v.size(); ++i) h[i] = FloatToBFloat16(v[i]);
     return AddWeightTensor(name, ir::DType::kBF16, {static_cast<int64_t>(h.size())}, h.data(), h.size() * 2);
@@ -117,7 +115,7 @@ class Lowerer final : public ops::LowerContext {
 
   void Claim(int node) override { claimed_[node] = true; }
 
-  int SoleReader(int v) const override { return v >= 0 && readers_[v] == 1 ? reader_[v] : -1; }
+  int SoleReader(int v) const override { return uses_.SoleReader(v); }
 
  private:
   int32_t AddBlob(const void* data, uint64_t size) {
@@ -157,17 +155,6 @@ class Lowerer final : public ops::LowerContext {
     return out;
   }
 
-  // Readers of each value: nodes reading it, plus 2 for a graph output (so it
-  // never has a sole reader); reader_ is the last node reading it.
-  void CountReaders() {
-    readers_.assign(g_.values.size(), 0);
-    reader_.assign(g_.values.size(), -1);
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
-      for (int v : g_.nodes[i].inputs)
-        if (v >= 0) ++readers_[v], reader_[v] = static_cast<int>(i);
-    for (int v : g_.outputs) readers_[v] += 2;
-  }
-
   // The registered rules for the node's op, highest priority first; a node
   // no rule takes becomes one step as it is (ONNX ops and the NHWC pools).
   // A Reshape, Flatten, Squeeze, Unsqueeze or Identity of an intermediate
@@ -203,14 +190,16 @@ class Lowerer final : public ops::LowerContext {
     return t;
   }
 
-  // A Concat along the channels of NHWC float activations, each of whose
-  // inputs is the output of a conv step that nothing else reads: the convs
-  // write their channels straight into the Concat's output
-  // (ops::WriteIntoChannelSlice) and no copy runs. Squeezenet's fire modules
-  // and GoogLeNet's inception blocks end this way; the copies were a tenth of
-  // squeezenet's time at 2 threads.
+  // A concatenation (kTraitConcat) along the channels of NHWC float
+  // activations, each of whose inputs is the output of a step that nothing
+  // else reads and whose op can write a channel slice
+  // (OpDef::write_channel_slice: the NHWC convs): those steps write their
+  // channels straight into the output and no copy runs. Squeezenet's fire
+  // modules and GoogLeNet's inception blocks end this way; the copies were a
+  // tenth of squeezenet's time at 2 threads.
   bool LowerConcatInPlace(const Node& n) {
-    if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || n.inputs.size() < 2 ||
+    const ops::OpDef* def = ops::FindOp(n.op_type);
+    if (!def || !(def->traits & ops::kTraitConcat) || n.outputs.size() != 1 || n.inputs.size() < 2 ||
         opt_.options.optimization_level == 0)
       return false;
     const ir::Value& yv = g_.values[n.outputs[0]];
@@ -219,7 +208,7 @@ class Lowerer final : public ops::LowerContext {
     if (yv.is_constant() || yv.dtype != ir::DType::kF32 || yv.shape.size() != 4 || axis != 3) return false;
     std::vector<size_t> producers;
     for (int x : n.inputs) {
-      if (x < 0 || g_.values[x].is_constant() || readers_[x] != 1 || tensor_of_[x] < 0) return false;
+      if (x < 0 || g_.values[x].is_constant() || uses_.SoleReader(x) < 0 || tensor_of_[x] < 0) return false;
       for (int v : g_.inputs)
         if (v == x) return false;
       const ir::Shape& xs = g_.values[x].shape;
@@ -230,26 +219,29 @@ class Lowerer final : public ops::LowerContext {
       size_t s = ctx_.steps.size();
       while (s > 0 && !(ctx_.steps[s - 1].outputs.size() == 1 && ctx_.steps[s - 1].outputs[0] == t)) --s;
       if (s == 0) return false;
-      format::StepDesc probe = ctx_.steps[s - 1];  // a conv step that can write a slice?
-      if (!ops::WriteIntoChannelSlice(&probe, 0, yv.shape[3])) return false;
+      const ops::OpDef* producer = ops::FindOp(ctx_.steps[s - 1].op);
+      format::StepDesc probe = ctx_.steps[s - 1];  // a step that can write a slice?
+      if (!producer || !producer->write_channel_slice || !producer->write_channel_slice(&probe, 0, yv.shape[3]))
+        return false;
       producers.push_back(s - 1);
     }
     const int32_t y = Value(n.outputs[0]);
     int64_t offset = 0;
     for (size_t i = 0; i < producers.size(); ++i) {
       format::StepDesc& s = ctx_.steps[producers[i]];
-      ops::WriteIntoChannelSlice(&s, offset, yv.shape[3]);  // true: probed above
+      ops::FindOp(s.op)->write_channel_slice(&s, offset, yv.shape[3]);  // true: probed above
       s.outputs[0] = y;
       offset += g_.values[n.inputs[i]].shape[3];
     }
     return true;
   }
 
-  // A Transpose from NCHW to NHWC whose output only a conv over few input
-  // channels reads (the stem after the model's NCHW image input): the conv
-  // reads the NCHW tensor itself (ops::ReadNchwInput), since its plane path
-  // copies input rows either way, and the transpose step goes. Runs on the
-  // finished steps, whatever rule lowered the conv.
+  // A Transpose from NCHW to NHWC (the layout pass's) whose output only one
+  // step reads, as input 0, and whose op can read NCHW input
+  // (OpDef::read_nchw_input: a conv over few input channels, the stem after
+  // the model's NCHW image input, whose plane path copies input rows either
+  // way): that step reads the NCHW tensor itself and the transpose step goes.
+  // Runs on the finished steps, whatever rule lowered the conv.
   void FoldNchwTransposes() {
     if (opt_.options.optimization_level == 0) return;
     std::vector<int> readers(ctx_.tensors.size(), 0);
@@ -268,7 +260,9 @@ class Lowerer final : public ops::LowerContext {
       for (size_t j = i + 1; j < ctx_.steps.size(); ++j) {
         format::StepDesc& conv = ctx_.steps[j];
         if (std::find(conv.inputs.begin(), conv.inputs.end(), y) == conv.inputs.end()) continue;
-        if (conv.inputs[0] == y && ops::ReadNchwInput(&conv, ctx_.tensors[x].shape)) {
+        const ops::OpDef* def = ops::FindOp(conv.op);
+        if (conv.inputs[0] == y && def && def->read_nchw_input &&
+            def->read_nchw_input(&conv, ctx_.tensors[x].shape)) {
           conv.inputs[0] = x;
           drop[i] = true;
           // Nothing reads y now; as a view of x (same size) it still lies in the arena.
@@ -368,7 +362,7 @@ class Lowerer final : public ops::LowerContext {
   LowerOptions opt_;
   ops::LowerTarget target_;
   std::vector<bool> claimed_;       // per node: lowered by an earlier node's rule
-  std::vector<int> readers_, reader_;  // per value (CountReaders)
+  ir::UseIndex uses_;
   format::WeightPoolBuilder& pool_;
   std::vector<int32_t> tensor_of_;
   std::vector<int32_t> alias_of_;  // per tensor: the tensor whose bytes a view uses, or -1
@@ -387,6 +381,9 @@ std::string OptionsToJson(const TargetOptions& o) {
 
 Result<format::ContextDesc> LowerGraph(const ir::Graph& graph, const std::string& method,
                                        const LowerOptions& options, format::WeightPoolBuilder& pool) {
+  if (!ops::ParsePrecision(options.options.precision))
+    return InvalidArgument("precision '" + options.options.precision +
+                           "' is not valid; use \"fp32\", \"bf16\" or \"int8\"");
   return Lowerer(graph, options, pool).Run(method);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "core/target.h"
 #include "fcb/fcb.h"
 #include "fcb/limits.h"
+#include "ops/lowering.h"
 
 namespace fcb {
 namespace {
@@ -171,10 +173,11 @@ Status ValidateSpec(const CompileSpec& spec) {
     if (o.optimization_level < 0 || o.optimization_level > 3)
       return InvalidArgument(where + ": optimization_level " + std::to_string(o.optimization_level) +
                              " is out of range; use an integer from 0 to 3");
-    if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "int8")
+    const std::optional<ops::Precision> precision = ops::ParsePrecision(o.precision);
+    if (!precision)
       return InvalidArgument(where + ": precision '" + o.precision +
                              "' is not valid; use \"fp32\", \"bf16\" or \"int8\"");
-    if ((o.precision == "bf16" || o.precision == "int8") && o.optimization_level == 0)
+    if (*precision != ops::Precision::kFp32 && o.optimization_level == 0)
       return InvalidArgument(where + ": precision " + o.precision +
                              " needs the optimizing pipeline; set optimization_level to 1 or higher, or use "
                              "precision fp32");

@@ -200,31 +200,49 @@ int Graph::AddConstant(const std::string& name, TensorPtr t) {
   return AddValue(std::move(v));
 }
 
+bool Graph::NameTaken(const std::string& name) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (names_indexed_ > values.size() || attempt == 1) {
+      name_index_.clear();
+      names_indexed_ = 0;
+    }
+    for (; names_indexed_ < values.size(); ++names_indexed_)
+      name_index_.emplace(values[names_indexed_].name, static_cast<int>(names_indexed_));
+    auto it = name_index_.find(name);
+    if (it == name_index_.end()) return false;
+    const size_t id = static_cast<size_t>(it->second);
+    if (id < values.size() && values[id].name == name) return true;
+    // The value indexed under `name` was renamed or removed since: index again.
+  }
+  return false;
+}
+
 std::string Graph::UniqueName(const std::string& base) {
-  std::set<std::string> names;
-  for (const auto& v : values) names.insert(v.name);
-  if (!names.count(base)) return base;
+  if (!NameTaken(base)) return base;
   for (int i = 1;; ++i) {
     std::string n = base + "_" + std::to_string(i);
-    if (!names.count(n)) return n;
+    if (!NameTaken(n)) return n;
   }
 }
 
 std::vector<int> Graph::UseCounts() const {
-  std::vector<int> uses(values.size(), 0);
-  for (const auto& n : nodes)
-    for (int i : n.inputs)
-      if (i >= 0) uses[i]++;
-  for (int o : outputs) uses[o]++;
+  const UseIndex index(*this);
+  std::vector<int> uses(values.size());
+  for (size_t v = 0; v < values.size(); ++v) uses[v] = index.Uses(static_cast<int>(v));
   return uses;
 }
 
-std::vector<int> Graph::Producers() const {
-  std::vector<int> prod(values.size(), -1);
-  for (size_t n = 0; n < nodes.size(); ++n)
-    for (int o : nodes[n].outputs)
-      if (o >= 0) prod[o] = static_cast<int>(n);
-  return prod;
+UseIndex::UseIndex(const Graph& g)
+    : producer_(g.values.size(), -1), readers_(g.values.size(), 0), outputs_(g.values.size(), 0),
+      last_reader_(g.values.size(), -1) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (int o : g.nodes[i].outputs)
+      if (Known(o)) producer_[o] = static_cast<int>(i);
+    for (int in : g.nodes[i].inputs)
+      if (Known(in)) ++readers_[in], last_reader_[in] = static_cast<int>(i);
+  }
+  for (int o : g.outputs)
+    if (Known(o)) ++outputs_[o];
 }
 
 Status Graph::Validate() const {

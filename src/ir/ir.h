@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "fcb/dtype.h"
@@ -102,14 +103,49 @@ struct Graph {
 
   int AddValue(Value v);
   int AddConstant(const std::string& name, TensorPtr t);
-  // A fresh value name derived from `base` that no value has yet.
+  // A fresh value name derived from `base` that no value has yet: `base`,
+  // else base_1, base_2, ... (the first free). The one name generator of the
+  // passes: value names are indexed as values are added, so a pass naming
+  // many values costs linear time overall; the index is rebuilt when a value
+  // it holds was renamed, renumbered or removed (EliminateDeadNodes).
   std::string UniqueName(const std::string& base);
-  // Number of nodes reading each value, plus 1 for every graph output use.
+  // Uses of each value: node inputs reading it plus graph-output entries
+  // naming it (UseIndex::Uses for every value).
   std::vector<int> UseCounts() const;
-  // Index of the node producing each value (-1 if none).
-  std::vector<int> Producers() const;
   // Checks indices, topological order and that every used value has a shape.
   Status Validate() const;
+
+ private:
+  bool NameTaken(const std::string& name);
+  std::unordered_map<std::string, int> name_index_;  // name -> a value holding it (UniqueName)
+  size_t names_indexed_ = 0;                        // values[0, names_indexed_) are in name_index_
+};
+
+// Who writes and who reads each value of a graph: the one use/producer index
+// of the passes and the lowering, built in linear time. It describes the
+// graph as it was when built: values added later have no producer and no
+// readers, and a caller that edits nodes builds a new index (or accounts for
+// its own edits).
+class UseIndex {
+ public:
+  explicit UseIndex(const Graph& g);
+  // The node writing `v`, or -1 (graph input, constant, or not indexed).
+  int Producer(int v) const { return Known(v) ? producer_[v] : -1; }
+  // Node inputs reading `v` (a node reading it twice counts twice).
+  int Readers(int v) const { return Known(v) ? readers_[v] : 0; }
+  bool IsGraphOutput(int v) const { return Known(v) && outputs_[v] > 0; }
+  // Readers plus graph-output entries naming `v`.
+  int Uses(int v) const { return Known(v) ? readers_[v] + outputs_[v] : 0; }
+  // Readers of `v` when it is an intermediate value (not a graph output),
+  // else -1: what a pattern that consumes `v` checks.
+  int IntermediateReaders(int v) const { return IsGraphOutput(v) ? -1 : Readers(v); }
+  // The node that alone uses `v` (one node input reads it; not a graph
+  // output), or -1.
+  int SoleReader(int v) const { return IntermediateReaders(v) == 1 ? last_reader_[v] : -1; }
+
+ private:
+  bool Known(int v) const { return v >= 0 && static_cast<size_t>(v) < producer_.size(); }
+  std::vector<int> producer_, readers_, outputs_, last_reader_;
 };
 
 // A DequantizeLinear of a constant integer tensor (quantized weights or an

@@ -342,7 +342,7 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
 }  // namespace
 
 void RegisterCopyOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferConcat, CreateConcat>("Concat", 1, 1 << 16));
+  ops->push_back(Def<InferConcat, CreateConcat>("Concat", 1, 1 << 16, 1, 1, kTraitConcat));
   ops->push_back(Def<InferSplit, CreateSplit>("Split", 1, 2, 1, 1 << 16));
   ops->push_back(Def<InferGather, CreateGather>("Gather", 2, 2));
   ops->push_back(Def<InferSlice, CreateSlice>("Slice", 1, 5));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,12 +26,41 @@
 
 namespace fcb::ops {
 
+// The numbers a target's compile computes with. Spelled "fp32", "bf16" and
+// "int8" only where specs, the command line and stored options are read or
+// written (ParsePrecision, PrecisionName); an enum everywhere else.
+//   kFp32 - float32 throughout.
+//   kBf16 - packed conv/GEMM weights stored as bfloat16, widened at load.
+//   kInt8 - convolutions quantized to int8 (passes/quantize_int8.cc), float
+//           depthwise weights stored as int8 (ConvNhwc).
+// bf16 and int8 need the optimizing pipeline (optimization_level >= 1).
+enum class Precision { kFp32, kBf16, kInt8 };
+
+inline const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kInt8: return "int8";
+    case Precision::kFp32: break;
+  }
+  return "fp32";
+}
+
+// The precision spelled `s`, or nullopt for anything else.
+inline std::optional<Precision> ParsePrecision(std::string_view s) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kInt8})
+    if (s == PrecisionName(p)) return p;
+  return std::nullopt;
+}
+
 // What a lowering rule may ask of the target it compiles for.
 struct LowerTarget {
   TargetId target = TargetId::kGeneric;
   int optimization_level = 2;
-  bool bf16_weights = false;  // precision "bf16": packed conv/GEMM weights stored as bfloat16
-  bool int8 = false;          // precision "int8" (float depthwise weights stored as int8, see ConvNhwc)
+  Precision precision = Precision::kFp32;
+  // Packed conv/GEMM weights stored as bfloat16.
+  bool bf16_weights() const { return precision == Precision::kBf16; }
+  // Float depthwise weights stored as int8 (see ConvNhwc).
+  bool int8() const { return precision == Precision::kInt8; }
 };
 
 class LowerContext {
@@ -44,7 +74,7 @@ class LowerContext {
   virtual int32_t Value(int v) = 0;
   // A weight tensor holding `floats` (fp32, 1-D).
   virtual int32_t Floats(const std::string& name, const std::vector<float>& floats) = 0;
-  // Packed conv/GEMM weights: fp32, or bfloat16 when target().bf16_weights
+  // Packed conv/GEMM weights: fp32, or bfloat16 when target().bf16_weights()
   // (the kernels widen them once at load).
   virtual int32_t PackedWeights(const std::string& name, const std::vector<float>& floats) = 0;
   // A 1-D weight tensor of `count` elements of `dtype` (int8 panels, int32 sums).
@@ -67,18 +97,6 @@ class LowerContext {
   virtual int SoleReader(int v) const = 0;
 };
 
-// Makes step `s` write its output into channels [offset, offset + its
-// channels) of a tensor of `channels` channels per pixel (the caller then
-// points the step's output at that tensor). True for the conv steps that
-// can (ConvNhwc, ConvWinogradNhwc); false, and `s` unchanged, otherwise.
-bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels);
-
-// Makes the ConvNhwc step `s` read its input as NCHW of shape `nchw` (the
-// input of a Transpose to NHWC the caller then drops): true for a conv the
-// few-input-channel path takes (kernels::PlanarConvApplies, the RGB stems);
-// false, and `s` unchanged, otherwise.
-bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw);
-
 class LayoutContext {
  public:
   virtual ~LayoutContext() = default;
@@ -93,6 +111,24 @@ class LayoutContext {
   virtual int ToNhwc(int v) = 0;
   // Appends `n`, whose output 0 is marked NHWC (its shape permuted).
   virtual void EmitNhwc(ir::Node n) = 0;
+  // Appends `n` as it is: its outputs keep their layout (NCHW unless made by
+  // NewValue(..., nhwc = true)) and its inputs are read in the layout they have.
+  virtual void Emit(ir::Node n) = 0;
+  // Lays out `n` as the pass does a graph node: another op's rule, the op's
+  // traits, or NCHW (a rule that rewrites a node into simpler ones).
+  virtual Status Place(ir::Node n) = 0;
+  // A new value named after `base` (made unique): of NCHW shape `shape`, or,
+  // with `nhwc`, of NHWC (physical) shape `shape`.
+  virtual int NewValue(const std::string& base, ir::DType dtype, ir::Shape shape, bool nhwc) = 0;
+  // A new constant (NCHW, as any constant).
+  virtual int AddConstant(const std::string& name, ir::TensorPtr t) = 0;
+
+  const ir::Value& value(int v) const { return graph().values[v]; }
+  // The constant data of input i of `n`, or null (absent or not constant).
+  const ir::TensorData* Const(const ir::Node& n, size_t i) const {
+    if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
+    return graph().values[n.inputs[i]].constant.get();
+  }
 };
 
 }  // namespace fcb::ops

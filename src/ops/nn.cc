@@ -9,6 +9,7 @@
 
 #include "ops/conv_geom.h"
 #include "ops/conv_ref.h"
+#include "ops/lowering.h"
 #include "ops/op_util.h"
 #include "ops/families.h"
 
@@ -196,6 +197,42 @@ OpDef NnDef(const char* name, int min_in, int max_in, int max_out, InferFn infer
   d.traits = traits;
   return d;
 }
+// The layout rule of a 4-D float BatchNormalization that no conv absorbed
+// (passes::FoldBatchNorm): with constant parameters it becomes Mul and Add by
+// per-channel constants, which follow their input's layout; otherwise it
+// stays (read in NCHW).
+Result<bool> BatchNormAsMulAdd(LayoutContext& c, const ir::Node& n) {
+  const ir::Graph& g = c.graph();
+  for (int i = 1; i < 5; ++i)
+    if (!c.Const(n, i)) return false;
+  // The channel count from the parameters: the input may already be NHWC.
+  const int64_t ch = c.Const(n, 1)->numel();
+  const float eps = n.GetFloat("epsilon", 1e-5f);
+  std::vector<float> scale(ch), shift(ch);
+  for (int64_t i = 0; i < ch; ++i) {
+    const double s = c.Const(n, 1)->GetDouble(i) / std::sqrt(c.Const(n, 4)->GetDouble(i) + eps);
+    scale[i] = static_cast<float>(s);
+    shift[i] = static_cast<float>(c.Const(n, 2)->GetDouble(i) - c.Const(n, 3)->GetDouble(i) * s);
+  }
+  const int sv = c.AddConstant(n.name + "_bn_scale", ir::TensorData::FromFloats({1, ch, 1, 1}, scale));
+  const int bv = c.AddConstant(n.name + "_bn_shift", ir::TensorData::FromFloats({1, ch, 1, 1}, shift));
+  // Logical NCHW: laying out the Mul assigns its layout.
+  const int mv = c.NewValue(n.name + "_bn_scaled", DType::kF32, g.values[n.outputs[0]].shape, false);
+  ir::Node mul;
+  mul.name = n.name + "_mul";
+  mul.op_type = "Mul";
+  mul.inputs = {n.inputs[0], sv};
+  mul.outputs = {mv};
+  ir::Node add;
+  add.name = n.name;
+  add.op_type = "Add";
+  add.inputs = {mv, bv};
+  add.outputs = {n.outputs[0]};
+  FCB_RETURN_IF_ERROR(c.Place(std::move(mul)));
+  FCB_RETURN_IF_ERROR(c.Place(std::move(add)));
+  return true;
+}
+
 }  // namespace
 
 void RegisterNnOps(std::vector<OpDef>* ops) {
@@ -205,7 +242,9 @@ void RegisterNnOps(std::vector<OpDef>* ops) {
   ops->push_back(NnDef("AveragePool", 1, 1, 1, InferPool, CreateNeedsLowering));
   ops->push_back(NnDef("GlobalAveragePool", 1, 1, 1, InferGlobalPool, CreateGlobalPool));
   ops->push_back(NnDef("GlobalMaxPool", 1, 1, 1, InferGlobalPool, CreateGlobalPool));
-  ops->push_back(NnDef("BatchNormalization", 5, 5, 3, InferBatchNorm, CreateBatchNorm));
+  OpDef bn = NnDef("BatchNormalization", 5, 5, 3, InferBatchNorm, CreateBatchNorm);
+  bn.layouts = {{"BatchNormalization", BatchNormAsMulAdd}};
+  ops->push_back(std::move(bn));
 }
 
 }  // namespace fcb::ops

@@ -143,6 +143,17 @@ enum OpTraits : uint32_t {
   kTraitTakesActivation = 4,
   // May carry a fused residual input (input 3) added before the activation.
   kTraitTakesResidual = 8,
+  // Elementwise on input 0 when every other operand holds one element (per
+  // tensor quantization parameters: QuantizeLinear, DequantizeLinear; and
+  // DynamicQuantizeLinear, whose parameters come from the whole tensor's
+  // range): then any layout of input 0 gives the same layout out. Per-axis
+  // forms depend on the layout.
+  kTraitPerTensorElementwise = 16,
+  // Concatenates its operands along attribute `axis`: layout-agnostic when
+  // every operand is 4-D (the axis follows the layout), and its operands may
+  // be written in place by producers that can write a channel slice
+  // (OpDef::write_channel_slice; compile/lower.cc).
+  kTraitConcat = 32,
 };
 
 struct OpDef {
@@ -167,12 +178,28 @@ struct OpDef {
     bool (*carries_activation)(const ir::Graph& g, const ir::Node& n) = nullptr;
   };
   std::vector<Lowering> lowerings;
-  // Rules that make this (NHWC) op from ONNX nodes of op `from`.
+  // Layout rules for ONNX nodes of op `from` whose input 0 is a 4-D
+  // activation: most make this (NHWC) op; an ONNX op's own rule may rewrite
+  // the node into simpler ones (BatchNormalization into Mul and Add).
   struct Layout {
     std::string_view from;
     LayoutFn fn = nullptr;
+    // The rule sees inputs of any element type (QConv's uint8/int8 input);
+    // otherwise only float32 ones.
+    bool any_dtype = false;
   };
   std::vector<Layout> layouts;
+  // What the lowering driver (compile/lower.cc) may ask of a step of this op
+  // once emitted; null: the op cannot.
+  //   write_channel_slice - make step `s` write its output into channels
+  //     [offset, offset + its channels) of a tensor of `channels` channels per
+  //     pixel (the driver then points the output at that tensor: a Concat's
+  //     producers writing in place). False, `s` unchanged, when it cannot.
+  //   read_nchw_input - make step `s` read its input 0 as NCHW of shape
+  //     `nchw` (the driver then drops the Transpose to NHWC before it). False,
+  //     `s` unchanged, when it cannot.
+  bool (*write_channel_slice)(format::StepDesc* s, int64_t offset, int64_t channels) = nullptr;
+  bool (*read_nchw_input)(format::StepDesc* s, const ir::Shape& nchw) = nullptr;
 };
 
 // nullptr if unknown.

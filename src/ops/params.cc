@@ -28,6 +28,14 @@ void ParamReader::Int(std::string_view name, int64_t& v, int64_t lo, int64_t hi)
   v = d->ints[0];
 }
 
+void ParamReader::OptionalInt(std::string_view name, std::optional<int64_t>& v) {
+  if (!status_.ok()) return;
+  const format::AttrDesc* d = a_.Find(name);
+  if (!d) return;
+  if (d->ints.size() != 1) return Fail(name, "needs one integer");
+  v = d->ints[0];
+}
+
 void ParamReader::Float(std::string_view name, float& v) {
   const format::AttrDesc* d = Need(name);
   if (!d) return;

@@ -12,7 +12,8 @@
 //     }
 //   };
 //
-// and that list is the whole encoding: EncodeParams writes the fields as plan
+// (v.OptionalInt declares a field that steps may leave out, such as the
+// channel slice a conv writes into) and that list is the whole encoding: EncodeParams writes the fields as plan
 // attributes (compiler), SetNodeParams as graph-node attributes (passes), and
 // DecodeParams reads them back from a plan step or a node, refusing a missing
 // field, a wrong count or a value out of its range (runtime, on untrusted
@@ -21,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +45,9 @@ class ParamWriter {
     Add(name).ints.assign(v.begin(), v.end());
   }
   void Float(std::string_view name, float v) { Add(name).floats = {v}; }
+  void OptionalInt(std::string_view name, const std::optional<int64_t>& v) {
+    if (v) Add(name).ints = {*v};
+  }
   void Epilogue(std::string_view act, std::string_view alpha, std::string_view beta,
                 const kernels::Epilogue& ep) {
     Int(act, static_cast<int64_t>(ep.act));
@@ -70,6 +75,9 @@ class NodeParamWriter {
     n_->SetInts(name, std::vector<int64_t>(v.begin(), v.end()));
   }
   void Float(std::string_view name, float v) { n_->SetFloat(name, v); }
+  void OptionalInt(std::string_view name, const std::optional<int64_t>& v) {
+    if (v) n_->SetInt(name, *v);
+  }
   void Epilogue(std::string_view act, std::string_view alpha, std::string_view beta,
                 const kernels::Epilogue& ep) {
     Int(act, static_cast<int64_t>(ep.act));
@@ -98,6 +106,8 @@ class ParamReader {
     }
   }
   void Float(std::string_view name, float& v);
+  // A field that may be absent (nullopt); its range is the operator's to check.
+  void OptionalInt(std::string_view name, std::optional<int64_t>& v);
   void Epilogue(std::string_view act, std::string_view alpha, std::string_view beta,
                 kernels::Epilogue& ep);
   const Status& status() const { return status_; }

@@ -995,9 +995,10 @@ Result<std::unique_ptr<Kernel>> CreateQLinearConv(const CreateContext& c) {
 }  // namespace
 
 void RegisterQuantOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferQuantize, CreateQuantize>("QuantizeLinear", 2, 3));
-  ops->push_back(Def<InferDequantize, CreateDequantize>("DequantizeLinear", 2, 3));
-  ops->push_back(Def<InferDynamicQuantize, CreateDynamicQuantize>("DynamicQuantizeLinear", 1, 1, 1, 3));
+  ops->push_back(Def<InferQuantize, CreateQuantize>("QuantizeLinear", 2, 3, 1, 1, kTraitPerTensorElementwise));
+  ops->push_back(Def<InferDequantize, CreateDequantize>("DequantizeLinear", 2, 3, 1, 1, kTraitPerTensorElementwise));
+  ops->push_back(Def<InferDynamicQuantize, CreateDynamicQuantize>("DynamicQuantizeLinear", 1, 1, 1, 3,
+                                                                  kTraitPerTensorElementwise));
   ops->push_back(Def<InferMatMulInteger, CreateMatMulInteger>("MatMulInteger", 2, 4));
   ops->push_back(Def<InferConvInteger, CreateConvInteger>("ConvInteger", 2, 4));
   OpDef qmm = Def<InferQLinearMatMul, CreateQLinearMatMul>("QLinearMatMul", 8, 8);

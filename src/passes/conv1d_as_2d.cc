@@ -98,12 +98,12 @@ Status Conv1dAs2d(ir::Graph& g) {
   }
   g.nodes = std::move(out);
   // Squeezes whose only readers were rewritten convolutions.
-  const std::vector<int> uses = g.UseCounts();
+  const ir::UseIndex index(g);
   std::vector<bool> erase(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     erase[i] = n.op_type == "Squeeze" && n.outputs.size() == 1 && squeezed_from.count(n.outputs[0]) &&
-               uses[n.outputs[0]] == 0;
+               index.Uses(n.outputs[0]) == 0;
   }
   EraseNodes(g, erase);
   return g.Validate();

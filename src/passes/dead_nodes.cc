@@ -7,7 +7,7 @@ namespace fcb::passes {
 Status EliminateDeadNodes(ir::Graph& g) {
   // Reverse order: a node's consumers are decided before the node itself, so
   // whole dead chains go in one sweep.
-  std::vector<int> uses = g.UseCounts();
+  std::vector<int> uses = g.UseCounts();  // decremented as readers go
   std::vector<bool> erase(g.nodes.size(), false);
   for (size_t r = g.nodes.size(); r-- > 0;) {
     const ir::Node& n = g.nodes[r];

@@ -112,14 +112,13 @@ bool FoldIntoGemm(ir::Graph& g, ir::Node& mm, const BnParams& p) {
 
 Status FoldBatchNorm(ir::Graph& g) {
   std::vector<bool> erase(g.nodes.size(), false);
-  const auto uses = g.UseCounts();
-  const auto producers = g.Producers();
+  const ir::UseIndex index(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     ir::Node& bn = g.nodes[i];
     if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.empty()) continue;
     const int x = bn.inputs[0];
-    const int p = x >= 0 ? producers[x] : -1;
-    if (p < 0 || uses[x] != 1 || erase[p]) continue;
+    const int p = index.Producer(x);
+    if (p < 0 || index.SoleReader(x) < 0 || erase[p]) continue;
     ir::Node& prod = g.nodes[p];
     if (!prod.domain.empty() || prod.outputs.size() != 1 || prod.Has(ops::attr::kActivation)) continue;
     const ir::Value& xv = g.values[x];

@@ -73,7 +73,7 @@ void SetEpilogue(ir::Node& prod, const kernels::Epilogue& a, int output) {
 }
 
 // SiLU as exported: Mul(x, Sigmoid(x)) with x used by exactly those two nodes.
-void FuseSilu(ir::Graph& g, const std::vector<int>& uses, const std::vector<int>& producers,
+void FuseSilu(ir::Graph& g, const ir::UseIndex& index,
               std::vector<bool>& erase) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& mul = g.nodes[i];
@@ -81,13 +81,13 @@ void FuseSilu(ir::Graph& g, const std::vector<int>& uses, const std::vector<int>
       continue;
     for (int which = 0; which < 2; ++which) {
       const int sig_out = mul.inputs[which], x = mul.inputs[1 - which];
-      if (sig_out < 0 || x < 0 || producers[sig_out] < 0 || producers[x] < 0) continue;
-      const int ps = producers[sig_out], px = producers[x];
+      if (sig_out < 0 || x < 0 || index.Producer(sig_out) < 0 || index.Producer(x) < 0) continue;
+      const int ps = index.Producer(sig_out), px = index.Producer(x);
       const ir::Node& sig = g.nodes[ps];
       if (erase[ps] || erase[px] || sig.op_type != "Sigmoid" || !sig.domain.empty() ||
           sig.inputs.size() != 1 || sig.inputs[0] != x)
         continue;
-      if (uses[sig_out] != 1 || uses[x] != 2 || g.values[x].dtype != ir::DType::kF32) continue;
+      if (index.IntermediateReaders(sig_out) != 1 || index.IntermediateReaders(x) != 2 || g.values[x].dtype != ir::DType::kF32) continue;
       if (!CanTakeEpilogue(g, g.nodes[px])) continue;
       SetEpilogue(g.nodes[px], kernels::Epilogue{kernels::Act::kSilu, 0.f, 0.f}, mul.outputs[0]);
       erase[ps] = erase[i] = true;
@@ -100,18 +100,16 @@ void FuseSilu(ir::Graph& g, const std::vector<int>& uses, const std::vector<int>
 
 Status FuseActivations(ir::Graph& g) {
   std::vector<bool> erase(g.nodes.size(), false);
-  const auto uses = g.UseCounts();
-  const auto producers = g.Producers();
-  FuseSilu(g, uses, producers, erase);
+  const ir::UseIndex index(g);
+  FuseSilu(g, index, erase);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (erase[i]) continue;
     const ir::Node& act_node = g.nodes[i];
     const kernels::Epilogue a = ActivationEpilogue(g, act_node);
     if (a.act == kernels::Act::kNone) continue;
     const int x = act_node.inputs[0];
-    const int p = x >= 0 ? producers[x] : -1;
-    // uses == 1 also means x is not a graph output (those count as a use).
-    if (p < 0 || erase[p] || uses[x] != 1 || g.values[x].dtype != ir::DType::kF32) continue;
+    const int p = index.Producer(x);
+    if (p < 0 || erase[p] || index.SoleReader(x) < 0 || g.values[x].dtype != ir::DType::kF32) continue;
     ir::Node& prod = g.nodes[p];
     if (!CanTakeEpilogue(g, prod)) continue;
     SetEpilogue(prod, a, act_node.outputs[0]);

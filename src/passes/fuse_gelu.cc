@@ -29,7 +29,7 @@ int Other(const ir::Node& n, int v) {
 }  // namespace
 
 Status FuseGelu(ir::Graph& g) {
-  const UseIndex m(g);
+  const PatternMatcher m(g);
   std::vector<bool> erase(g.nodes.size(), false);
   std::vector<std::pair<size_t, ir::Node>> fused;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -46,7 +46,7 @@ Status FuseGelu(ir::Graph& g) {
         if (scale->inputs.size() == 2 && Near(m.ScalarConst(scale->inputs[1 - k]), std::sqrt(0.5)))
           x = scale->inputs[k];
     }
-    if (x < 0 || m.uses(d) != 1 || g.values[x].dtype != ir::DType::kF32) continue;
+    if (x < 0 || m.uses().IntermediateReaders(d) != 1 || g.values[x].dtype != ir::DType::kF32) continue;
     // 1 + erf
     ir::Node* add = m.OnlyConsumer(erf.outputs[0], "Add");
     if (!add || !Near(m.ScalarConst(Other(*add, erf.outputs[0])), 1.0)) continue;
@@ -62,7 +62,7 @@ Status FuseGelu(ir::Graph& g) {
       } else if (Near(m.ScalarConst(o), 0.5)) {  // x * (a * 0.5)
         ir::Node* h = m.OnlyConsumer(p->outputs[0], "Mul");
         if (h && Other(*h, p->outputs[0]) == x) chain.push_back(p), last = h;
-      } else if (ir::Node* half = m.Producer(o, "Mul"); half && m.uses(o) == 1) {  // (x * 0.5) * a
+      } else if (ir::Node* half = m.Producer(o, "Mul"); half && m.uses().IntermediateReaders(o) == 1) {  // (x * 0.5) * a
         const int hx = Other(*half, x);
         if (hx >= 0 && Near(m.ScalarConst(hx), 0.5)) chain.push_back(half), last = p;
       }

@@ -46,7 +46,7 @@ ir::TensorPtr PerLastAxis(const ir::Graph& g, int v, int64_t d) {
 }  // namespace
 
 Status FuseLayerNorm(ir::Graph& g) {
-  UseIndex m(g);
+  PatternMatcher m(g);
   std::vector<bool> erase(g.nodes.size(), false);
   std::vector<std::pair<size_t, ir::Node>> fused;  // (position of the last matched node, new node)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -55,9 +55,9 @@ Status FuseLayerNorm(ir::Graph& g) {
     const int d = div.inputs[0], s = div.inputs[1];
     ir::Node* sub = m.Producer(d, "Sub");
     ir::Node* sqrt = m.Producer(s, "Sqrt");
-    if (!sub || !sqrt || m.uses(s) != 1 || sub->inputs.size() != 2) continue;
+    if (!sub || !sqrt || m.uses().IntermediateReaders(s) != 1 || sub->inputs.size() != 2) continue;
     ir::Node* add_eps = m.Producer(sqrt->inputs[0], "Add");
-    if (!add_eps || m.uses(sqrt->inputs[0]) != 1 || add_eps->inputs.size() != 2) continue;
+    if (!add_eps || m.uses().IntermediateReaders(sqrt->inputs[0]) != 1 || add_eps->inputs.size() != 2) continue;
     int v = add_eps->inputs[0];
     std::optional<float> eps = m.ScalarConst(add_eps->inputs[1]);
     if (!eps) {
@@ -66,7 +66,7 @@ Status FuseLayerNorm(ir::Graph& g) {
     }
     if (!eps || !(*eps >= 0)) continue;
     ir::Node* var = m.Producer(v, "ReduceMean");
-    if (!var || m.uses(v) != 1 || !LastAxisMean(g, *var)) continue;
+    if (!var || m.uses().IntermediateReaders(v) != 1 || !LastAxisMean(g, *var)) continue;
     const int sq = var->inputs[0];
     ir::Node* square = m.Producer(sq, "Mul");
     if (square && !(square->inputs.size() == 2 && square->inputs[0] == d && square->inputs[1] == d)) square = nullptr;
@@ -77,10 +77,10 @@ Status FuseLayerNorm(ir::Graph& g) {
     }
     // d feeds the square (once as Pow's base, twice as both Mul operands) and the Div.
     const int d_uses = square && square->op_type == "Mul" ? 3 : 2;
-    if (!square || m.uses(sq) != 1 || m.uses(d) != d_uses) continue;
+    if (!square || m.uses().IntermediateReaders(sq) != 1 || m.uses().IntermediateReaders(d) != d_uses) continue;
     const int x = sub->inputs[0], mean = sub->inputs[1];
     ir::Node* mean_node = m.Producer(mean, "ReduceMean");
-    if (!mean_node || m.uses(mean) != 1 || mean_node->inputs[0] != x || !LastAxisMean(g, *mean_node)) continue;
+    if (!mean_node || m.uses().IntermediateReaders(mean) != 1 || mean_node->inputs[0] != x || !LastAxisMean(g, *mean_node)) continue;
     const ir::Value& xv = g.values[x];
     const int64_t D = xv.shape.back();
     if (D <= 0 || g.values[div.outputs[0]].shape != xv.shape) continue;

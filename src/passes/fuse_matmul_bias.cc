@@ -33,12 +33,7 @@ ir::TensorPtr RowBias(const ir::TensorData* c, int64_t n) {
 }  // namespace
 
 Status FuseMatMulBias(ir::Graph& g) {
-  const std::vector<int> readers_count = g.UseCounts();
-  // The node reading each value when it has exactly one reader.
-  std::vector<int> sole(g.values.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].inputs)
-      if (v >= 0 && readers_count[v] == 1) sole[v] = static_cast<int>(i);
+  const ir::UseIndex index(g);
 
   std::vector<bool> erase(g.nodes.size(), false);
   std::vector<std::pair<size_t, ir::Node>> replace;
@@ -52,7 +47,7 @@ Status FuseMatMulBias(ir::Graph& g) {
     if (a < 0 || g.values[a].is_constant() || g.values[a].dtype != ir::DType::kF32 || g.values[a].shape.size() < 2 ||
         !b || b->dtype != ir::DType::kF32 || b->shape.size() != 2)
       continue;
-    const int add_i = sole[y];
+    const int add_i = index.SoleReader(y);
     if (add_i < 0 || erase[add_i] || IsGraphOutput(g, y)) continue;
     const ir::Node& add = g.nodes[add_i];
     if (!add.domain.empty() || add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
@@ -90,7 +85,7 @@ Status FuseMatMulBias(ir::Graph& g) {
     gemm.inputs[0] = a2;
     gemm.outputs = {z2};
     // An activation reading only z moves between the Gemm and the Reshape.
-    const int act_i = sole[z];
+    const int act_i = index.SoleReader(z);
     const bool act = act_i >= 0 && !erase[act_i] && !IsGraphOutput(g, z) &&
                      ActivationEpilogue(g, g.nodes[act_i]).act != kernels::Act::kNone &&
                      g.nodes[act_i].inputs[0] == z && g.values[g.nodes[act_i].outputs[0]].shape == ys;

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <string>
 
-#include "ops/internal/internal.h"
 #include "ops/names.h"
 #include "ops/op.h"
 #include "ops/params.h"
+#include "ops/quant_nodes.h"
 #include "passes/graph_util.h"
 #include "passes/passes.h"
 
@@ -18,24 +18,15 @@ using ir::Graph;
 using ir::Node;
 
 constexpr int64_t kOnnxFloat = 1;  // TensorProto FLOAT (Cast "to")
-using Mode = ops::internal::QConvMode;
-constexpr Mode kInt32 = ops::internal::kQInt32, kScaled = ops::internal::kQScaled,
-               kMultiplier = ops::internal::kQMultiplier, kQdq = ops::internal::kQQdq, kQLinear = ops::internal::kQLinear;
+using Mode = ops::QConvMode;
+constexpr Mode kInt32 = ops::kQInt32, kScaled = ops::kQScaled, kMultiplier = ops::kQMultiplier, kQdq = ops::kQQdq,
+               kQLinear = ops::kQLinear;
 
 constexpr auto IsQ = ir::IsInt8Type;
 
 class Fuser {
  public:
-  explicit Fuser(Graph& g) : g_(g) {
-    producer_.assign(g.values.size(), -1);
-    readers_.assign(g.values.size(), 0);
-    reader_.assign(g.values.size(), -1);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      for (int o : g.nodes[i].outputs)
-        if (o >= 0) producer_[o] = static_cast<int>(i);
-      for (int v : g.nodes[i].inputs)
-        if (v >= 0) ++readers_[v], reader_[v] = static_cast<int>(i);
-    }
+  explicit Fuser(Graph& g) : g_(g), index_(g) {
     erase_.assign(g.nodes.size(), false);
     replace_.assign(g.nodes.size(), -1);
   }
@@ -68,8 +59,8 @@ class Fuser {
   int64_t Numel(int v) const { return ir::NumElements(g_.values[v].shape); }
   // The node that alone reads v (v not a graph output), or -1.
   int Sole(int v) const {
-    if (v < 0 || readers_[v] != 1 || IsGraphOutput(g_, v)) return -1;
-    return erase_[reader_[v]] ? -1 : reader_[v];
+    const int r = index_.SoleReader(v);
+    return r < 0 || erase_[r] ? -1 : r;
   }
   bool Scalar(int v) const { return v >= 0 && Numel(v) == 1; }
 
@@ -104,28 +95,10 @@ class Fuser {
 
   Node MakeNode(const Node& from, bool conv, Mode mode, std::vector<int> inputs, int output,
                 const kernels::Epilogue& ep) {
-    Node r;
-    r.name = from.name;
-    r.domain = "fcb";
-    r.inputs = std::move(inputs);
-    r.outputs = {output};
-    if (conv) {
-      r.op_type = std::string(ops::opname::QConv);
-      for (const char* a : {"auto_pad", "pads", "strides", "dilations", "group", "kernel_shape"})
-        if (auto it = from.attrs.find(a); it != from.attrs.end()) r.attrs[a] = it->second;
-      r.SetInt(ops::attr::kQuantMode, mode);
-      ops::SetNodeEpilogue(&r, ep);
-    } else {
-      // A matrix product: QConvNhwc as a 1x1 convolution over the rows.
-      r.op_type = std::string(ops::opname::QConvNhwc);
-      ops::internal::QConvParams p;
-      p.matrix = 1;
-      p.mode = mode;
-      p.out_channels = g_.values[In(r, 3)].shape[1];
-      p.ep = ep;
-      ops::SetNodeParams(&r, p);
-    }
-    return r;
+    if (conv) return ops::MakeQConvNode(from, mode, std::move(inputs), output, ep);
+    // A matrix product: a 1x1 convolution over the rows; input 3 the [K, N] weights.
+    const int64_t columns = g_.values[inputs[3]].shape[1];
+    return ops::MakeQMatMulNode(from, mode, std::move(inputs), output, columns, ep);
   }
 
   // Replaces the chain of nodes `chain` (the last one writes the output) by `n`.
@@ -228,7 +201,7 @@ class Fuser {
   // The DequantizeLinear node producing v, with a per-tensor scale and zero
   // point and a quantized input; -1 otherwise.
   int DqOfActivation(int v) const {
-    const int p = v >= 0 ? producer_[v] : -1;
+    const int p = index_.Producer(v);
     if (p < 0 || erase_[p] || g_.nodes[p].op_type != "DequantizeLinear") return -1;
     const Node& d = g_.nodes[p];
     if (!IsQ(g_.values[d.inputs[0]].dtype) || !Scalar(In(d, 1))) return -1;
@@ -249,7 +222,7 @@ class Fuser {
     // Weights: DequantizeLinear of a constant int8/uint8 tensor, scales per
     // output channel (conv axis 0; matrix [K][N] axis 1; Gemm transB [N][K] axis 0).
     const int wv = In(n, 1);
-    const int pw = wv >= 0 ? producer_[wv] : -1;
+    const int pw = index_.Producer(wv);
     if (pw < 0 || g_.nodes[pw].op_type != "DequantizeLinear") return;
     const Node& dw = g_.nodes[pw];
     const int wq = In(dw, 0), wsv = In(dw, 1), wzv = In(dw, 2);
@@ -278,7 +251,7 @@ class Fuser {
         if (bt->dtype != DType::kF32 || bt->numel() != oc) return;
         bias = Flatten(bv, oc);
       } else {
-        const int pb = producer_[bv];
+        const int pb = index_.Producer(bv);
         if (pb < 0 || g_.nodes[pb].op_type != "DequantizeLinear") return;
         const Node& db = g_.nodes[pb];
         const ir::TensorData* bq = Const(In(db, 0));
@@ -435,18 +408,12 @@ class Fuser {
     if (!table.ok() || table.value()[0]->numel() != 256) return Status::Ok();
     const int t = g_.AddConstant(qn.name + "_table", table.value()[0]);
     chain.push_back(q);
-    Node r;
-    r.name = qn.name;
-    r.op_type = std::string(ops::opname::QLookup);
-    r.domain = "fcb";
-    r.inputs = {x, t};
-    r.outputs = {qn.outputs[0]};
-    Commit(chain, std::move(r));
+    Commit(chain, ops::MakeQLookupNode(qn.name, x, t, qn.outputs[0]));
     return Status::Ok();
   }
 
   Graph& g_;
-  std::vector<int> producer_, readers_, reader_;
+  const ir::UseIndex index_;  // the graph before this pass
   std::vector<bool> erase_;
   std::vector<int> replace_;
   std::vector<Node> fused_;

@@ -7,16 +7,6 @@
 namespace fcb::passes {
 namespace {
 
-// Number of node inputs reading each value, plus one per graph output.
-std::vector<int> CountUses(const ir::Graph& g) {
-  std::vector<int> uses(g.values.size(), 0);
-  for (const auto& n : g.nodes)
-    for (int v : n.inputs)
-      if (v >= 0) ++uses[v];
-  for (int v : g.outputs) ++uses[v];
-  return uses;
-}
-
 // A node of an op that takes a residual (input 3), without one and without
 // an activation yet.
 bool IsPlainConv(const ir::Node& n) {
@@ -28,16 +18,7 @@ bool IsPlainConv(const ir::Node& n) {
 }  // namespace
 
 Status FuseResidualAdd(ir::Graph& g) {
-  std::vector<int> uses = CountUses(g);
-  std::vector<int> producer(g.values.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].outputs)
-      if (v >= 0) producer[v] = static_cast<int>(i);
-  // The single node reading each value (-1 when none or several).
-  std::vector<int> sole_reader(g.values.size(), -1);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].inputs)
-      if (v >= 0 && uses[v] == 1) sole_reader[v] = static_cast<int>(i);
+  const ir::UseIndex index(g);
 
   std::vector<bool> erase(g.nodes.size(), false);
   for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
@@ -54,9 +35,9 @@ Status FuseResidualAdd(ir::Graph& g) {
     int conv_i = -1, residual = -1;
     for (int k = 0; k < 2; ++k) {
       const int y = add.inputs[k], r = add.inputs[1 - k];
-      const int p = producer[y];
-      if (p < 0 || erase[p] || !IsPlainConv(g.nodes[p]) || uses[y] != 1) continue;
-      if (producer[r] >= p) continue;  // r is not ready when the conv runs
+      const int p = index.Producer(y);
+      if (p < 0 || erase[p] || !IsPlainConv(g.nodes[p]) || index.SoleReader(y) < 0) continue;
+      if (index.Producer(r) >= p) continue;  // r is not ready when the conv runs
       if (conv_i < 0 || p > conv_i) conv_i = p, residual = r;
     }
     if (conv_i < 0) continue;
@@ -64,8 +45,8 @@ Status FuseResidualAdd(ir::Graph& g) {
     int out = add.outputs[0];
     erase[ai] = true;
     // A Relu that alone reads the sum becomes the conv's activation.
-    const int ri = sole_reader[out];
-    if (ri >= 0 && !IsGraphOutput(g, out) && g.nodes[ri].op_type == "Relu" && g.nodes[ri].outputs.size() == 1) {
+    const int ri = index.SoleReader(out);
+    if (ri >= 0 && g.nodes[ri].op_type == "Relu" && g.nodes[ri].outputs.size() == 1) {
       ops::SetNodeEpilogue(&conv, kernels::Epilogue{kernels::Act::kRelu, 0.f, 0.f});
       erase[ri] = true;
       out = g.nodes[ri].outputs[0];

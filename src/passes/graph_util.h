@@ -74,37 +74,18 @@ inline const ir::TensorData* ConstInput(const ir::Graph& g, const ir::Node& n, s
   return g.values[n.inputs[k]].constant.get();
 }
 
-// Producers and use counts of every value, for pattern-matching passes: a
-// graph output counts as many uses, so it is never taken for an
-// intermediate. Built once; values added afterwards (constants) are not
+// Pattern matching over ONNX-domain nodes, on the graph's use/producer index
+// (ir::UseIndex): built once; values added afterwards (constants) are not
 // indexed, and erasing nodes is left to the caller (EraseNodes).
-class UseIndex {
+class PatternMatcher {
  public:
-  explicit UseIndex(const ir::Graph& g) : g_(g), producer_(g.values.size(), -1), uses_(g.values.size(), 0) {
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      for (int o : g.nodes[i].outputs)
-        if (o >= 0) producer_[o] = static_cast<int>(i);
-      for (int in : g.nodes[i].inputs)
-        if (in >= 0) ++uses_[in];
-    }
-    for (int o : g.outputs) uses_[o] += 1000;
-  }
+  explicit PatternMatcher(const ir::Graph& g) : g_(g), index_(g) {}
   // The node producing `v` if it is an `op` node (ONNX domain), else null.
-  ir::Node* Producer(int v, std::string_view op) const {
-    if (v < 0 || v >= static_cast<int>(producer_.size()) || producer_[v] < 0) return nullptr;
-    ir::Node& n = const_cast<ir::Graph&>(g_).nodes[producer_[v]];
-    return n.op_type == op && n.domain.empty() ? &n : nullptr;
-  }
+  ir::Node* Producer(int v, std::string_view op) const { return IfOp(index_.Producer(v), op); }
   // The one node reading `v` (v used once, by a node), if it is an `op` node.
-  ir::Node* OnlyConsumer(int v, std::string_view op) const {
-    if (v < 0 || v >= static_cast<int>(uses_.size()) || uses_[v] != 1) return nullptr;
-    for (auto& n : const_cast<ir::Graph&>(g_).nodes)
-      for (int in : n.inputs)
-        if (in == v) return n.op_type == op && n.domain.empty() ? &n : nullptr;
-    return nullptr;
-  }
+  ir::Node* OnlyConsumer(int v, std::string_view op) const { return IfOp(index_.SoleReader(v), op); }
   int Index(const ir::Node* n) const { return static_cast<int>(n - g_.nodes.data()); }
-  int uses(int v) const { return uses_[v]; }
+  const ir::UseIndex& uses() const { return index_; }
   // The value of a one-element float constant, if `v` is one.
   std::optional<float> ScalarConst(int v) const {
     if (v < 0 || !g_.values[v].is_constant()) return std::nullopt;
@@ -114,8 +95,13 @@ class UseIndex {
   }
 
  private:
+  ir::Node* IfOp(int node, std::string_view op) const {
+    if (node < 0) return nullptr;
+    ir::Node& n = const_cast<ir::Graph&>(g_).nodes[node];
+    return n.op_type == op && n.domain.empty() ? &n : nullptr;
+  }
   const ir::Graph& g_;
-  std::vector<int> producer_, uses_;
+  ir::UseIndex index_;
 };
 
 }  // namespace fcb::passes

@@ -1,13 +1,10 @@
 #include "passes/layout.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 
 #include "ops/lowering.h"
 #include "passes/passes.h"
-#include "ops/names.h"
 #include "ops/op.h"
 
 namespace fcb::passes {
@@ -29,12 +26,13 @@ uint32_t Traits(const std::string& op) {
   return d ? d->traits : ops::kTraitNone;
 }
 
-// The NHWC forms registered for each ONNX op (OpDef::layouts).
-const std::map<std::string, ops::LayoutFn, std::less<>>& LayoutRules() {
+// The layout rules registered for each ONNX op (OpDef::layouts), in
+// registry order.
+const std::map<std::string, std::vector<const ops::OpDef::Layout*>, std::less<>>& LayoutRules() {
   static const auto kRules = [] {
-    std::map<std::string, ops::LayoutFn, std::less<>> m;
+    std::map<std::string, std::vector<const ops::OpDef::Layout*>, std::less<>> m;
     for (const ops::OpDef& d : ops::AllOps())
-      for (const auto& l : d.layouts) m[std::string(l.from)] = l.fn;
+      for (const auto& l : d.layouts) m[std::string(l.from)].push_back(&l);
     return m;
   }();
   return kRules;
@@ -58,6 +56,20 @@ class LayoutRewriter final : public ops::LayoutContext {
     MarkNhwc(n.outputs[0]);
     g_.nodes.push_back(std::move(n));
   }
+  void Emit(Node n) override { g_.nodes.push_back(std::move(n)); }
+  Status Place(Node n) override { return Rewrite(std::move(n)); }
+  int NewValue(const std::string& base, ir::DType dtype, Shape shape, bool nhwc) override {
+    ir::Value v;
+    v.name = g_.UniqueName(base);
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    v.has_shape = true;
+    const int id = g_.AddValue(std::move(v));
+    nhwc_.resize(g_.values.size(), false);
+    nhwc_[id] = nhwc;
+    return id;
+  }
+  int AddConstant(const std::string& name, ir::TensorPtr t) override { return g_.AddConstant(name, std::move(t)); }
 
   Status Run() {
     std::vector<Node> old = std::move(g_.nodes);
@@ -144,28 +156,32 @@ class LayoutRewriter final : public ops::LayoutContext {
     return g_.AddConstant(g_.values[v].name + "_nhwc", dst);
   }
 
+  // Lays out one node: a layout rule registered for its op (OpDef::layouts)
+  // when input 0 is a 4-D activation, else its traits say whether it follows
+  // its inputs' layout, else it reads NCHW.
   Status Rewrite(Node n) {
-    const std::string& op = n.op_type;
     const bool x4 = !n.inputs.empty() && IsRank4Var(n.inputs[0]);
-    const uint32_t traits = Traits(op);
-    if (op == "BatchNormalization" && x4) return RewriteBatchNorm(std::move(n));
-    if (op == "ReduceMean" && x4 && IsNhwc(n.inputs[0]) && MeanOverHw(n)) return RewriteMeanOverHw(std::move(n));
-    if (x4 && (g_.values[n.inputs[0]].dtype == ir::DType::kF32 || op == ops::opname::QConv)) {
+    const uint32_t traits = Traits(n.op_type);
+    if (x4) {
+      const bool f32 = g_.values[n.inputs[0]].dtype == ir::DType::kF32;
       const auto& rules = LayoutRules();
-      if (auto it = rules.find(op); it != rules.end()) {
-        FCB_ASSIGN_OR_RETURN(bool done, it->second(*this, n));
-        if (done) return Status::Ok();
+      if (auto it = rules.find(n.op_type); it != rules.end()) {
+        for (const ops::OpDef::Layout* rule : it->second) {
+          if (!f32 && !rule->any_dtype) continue;
+          FCB_ASSIGN_OR_RETURN(bool done, rule->fn(*this, n));
+          if (done) return Status::Ok();
+        }
       }
     }
-    if (((traits & ops::kTraitElementwise) || PerTensorQuantization(n)) && x4 && IsNhwc(n.inputs[0])) {
+    if (((traits & ops::kTraitElementwise) || PerTensorElementwise(n, traits)) && x4 && IsNhwc(n.inputs[0])) {
       n.inputs[0] = Convert(n.inputs[0], true);  // no-op, already NHWC
       for (int o : n.outputs)
         if (o >= 0 && g_.values[o].shape.size() == 4) MarkNhwc(o);
       g_.nodes.push_back(std::move(n));
       return Status::Ok();
     }
-    if (((traits & ops::kTraitBroadcast) || op == "Concat") && AnyNhwc(n) &&
-        AllOperands4dOrConst(n, op == "Concat")) {
+    const bool concat = (traits & ops::kTraitConcat) != 0;
+    if (((traits & ops::kTraitBroadcast) || concat) && AnyNhwc(n) && AllOperands4dOrConst(n, concat)) {
       for (int& in : n.inputs) {
         if (in < 0) continue;
         if (g_.values[in].is_constant()) {
@@ -174,7 +190,7 @@ class LayoutRewriter final : public ops::LayoutContext {
           in = Convert(in, true);
         }
       }
-      if (op == "Concat") {
+      if (concat) {
         int64_t axis = n.GetInt("axis", 0);
         if (axis < 0) axis += 4;
         for (int i = 0; i < 4; ++i)
@@ -191,16 +207,13 @@ class LayoutRewriter final : public ops::LayoutContext {
     return Status::Ok();
   }
 
-  // QuantizeLinear / DequantizeLinear with one scale and zero point: an
-  // elementwise op (per-axis forms depend on the layout).
-  // DynamicQuantizeLinear too: its scale and zero point come from the
-  // tensor's range, which no permutation changes.
-  bool PerTensorQuantization(const Node& n) const {
-    if (n.op_type == "DynamicQuantizeLinear") return true;
-    if (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear") return false;
+  // An op with kTraitPerTensorElementwise whose operands after input 0 each
+  // hold one element.
+  bool PerTensorElementwise(const Node& n, uint32_t traits) const {
+    if (!(traits & ops::kTraitPerTensorElementwise)) return false;
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (n.inputs[i] >= 0 && ir::NumElements(g_.values[n.inputs[i]].shape) != 1) return false;
-    return n.inputs.size() >= 2;
+    return true;
   }
 
   bool AnyNhwc(const Node& n) const {
@@ -218,100 +231,6 @@ class LayoutRewriter final : public ops::LayoutContext {
     return g_.values[n.outputs[0]].shape.size() == 4;
   }
 
-  // A float ReduceMean over exactly H and W (x.mean([2, 3]) in torch: MnasNet,
-  // many detection heads). The importer has made its axes a constant input,
-  // whatever the opset (import/canonicalize.cc).
-  bool MeanOverHw(const Node& n) const {
-    if (g_.values[n.inputs[0]].dtype != ir::DType::kF32 || n.outputs.size() != 1) return false;
-    if (n.inputs.size() < 2 || n.inputs[1] < 0) return false;
-    const ir::TensorData* a = g_.values[n.inputs[1]].constant.get();
-    if (!a || a->dtype != ir::DType::kI64) return false;
-    std::vector<int64_t> axes;
-    for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(a->GetInt(i));
-    for (int64_t& a : axes) a = a < 0 ? a + 4 : a;
-    std::sort(axes.begin(), axes.end());
-    return axes == std::vector<int64_t>{2, 3};
-  }
-
-  // ... on an NHWC input: GlobalAvgPoolNhwc, no transpose back to NCHW. Its
-  // [n,1,1,c] output is the keepdims form (NHWC); without keepdims it is
-  // reshaped to [n,c], which for H = W = 1 holds the same bytes in either
-  // layout (a view, no step).
-  Status RewriteMeanOverHw(Node n) {
-    Node pool;
-    pool.name = n.name;
-    pool.op_type = std::string(ops::opname::GlobalAvgPoolNhwc);
-    pool.domain = "fcb";
-    pool.inputs = {n.inputs[0]};
-    if (n.GetInt("keepdims", 1) != 0) {
-      pool.outputs = {n.outputs[0]};
-      MarkNhwc(n.outputs[0]);
-      g_.nodes.push_back(std::move(pool));
-      return Status::Ok();
-    }
-    const Shape& x = g_.values[n.inputs[0]].shape;  // NHWC
-    ir::Value mid;
-    mid.name = g_.UniqueName(n.name + "_pooled");
-    mid.dtype = ir::DType::kF32;
-    mid.shape = {x[0], 1, 1, x[3]};
-    mid.has_shape = true;
-    const int mv = g_.AddValue(std::move(mid));
-    nhwc_.resize(g_.values.size(), false);
-    nhwc_[mv] = true;
-    pool.outputs = {mv};
-    g_.nodes.push_back(std::move(pool));
-    const int shape = g_.AddConstant(n.name + "_shape", ir::TensorData::FromInts({2}, {x[0], x[3]}));
-    Node reshape;
-    reshape.name = n.name + "_reshape";
-    reshape.op_type = "Reshape";
-    reshape.inputs = {mv, shape};
-    reshape.outputs = {n.outputs[0]};
-    g_.nodes.push_back(std::move(reshape));
-    return Status::Ok();
-  }
-
-  // Standalone BatchNormalization (not folded into a conv) becomes Mul + Add
-  // with per-channel constants, which are layout-agnostic.
-  Status RewriteBatchNorm(Node n) {
-    for (int i = 1; i < 5; ++i)
-      if (n.inputs[i] < 0 || !g_.values[n.inputs[i]].is_constant()) {
-        for (int& in : n.inputs)
-          if (IsNhwc(in)) in = Convert(in, false);
-        g_.nodes.push_back(std::move(n));
-        return Status::Ok();
-      }
-    // The channel count from the parameters: the input may already be NHWC.
-    const int64_t c = g_.values[n.inputs[1]].constant->numel();
-    const float eps = n.GetFloat("epsilon", 1e-5f);
-    auto get = [&](int i) { return g_.values[n.inputs[i]].constant; };
-    std::vector<float> scale(c), shift(c);
-    for (int64_t i = 0; i < c; ++i) {
-      const double s = get(1)->GetDouble(i) / std::sqrt(get(4)->GetDouble(i) + eps);
-      scale[i] = static_cast<float>(s);
-      shift[i] = static_cast<float>(get(2)->GetDouble(i) - get(3)->GetDouble(i) * s);
-    }
-    const int sv = g_.AddConstant(n.name + "_bn_scale", ir::TensorData::FromFloats({1, c, 1, 1}, scale));
-    const int bv = g_.AddConstant(n.name + "_bn_shift", ir::TensorData::FromFloats({1, c, 1, 1}, shift));
-    ir::Value mid;
-    mid.name = g_.UniqueName(n.name + "_bn_scaled");
-    mid.dtype = ir::DType::kF32;
-    mid.shape = g_.values[n.outputs[0]].shape;  // logical NCHW: Rewrite(mul) assigns the layout
-    mid.has_shape = true;
-    const int mv = g_.AddValue(std::move(mid));
-    Node mul;
-    mul.name = n.name + "_mul";
-    mul.op_type = "Mul";
-    mul.inputs = {n.inputs[0], sv};
-    mul.outputs = {mv};
-    Node add;
-    add.name = n.name;
-    add.op_type = "Add";
-    add.inputs = {mv, bv};
-    add.outputs = {n.outputs[0]};
-    FCB_RETURN_IF_ERROR(Rewrite(std::move(mul)));
-    return Rewrite(std::move(add));
-  }
-
   Graph& g_;
   std::vector<Shape> logical_;  // every value's shape before the pass (plain NCHW inference)
   std::vector<bool> nhwc_;
@@ -321,7 +240,6 @@ class LayoutRewriter final : public ops::LayoutContext {
 }  // namespace
 
 Status AssignLayouts(ir::Graph& g) {
-  FCB_RETURN_IF_ERROR(Conv1dAs2d(g).Annotate("1-D convolutions as 2-D"));
   return LayoutRewriter(g).Run();
 }
 

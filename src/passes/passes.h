@@ -6,6 +6,7 @@
 
 #include "fcb/status.h"
 #include "ir/ir.h"
+#include "ops/lowering.h"
 
 namespace fcb::passes {
 
@@ -47,7 +48,7 @@ Status FuseGelu(ir::Graph& g);
 // 1-D Conv / ConvTranspose (float32, constant weights) as 2-D ones of height
 // 1 between an Unsqueeze and a Squeeze, so the layout pass gives them the
 // NHWC kernels; consecutive ones stay 4-D between them (conv1d_as_2d.cc).
-// Run by AssignLayouts.
+// Run by OptimizeGraph before AssignLayouts.
 Status Conv1dAs2d(ir::Graph& g);
 
 // MatMul(A, constant B [K, N]) + constant row bias [N] becomes Gemm(A, B, bias)
@@ -101,5 +102,10 @@ Status QuantizeInt8(ir::Graph& g);
 // Level >= 1: also FoldBatchNorm and FuseActivations, and QuantizeInt8 between
 // them when quantize_int8 is set (precision "int8", which needs level >= 1).
 Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8 = false);
+
+// The whole pipeline the compiler runs (pipeline.cc, the one list of passes in
+// order): RunDefaultPasses, Conv1dAs2d, AssignLayouts (passes/layout.h) and,
+// at level >= 1, FuseResidualAdd (passes/fuse_residual.h); then validates.
+Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision);
 
 }  // namespace fcb::passes

@@ -1,8 +1,12 @@
-// RunDefaultPasses: the pass order and what each optimization level enables.
+// The whole pass order, in one place: the graph passes (what each
+// optimization level enables), then layout assignment and the passes that
+// work on NHWC graphs. The compiler runs OptimizeGraph; tests may stop after
+// the graph passes (RunDefaultPasses).
+#include "passes/fuse_residual.h"
+#include "passes/layout.h"
 #include "passes/passes.h"
 
 namespace fcb::passes {
-
 Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8) {
   if (quantize_int8 && optimization_level < 1)
     return InvalidArgument("precision int8 needs optimization_level 1 or higher");
@@ -26,6 +30,16 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
   }
   FCB_RETURN_IF_ERROR(EliminateDeadNodes(g).Annotate("dead node elimination"));
   return g.Validate().Annotate("after graph passes");
+}
+
+Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision) {
+  FCB_RETURN_IF_ERROR(RunDefaultPasses(g, optimization_level, precision == ops::Precision::kInt8));
+  // Layout: 1-D convolutions first become 2-D ones, which the NHWC forms take.
+  FCB_RETURN_IF_ERROR(Conv1dAs2d(g).Annotate("1-D convolutions as 2-D"));
+  FCB_RETURN_IF_ERROR(AssignLayouts(g));
+  // On NHWC convolutions: a residual Add folds into the conv that feeds it.
+  if (optimization_level >= 1) FCB_RETURN_IF_ERROR(FuseResidualAdd(g));
+  return g.Validate();
 }
 
 }  // namespace fcb::passes

@@ -51,17 +51,16 @@ Status ExactQdqGlobalAveragePool(ir::Graph& g) {
     std::vector<ir::Node> chain;  // replaces the pool node; the quantize node goes away
   };
   std::vector<Match> matches;
-  const std::vector<int> producers = g.Producers();
-  const std::vector<int> uses = g.UseCounts();
+  const ir::UseIndex index(g);
   for (size_t qi = 0; qi < g.nodes.size(); ++qi) {
     const ir::Node& q = g.nodes[qi];
     if (!q.domain.empty() || q.op_type != "QuantizeLinear" || q.inputs.empty() || q.inputs[0] < 0) continue;
     const int pooled = q.inputs[0];
-    const int pi = producers[pooled];
-    if (pi < 0 || uses[pooled] != 1) continue;
+    const int pi = index.Producer(pooled);
+    if (pi < 0 || index.SoleReader(pooled) < 0) continue;
     const ir::Node& pool = g.nodes[pi];
     if (!pool.domain.empty() || pool.op_type != "GlobalAveragePool" || pool.inputs[0] < 0) continue;
-    const int di = producers[pool.inputs[0]];
+    const int di = index.Producer(pool.inputs[0]);
     if (di < 0) continue;
     const ir::Node& dq = g.nodes[di];
     if (!dq.domain.empty() || dq.op_type != "DequantizeLinear") continue;

@@ -74,9 +74,7 @@ void QuantizePerChannel(const WeightView& v, int8_t* q, std::vector<float>* scal
 
 class Rewriter {
  public:
-  explicit Rewriter(ir::Graph& g) : g_(g) {
-    for (const auto& v : g.values) names_.insert(v.name);
-  }
+  explicit Rewriter(ir::Graph& g) : g_(g) {}
 
   Status Run() {
     std::vector<ir::Node> old = std::move(g_.nodes);
@@ -88,12 +86,7 @@ class Rewriter {
   }
 
  private:
-  std::string Unique(const std::string& base) {
-    std::string n = base;
-    for (int i = 1; names_.count(n); ++i) n = base + "_" + std::to_string(i);
-    names_.insert(n);
-    return n;
-  }
+  std::string Unique(const std::string& base) { return g_.UniqueName(base); }
 
   int NewValue(const std::string& base, ir::DType dt, ir::Shape shape) {
     ir::Value v;
@@ -277,7 +270,6 @@ class Rewriter {
   }
 
   ir::Graph& g_;
-  std::set<std::string> names_;
   std::map<int, Quantized> dql_;
 };
 

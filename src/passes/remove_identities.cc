@@ -33,8 +33,7 @@ Status RemoveIdentities(ir::Graph& g) {
     // y is a graph output and must keep its name: let x's producer write y,
     // unless x is itself part of the graph's interface or a constant.
     if (IsGraphInput(g, x) || IsGraphOutput(g, x) || g.values[x].is_constant()) continue;
-    const auto producers = g.Producers();
-    const int p = producers[x];
+    const int p = ir::UseIndex(g).Producer(x);
     if (p < 0 || erase[p]) continue;
     for (int& o : g.nodes[p].outputs)
       if (o == x) o = y;

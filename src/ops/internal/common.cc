@@ -121,12 +121,7 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
   return g;
 }
 
-}  // namespace fcb::ops::internal
-
-namespace fcb::ops {
-
-bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels) {
-  if (s->op != opname::ConvNhwc && s->op != opname::ConvWinogradNhwc) return false;
+bool WriteChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels) {
   for (const auto& a : s->attrs)
     if (a.name == attr::kOutChannelOffset || a.name == attr::kOutPixelChannels) return false;
   format::AttrDesc o, c;
@@ -139,19 +134,15 @@ bool WriteIntoChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels
   return true;
 }
 
-}  // namespace fcb::ops
-
-namespace fcb::ops::internal {
-
-Result<OutputSlice> DecodeOutputSlice(std::string_view op, const Attrs& a, int64_t oc) {
+Result<OutputSlice> DecodeOutputSlice(std::string_view op, const SliceConvParams& p, int64_t oc) {
   OutputSlice s;
-  const bool has_offset = a.Has(attr::kOutChannelOffset), has_channels = a.Has(attr::kOutPixelChannels);
+  const bool has_offset = p.out_channel_offset.has_value(), has_channels = p.out_pixel_channels.has_value();
   if (!has_offset && !has_channels) return s;
   if (!has_offset || !has_channels)
     return Err(op, std::string("attributes '") + std::string(attr::kOutChannelOffset) + "' and '" +
                        std::string(attr::kOutPixelChannels) + "' come together");
-  s.offset = a.GetInt(attr::kOutChannelOffset, -1);
-  s.channels = a.GetInt(attr::kOutPixelChannels, -1);
+  s.offset = *p.out_channel_offset;
+  s.channels = *p.out_pixel_channels;
   if (s.offset < 0 || s.channels < 1 || s.channels > kMaxChannels || s.offset > s.channels - oc)
     return Err(op, "output channels [" + std::to_string(s.offset) + ", " + std::to_string(s.offset) + " + " +
                        std::to_string(oc) + ") do not lie within the output's " + std::to_string(s.channels) +

@@ -230,7 +230,7 @@ bool IsFusableDepthwise(const LowerContext& c, const ir::Node& n, const internal
 }
 
 Result<bool> Lower(LowerContext& c, int ai) {
-  if (c.target().optimization_level == 0 || c.target().bf16_weights) return false;
+  if (c.target().optimization_level == 0 || c.target().bf16_weights()) return false;
   const ir::Node& a = c.node(ai);
   if (a.outputs.size() != 1) return false;
   auto pa = DecodeParams<internal::ConvParams>(kOp, AttrsFromNode(a));

@@ -1,7 +1,8 @@
 // ConvNhwc: direct NHWC convolution on weights packed at compile time.
 //
 //   ConvNhwc(X[n,h,w,c], Wpacked, Bpacked[, residual]) -> Y[n,oh,ow,oc]
-//   params: ConvParams (internal.h); depthwise = 1 when group == c == oc and
+//   params: ConvParams (internal.h) with the optional output slice
+//   (SliceConvParams) and input_nchw (Params below); depthwise = 1 when group == c == oc and
 //   the weights are PackDepthwise's, 2 when c == oc with 2 to 16 channels per
 //   group (a divisor of 16) and the weights are PackGroupedSmall's, else 0 and
 //   PackConv's (dense or grouped).
@@ -24,6 +25,18 @@ namespace {
 
 using kernels::kPanel;
 constexpr std::string_view kOp = opname::ConvNhwc;
+
+// A ConvNhwc step's parameters: those of a conv that can write a channel
+// slice, plus the optional input_nchw (1: the input is read as NCHW, set by
+// ReadNchwInput; absent or 0: NHWC).
+struct Params : internal::SliceConvParams {
+  std::optional<int64_t> input_nchw;
+  template <typename V>
+  void Fields(V& v) {
+    SliceConvParams::Fields(v);
+    v.OptionalInt(attr::kInputNchw, input_nchw);
+  }
+};
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -53,13 +66,13 @@ Result<kernels::ConvGeom> NchwGeometry(const internal::ConvParams& p, TensorInfo
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() < 3) return InvalidArgument(std::string(kOp) + ": needs input, packed weights and packed bias");
-  FCB_ASSIGN_OR_RETURN(internal::ConvParams p, DecodeParams<internal::ConvParams>(kOp, a));
+  FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   Config cfg;
-  const int64_t nchw = a.GetInt(attr::kInputNchw, 0);
+  const int64_t nchw = p.input_nchw.value_or(0);
   if (nchw != 0 && nchw != 1)
     return InvalidArgument(std::string(kOp) + ": attribute 'input_nchw' must be 0 or 1, got " + std::to_string(nchw));
   FCB_ASSIGN_OR_RETURN(cfg.g, nchw ? NchwGeometry(p, in[0]) : internal::ConvGeometry(kOp, p, in[0]));
-  FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, a, cfg.g.oc));
+  FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, p, cfg.g.oc));
   internal::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   cfg.depthwise = p.depthwise == 1;
@@ -257,7 +270,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
   const bool depthwise = p.group > 1 && p.group == ic && oc == ic && icg == 1;
   const float* bias = b ? b->data<float>() : nullptr;
   int32_t pw, pb;
-  if (depthwise && c.target().int8) {
+  if (depthwise && c.target().int8()) {
     // Precision int8 keeps depthwise convolutions in float (QuantizeInt8
     // leaves them), but stores their weights as int8, symmetric per channel,
     // widened at load: a quarter of the bytes, the float kernel's speed.
@@ -303,10 +316,10 @@ uint64_t Flops(const CreateContext& c) {
   return cfg.ok() ? internal::ConvFlops(cfg.value().g) : 0;
 }
 
-}  // namespace
-
+// OpDef::read_nchw_input: a conv the plane path takes (the RGB stems) reads
+// its input as NCHW of shape `nchw` (input_nchw = 1).
 bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
-  if (s->op != kOp || nchw.size() != 4 || s->inputs.empty()) return false;
+  if (nchw.size() != 4 || s->inputs.empty()) return false;
   const Attrs a(s->attrs);
   if (a.Has(attr::kInputNchw)) return false;
   auto p = DecodeParams<internal::ConvParams>(kOp, a);
@@ -318,12 +331,16 @@ bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
   return true;
 }
 
+}  // namespace
+
 OpDef DefineConvNhwc() {
   OpDef d = internal::LoweredOp(kOp, 3, 5, Infer, Create, Scratch);
   d.flops = Flops;
   d.traits = kTraitTakesActivation | kTraitTakesResidual;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"Conv", FromConv}};
+  d.write_channel_slice = internal::WriteChannelSlice;
+  d.read_nchw_input = ReadNchwInput;
   return d;
 }
 

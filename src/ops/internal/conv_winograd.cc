@@ -31,14 +31,14 @@ Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + "
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   if (in.size() < 3) return Err("needs input, packed weights and packed bias");
-  FCB_ASSIGN_OR_RETURN(internal::ConvParams p, DecodeParams<internal::ConvParams>(kOp, a));
+  FCB_ASSIGN_OR_RETURN(internal::SliceConvParams p, DecodeParams<internal::SliceConvParams>(kOp, a));
   if (p.kernel != std::array<int64_t, 2>{3, 3} || p.strides != std::array<int64_t, 2>{1, 1} ||
       p.dilations != std::array<int64_t, 2>{1, 1})
     return Err("needs a 3x3 kernel with unit strides and dilations");
   if (p.group != 1 || p.depthwise != 0) return Err("group must be 1");
   Config cfg;
   FCB_ASSIGN_OR_RETURN(cfg.g, internal::ConvGeometry(kOp, p, in[0]));
-  FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, a, cfg.g.oc));
+  FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, p, cfg.g.oc));
   internal::ApplyOutputSlice(cfg.slice, &cfg.g);
   cfg.ep = p.ep;
   const auto& g = cfg.g;
@@ -105,7 +105,7 @@ Result<uint64_t> Scratch(const CreateContext&) { return kernels::kWinogradScratc
 constexpr int64_t kMinTiles = 32, kMinTilesWide = 16, kWideOc = 64;
 
 bool UseWinograd(const LowerContext& c, const ir::Node& n, const internal::ConvParams& p, const ir::TensorData& w) {
-  if (c.target().optimization_level == 0 || c.target().bf16_weights) return false;
+  if (c.target().optimization_level == 0 || c.target().bf16_weights()) return false;
   const int64_t oc = w.shape[0], icg = w.shape[1];
   if (w.shape[2] != 3 || w.shape[3] != 3 || p.group != 1) return false;
   if (icg < 16 || icg > kernels::kWinogradMaxIc || oc < 16) return false;
@@ -141,6 +141,7 @@ OpDef DefineConvWinogradNhwc() {
   OpDef d = internal::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
   d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 20, Lower}};
+  d.write_channel_slice = internal::WriteChannelSlice;
   return d;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "ops/op.h"
 #include "ops/op_util.h"
 #include "ops/params.h"
+#include "ops/quant_nodes.h"
 
 namespace fcb::ops {
 
@@ -84,20 +86,34 @@ struct ConvParams : WindowParams {
   }
 };
 
-// Where a conv step writes its oc output channels: channels [offset, offset
-// + oc) of each pixel of an output tensor of `channels` channels. Optional
-// step attributes (out_channel_offset, out_pixel_channels) set by the
-// lowering when the step's output is a slice of a Concat's output
-// (WriteIntoChannelSlice); absent, the output is the conv's own [n,oh,ow,oc].
+// The parameters of a conv step that can write its oc output channels into
+// channels [offset, offset + oc) of each pixel of an output tensor of
+// `channels` channels (ConvNhwc, ConvWinogradNhwc): ConvParams plus the
+// optional out_channel_offset and out_pixel_channels, which the lowering
+// sets when the step's output is a slice of a Concat's output
+// (WriteChannelSlice, OpDef::write_channel_slice); absent, the output is the
+// conv's own [n,oh,ow,oc].
+struct SliceConvParams : ConvParams {
+  std::optional<int64_t> out_channel_offset, out_pixel_channels;
+  template <typename V>
+  void Fields(V& v) {
+    ConvParams::Fields(v);
+    v.OptionalInt(attr::kOutChannelOffset, out_channel_offset);
+    v.OptionalInt(attr::kOutPixelChannels, out_pixel_channels);
+  }
+};
 struct OutputSlice {
   int64_t offset = 0, channels = 0;  // channels 0: no slice
 };
-// Reads and validates the slice of a step with oc output channels.
-Result<OutputSlice> DecodeOutputSlice(std::string_view op, const Attrs& a, int64_t oc);
+// Validates the slice of a step with oc output channels.
+Result<OutputSlice> DecodeOutputSlice(std::string_view op, const SliceConvParams& p, int64_t oc);
 // Makes g write the slice: the output pixel stride becomes the slice's
 // tensor's, the residual keeps its own dense stride (oc). The caller offsets
 // the output pointer by s.offset.
 void ApplyOutputSlice(const OutputSlice& s, kernels::ConvGeom* g);
+// OpDef::write_channel_slice of the ops with SliceConvParams: sets the slice
+// fields of step `s` (false, `s` unchanged, when it already has a slice).
+bool WriteChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels);
 
 // The geometry of `p` on NHWC input x (validated: groups divide the
 // channels, the window fits, the output's size is sane).
@@ -142,7 +158,13 @@ const ir::TensorData* ConstConvWeights(const LowerContext& c, const ir::Node& n)
 
 // ---- QConvNhwc (qconv_nhwc.cc, which documents the modes; made by passes/fuse_quantized.cc)
 
-enum QConvMode : int64_t { kQInt32 = 0, kQScaled = 1, kQMultiplier = 2, kQQdq = 3, kQLinear = 4 };
+// The modes: ops/quant_nodes.h.
+using ::fcb::ops::QConvMode;
+using ::fcb::ops::kQInt32;
+using ::fcb::ops::kQScaled;
+using ::fcb::ops::kQMultiplier;
+using ::fcb::ops::kQQdq;
+using ::fcb::ops::kQLinear;
 
 // The NHWC convolutions' parameters, whether the input is a matrix (rows of
 // any leading shape, a 1x1 convolution over them) and the mode.

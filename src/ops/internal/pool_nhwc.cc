@@ -5,7 +5,8 @@
 //   GlobalAvgPoolNhwc(X[n,h,w,c]) -> Y[n,1,1,c]
 //
 // Layout: ONNX MaxPool (one output, storage_order 0), AveragePool and
-// GlobalAveragePool on a 4-D float32 input. They need no lowering rule: the
+// GlobalAveragePool on a 4-D float32 input, and a ReduceMean over H and W of
+// an NHWC input. They need no lowering rule: the
 // graph node is the step.
 #include <algorithm>
 
@@ -109,6 +110,50 @@ Result<bool> FromGlobalAvg(LayoutContext& c, const ir::Node& n) {
   return true;
 }
 
+// Whether float ReduceMean `n` averages exactly H and W (x.mean([2, 3]) in
+// torch: MnasNet, many detection heads). The importer has made its axes a
+// constant input, whatever the opset (import/canonicalize.cc).
+bool MeanOverHw(const LayoutContext& c, const ir::Node& n) {
+  if (n.outputs.size() != 1) return false;
+  const ir::TensorData* a = c.Const(n, 1);
+  if (!a || a->dtype != ir::DType::kI64) return false;
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(a->GetInt(i));
+  for (int64_t& x : axes) x = x < 0 ? x + 4 : x;
+  std::sort(axes.begin(), axes.end());
+  return axes == std::vector<int64_t>{2, 3};
+}
+
+// ... on an input already NHWC: GlobalAvgPoolNhwc, no transpose back to
+// NCHW. Its [n,1,1,c] output is the keepdims form (NHWC); without keepdims it
+// is reshaped to [n,c], which for H = W = 1 holds the same bytes in either
+// layout (a view, no step).
+Result<bool> FromMeanOverHw(LayoutContext& c, const ir::Node& n) {
+  if (!c.IsNhwc(n.inputs[0]) || !MeanOverHw(c, n)) return false;
+  ir::Node pool;
+  pool.name = n.name;
+  pool.op_type = std::string(opname::GlobalAvgPoolNhwc);
+  pool.domain = "fcb";
+  pool.inputs = {n.inputs[0]};
+  if (n.GetInt("keepdims", 1) != 0) {
+    pool.outputs = {n.outputs[0]};
+    c.EmitNhwc(std::move(pool));
+    return true;
+  }
+  const ir::Shape& x = c.value(n.inputs[0]).shape;  // NHWC
+  const int mv = c.NewValue(n.name + "_pooled", ir::DType::kF32, {x[0], 1, 1, x[3]}, true);
+  pool.outputs = {mv};
+  c.Emit(std::move(pool));
+  const int shape = c.AddConstant(n.name + "_shape", ir::TensorData::FromInts({2}, {x[0], x[3]}));
+  ir::Node reshape;
+  reshape.name = n.name + "_reshape";
+  reshape.op_type = "Reshape";
+  reshape.inputs = {mv, shape};
+  reshape.outputs = {n.outputs[0]};
+  c.Emit(std::move(reshape));
+  return true;
+}
+
 }  // namespace
 
 OpDef DefineMaxPoolNhwc() {
@@ -125,7 +170,7 @@ OpDef DefineAvgPoolNhwc() {
 
 OpDef DefineGlobalAvgPoolNhwc() {
   OpDef d = internal::LoweredOp(opname::GlobalAvgPoolNhwc, 1, 1, InferGlobalAvg, CreateGlobalAvg);
-  d.layouts = {{"GlobalAveragePool", FromGlobalAvg}};
+  d.layouts = {{"GlobalAveragePool", FromGlobalAvg}, {"ReduceMean", FromMeanOverHw}};
   return d;
 }
 

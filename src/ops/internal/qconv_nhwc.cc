@@ -391,12 +391,44 @@ uint64_t Flops(const CreateContext& c) {
 }
 }  // namespace
 
+ir::Node MakeQConvNode(const ir::Node& from, QConvMode mode, std::vector<int> inputs, int output,
+                       const kernels::Epilogue& ep) {
+  ir::Node r;
+  r.name = from.name;
+  r.domain = "fcb";
+  r.op_type = std::string(opname::QConv);
+  r.inputs = std::move(inputs);
+  r.outputs = {output};
+  for (const char* a : {"auto_pad", "pads", "strides", "dilations", "group", "kernel_shape"})
+    if (auto it = from.attrs.find(a); it != from.attrs.end()) r.attrs[a] = it->second;
+  r.SetInt(attr::kQuantMode, mode);
+  SetNodeEpilogue(&r, ep);
+  return r;
+}
+
+ir::Node MakeQMatMulNode(const ir::Node& from, QConvMode mode, std::vector<int> inputs, int output,
+                         int64_t columns, const kernels::Epilogue& ep) {
+  ir::Node r;
+  r.name = from.name;
+  r.domain = "fcb";
+  r.op_type = std::string(kOp);
+  r.inputs = std::move(inputs);
+  r.outputs = {output};
+  internal::QConvParams p;
+  p.matrix = 1;
+  p.mode = mode;
+  p.out_channels = columns;
+  p.ep = ep;
+  SetNodeParams(&r, p);
+  return r;
+}
+
 OpDef DefineQConvNhwc() {
   OpDef d = internal::LoweredOp(kOp, 4, 12, Infer, Create, Scratch);
   d.flops = Flops;
   d.traits = kTraitTakesActivation;
   d.lowerings = {{kOp, 10, Lower}};
-  d.layouts = {{opname::QConv, FromQConv}};
+  d.layouts = {{opname::QConv, FromQConv, /*any_dtype=*/true}};
   return d;
 }
 

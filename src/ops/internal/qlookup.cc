@@ -69,6 +69,16 @@ Result<bool> Lower(LowerContext& c, int ni) {
 
 }  // namespace
 
+ir::Node MakeQLookupNode(const std::string& name, int x, int table, int output) {
+  ir::Node r;
+  r.name = name;
+  r.op_type = std::string(kOp);
+  r.domain = "fcb";
+  r.inputs = {x, table};
+  r.outputs = {output};
+  return r;
+}
+
 OpDef DefineQLookup() {
   OpDef d = internal::LoweredOp(kOp, 2, 2, Infer, Create);
   d.traits = kTraitElementwise;
