@@ -1,5 +1,7 @@
 #include "ops/conv_geom.h"
 
+#include <algorithm>
+
 namespace fcb::ops {
 
 bool MulOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -12,6 +14,25 @@ Result<int64_t> CheckedNumel(const ir::Shape& s) {
       return InvalidArgument("shape " + ir::ShapeToString(s) + " is too large");
   }
   return n;
+}
+
+int64_t WindowOutputSize(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t extent, int64_t stride,
+                         bool ceil_mode) {
+  const int64_t span = in + pad_begin + pad_end - extent;
+  if (span < 0) return 0;
+  int64_t o = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // The last window must start inside the input or its leading padding.
+  if (ceil_mode && (o - 1) * stride >= in + pad_begin) --o;
+  return o;
+}
+
+SamePadding SamePad(int64_t in, int64_t extent, int64_t stride, bool upper) {
+  SamePadding p;
+  p.out = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>(0, (p.out - 1) * stride + extent - in);
+  p.pad_begin = upper ? total / 2 : total - total / 2;
+  p.pad_end = total - p.pad_begin;
+  return p;
 }
 
 namespace {
@@ -52,29 +73,16 @@ Result<Window2d> ResolveWindow2d(const Attrs& a, int64_t ih, int64_t iw, int64_t
     w.pad_l = p[1];
     w.pad_b = p[2];
     w.pad_r = p[3];
-    auto out = [&](int64_t in, int64_t pb, int64_t pe, int64_t ek, int64_t s) -> int64_t {
-      const int64_t span = in + pb + pe - ek;
-      if (span < 0) return 0;
-      int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-      // The last window must start inside the input or its leading padding.
-      if (ceil_mode && (o - 1) * s >= in + pb) --o;
-      return o;
-    };
-    w.oh = out(ih, w.pad_t, w.pad_b, ekh, w.sh);
-    w.ow = out(iw, w.pad_l, w.pad_r, ekw, w.sw);
+    w.oh = WindowOutputSize(ih, w.pad_t, w.pad_b, ekh, w.sh, ceil_mode);
+    w.ow = WindowOutputSize(iw, w.pad_l, w.pad_r, ekw, w.sw, ceil_mode);
   } else if (auto_pad == "VALID") {
-    w.oh = ih >= ekh ? (ih - ekh) / w.sh + 1 : 0;
-    w.ow = iw >= ekw ? (iw - ekw) / w.sw + 1 : 0;
+    w.oh = WindowOutputSize(ih, 0, 0, ekh, w.sh, false);
+    w.ow = WindowOutputSize(iw, 0, 0, ekw, w.sw, false);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    w.oh = (ih + w.sh - 1) / w.sh;
-    w.ow = (iw + w.sw - 1) / w.sw;
-    const int64_t th = std::max<int64_t>(0, (w.oh - 1) * w.sh + ekh - ih);
-    const int64_t tw = std::max<int64_t>(0, (w.ow - 1) * w.sw + ekw - iw);
     const bool upper = auto_pad == "SAME_UPPER";
-    w.pad_t = upper ? th / 2 : th - th / 2;
-    w.pad_b = th - w.pad_t;
-    w.pad_l = upper ? tw / 2 : tw - tw / 2;
-    w.pad_r = tw - w.pad_l;
+    const SamePadding h = SamePad(ih, ekh, w.sh, upper), v = SamePad(iw, ekw, w.sw, upper);
+    w.oh = h.out, w.pad_t = h.pad_begin, w.pad_b = h.pad_end;
+    w.ow = v.out, w.pad_l = v.pad_begin, w.pad_r = v.pad_end;
   } else {
     return InvalidArgument("auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
   }

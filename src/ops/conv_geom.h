@@ -19,6 +19,24 @@ struct Window2d {
   int64_t oh = 0, ow = 0;
 };
 
+// The window arithmetic of one spatial axis, the one formula behind every
+// convolution and pool (ResolveWindow2d, the reference N-D kernels of
+// conv_ref.cc, the NHWC operators' WindowOutput):
+//
+// Output positions of a window of dilated extent `extent` ((k - 1) * d + 1)
+// and stride `stride` over `in` input positions padded by `pad_begin` and
+// `pad_end`; with ceil_mode a partial last window counts, unless it would
+// start inside the end padding. 0 when the window does not fit.
+int64_t WindowOutputSize(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t extent, int64_t stride,
+                         bool ceil_mode);
+// auto_pad SAME_UPPER / SAME_LOWER: ceil(in / stride) outputs and the padding
+// that gives them, split evenly with the odd pixel at the end (UPPER) or the
+// beginning (LOWER).
+struct SamePadding {
+  int64_t out = 0, pad_begin = 0, pad_end = 0;
+};
+SamePadding SamePad(int64_t in, int64_t extent, int64_t stride, bool upper);
+
 // Resolves kernel_shape (or `kernel` when the attribute is absent), strides,
 // dilations, pads / auto_pad and ceil_mode for an input of spatial size ih x iw.
 // Validates every value (positive sizes, non-negative pads, output >= 1).

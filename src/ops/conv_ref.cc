@@ -3,6 +3,7 @@
 // precomputed list of kernel offsets; correctness first, these are not the
 // paths the supported CNNs take (those become ConvNhwc / *PoolNhwc).
 #include "ops/conv_ref.h"
+#include "ops/conv_geom.h"
 #include "ops/params.h"
 
 #include <array>
@@ -101,20 +102,15 @@ Status Resolve(const InferContext& c, Window* w) {
         w->out[i] = w->s[i] * (w->in[i] - 1) + w->opad[i] + ek - w->pb[i] - w->pe[i];
       }
     } else if (same) {
-      const int64_t out = (w->in[i] + w->s[i] - 1) / w->s[i];
-      const int64_t total = std::max<int64_t>(0, (out - 1) * w->s[i] + ek - w->in[i]);
-      w->pb[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      w->pe[i] = total - w->pb[i];
-      w->out[i] = out;
+      const SamePadding p = SamePad(w->in[i], ek, w->s[i], auto_pad == "SAME_UPPER");
+      w->pb[i] = p.pad_begin;
+      w->pe[i] = p.pad_end;
+      w->out[i] = p.out;
     } else {
       w->pb[i] = auto_pad == "VALID" ? 0 : pads[i];
       w->pe[i] = auto_pad == "VALID" ? 0 : pads[i + r];
-      const int64_t span = w->in[i] + w->pb[i] + w->pe[i] - ek;
-      if (span < 0) return OpError(c.op, "the kernel is larger than the padded input");
-      int64_t out = (ceil_mode ? (span + w->s[i] - 1) / w->s[i] : span / w->s[i]) + 1;
-      // A last window that would start inside the end padding is dropped.
-      if (ceil_mode && (out - 1) * w->s[i] >= w->in[i] + w->pb[i]) --out;
-      w->out[i] = out;
+      if (w->in[i] + w->pb[i] + w->pe[i] - ek < 0) return OpError(c.op, "the kernel is larger than the padded input");
+      w->out[i] = WindowOutputSize(w->in[i], w->pb[i], w->pe[i], ek, w->s[i], ceil_mode);
     }
     if (w->out[i] < 1) return OpError(c.op, "output would be empty");
   }

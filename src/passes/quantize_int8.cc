@@ -26,6 +26,7 @@
 #include <map>
 #include <set>
 
+#include "ops/int8_weights.h"
 #include "ops/names.h"
 #include "passes/graph_util.h"
 #include "passes/passes.h"
@@ -34,14 +35,6 @@ namespace fcb::passes {
 namespace {
 
 bool IsF32(const ir::TensorData* t) { return t && t->dtype == ir::DType::kF32; }
-
-// Round half to even of a finite double, independent of the rounding mode.
-double RoundHalfEven(double v) {
-  const double f = std::floor(v), d = v - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
-}
 
 // A weight matrix viewed as `channels` rows of `per` values each, channel c
 // at data[c * stride_c + k * stride_k] (lets MatMul's B [K, N] be read per
@@ -58,18 +51,9 @@ struct WeightView {
 template <typename IndexFn>
 void QuantizePerChannel(const WeightView& v, int8_t* q, std::vector<float>* scales, IndexFn q_index) {
   scales->resize(v.channels);
-  for (int64_t c = 0; c < v.channels; ++c) {
-    double m = 0;
-    for (int64_t k = 0; k < v.per; ++k) m = std::max(m, std::fabs(v.at(c, k)));
-    float s = static_cast<float>(m / 127.0);
-    if (!(s > 0.f) || !std::isfinite(s)) s = 1.f;  // all zeros (or a scale too small for float)
-    (*scales)[c] = s;
-    for (int64_t k = 0; k < v.per; ++k) {
-      double r = RoundHalfEven(v.at(c, k) / static_cast<double>(s));
-      r = std::min(127.0, std::max(-127.0, r));
-      q[q_index(c, k)] = static_cast<int8_t>(r);
-    }
-  }
+  for (int64_t c = 0; c < v.channels; ++c)
+    (*scales)[c] = ops::QuantizeChannelInt8(
+        v.per, [&](int64_t k) { return v.at(c, k); }, [&](int64_t k, int8_t x) { q[q_index(c, k)] = x; });
 }
 
 class Rewriter {

@@ -86,16 +86,8 @@ Result<std::vector<float>> WidenIfBf16(std::string_view op, const CreateContext&
 Status WindowOutput(std::string_view op, int64_t ih, int64_t iw, const std::array<int64_t, 2>& k,
                     const std::array<int64_t, 2>& s, const std::array<int64_t, 2>& d,
                     const std::array<int64_t, 4>& pads, bool ceil_mode, int64_t* oh, int64_t* ow) {
-  auto out = [&](int64_t in, int64_t pb, int64_t pe, int64_t kk, int64_t ss, int64_t dd) -> int64_t {
-    const int64_t span = in + pb + pe - ((kk - 1) * dd + 1);
-    if (span < 0) return 0;
-    int64_t o = (ceil_mode ? (span + ss - 1) / ss : span / ss) + 1;
-    // The last window must start inside the input or its leading padding.
-    if (ceil_mode && (o - 1) * ss >= in + pb) --o;
-    return o;
-  };
-  *oh = out(ih, pads[0], pads[2], k[0], s[0], d[0]);
-  *ow = out(iw, pads[1], pads[3], k[1], s[1], d[1]);
+  *oh = WindowOutputSize(ih, pads[0], pads[2], (k[0] - 1) * d[0] + 1, s[0], ceil_mode);
+  *ow = WindowOutputSize(iw, pads[1], pads[3], (k[1] - 1) * d[1] + 1, s[1], ceil_mode);
   if (*oh < 1 || *ow < 1)
     return Err(op, "the window does not fit the padded input " + std::to_string(ih) + "x" + std::to_string(iw));
   return Status::Ok();

@@ -17,6 +17,7 @@
 
 #include "kernels/packing.h"
 #include "ops/conv_geom.h"
+#include "ops/int8_weights.h"
 #include "ops/internal/internal.h"
 #include "ops/lowering.h"
 
@@ -276,15 +277,11 @@ Result<bool> Lower(LowerContext& c, int ni) {
     // widened at load: a quarter of the bytes, the float kernel's speed.
     const std::vector<float> f = kernels::PackDepthwise(w->data<float>(), oc, kh, kw);
     const int64_t cp = static_cast<int64_t>(f.size()) / (kh * kw);
-    std::vector<float> scale(static_cast<size_t>(cp), 1.f);
-    for (int64_t ch = 0; ch < cp; ++ch) {
-      float m = 0.f;
-      for (int64_t t = 0; t < kh * kw; ++t) m = std::max(m, std::fabs(f[t * cp + ch]));
-      if (m > 0.f) scale[ch] = m / 127.f;
-    }
+    std::vector<float> scale(static_cast<size_t>(cp));
     std::vector<int8_t> q(f.size());
-    for (size_t i = 0; i < f.size(); ++i)
-      q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(f[i] / scale[i % cp]), -127.f, 127.f));
+    for (int64_t ch = 0; ch < cp; ++ch)
+      scale[ch] = QuantizeChannelInt8(
+          kh * kw, [&](int64_t t) { return f[t * cp + ch]; }, [&](int64_t t, int8_t x) { q[t * cp + ch] = x; });
     pw = c.Weights(n.name + ".w8", ir::DType::kI8, q.data(), static_cast<int64_t>(q.size()));
     pb = c.Floats(n.name + ".b", kernels::PackDepthwiseBias(bias, oc));
     const int32_t ps = c.Weights(n.name + ".w8scale", ir::DType::kF32, scale.data(), cp);

@@ -1,0 +1,39 @@
+// Symmetric per-channel int8 weights: the one weight quantizer of precision
+// int8, used by passes/quantize_int8.cc (the weights of quantized
+// convolutions and GEMMs) and ConvNhwc's lowering (float depthwise weights
+// stored as int8).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace fcb::ops {
+
+// Nearest integer, ties to even (as ONNX QuantizeLinear rounds), whatever
+// the floating-point rounding mode.
+inline double RoundHalfEven(double v) {
+  const double f = std::floor(v), d = v - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return std::fmod(f, 2.0) == 0 ? f : f + 1;
+}
+
+// Quantizes one channel of `count` weights, get(k) -> double, symmetrically:
+// scale = max|w| / 127 as float (1 when every weight is zero or the scale
+// is too small for float), put(k, q) with q = RoundHalfEven(w / scale)
+// clamped to [-127, 127], computed in double. Returns the scale.
+template <typename Get, typename Put>
+float QuantizeChannelInt8(int64_t count, Get get, Put put) {
+  double m = 0;
+  for (int64_t k = 0; k < count; ++k) m = std::max(m, std::fabs(static_cast<double>(get(k))));
+  float s = static_cast<float>(m / 127.0);
+  if (!(s > 0.f) || !std::isfinite(s)) s = 1.f;
+  for (int64_t k = 0; k < count; ++k) {
+    const double r = RoundHalfEven(static_cast<double>(get(k)) / static_cast<double>(s));
+    put(k, static_cast<int8_t>(std::min(127.0, std::max(-127.0, r))));
+  }
+  return s;
+}
+
+}  // namespace fcb::ops
