@@ -4,7 +4,6 @@
 #include <cstring>
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -157,15 +156,13 @@ class Lowerer final : public ops::LowerContext {
 
   // The registered rules for the node's op, highest priority first; a node
   // no rule takes becomes one step as it is (ONNX ops and the NHWC pools).
-  // A Reshape, Flatten, Squeeze, Unsqueeze or Identity of an intermediate
+  // A view op (kTraitView: Reshape, Flatten, Squeeze, Unsqueeze, Identity) of an intermediate
   // value into another intermediate value moves no bytes: its output becomes
   // a second tensor over the input's arena bytes (PlanArena gives both one
   // buffer whose lifetime covers both), and no step is emitted.
   bool LowerAsView(const Node& n) {
-    static const std::set<std::string, std::less<>> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                                                              "Identity"};
-    if (!n.domain.empty() || !kViews.count(n.op_type) || n.inputs.empty() || n.inputs[0] < 0 ||
-        n.outputs.size() != 1)
+    const ops::OpDef* def = ops::FindOp(n.op_type);
+    if (!def || !(def->traits & ops::kTraitView) || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
       return false;
     const int x = n.inputs[0], y = n.outputs[0];
     const ir::Value& xv = g_.values[x];

@@ -154,6 +154,10 @@ enum OpTraits : uint32_t {
   // be written in place by producers that can write a channel slice
   // (OpDef::write_channel_slice; compile/lower.cc).
   kTraitConcat = 32,
+  // Output 0 holds input 0's bytes unchanged, only its shape differs
+  // (Reshape, Flatten, Squeeze, Unsqueeze, Identity): lowering may make it a
+  // view of the input (a second tensor over the same arena bytes).
+  kTraitView = 64,
 };
 
 struct OpDef {

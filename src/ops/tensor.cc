@@ -283,10 +283,10 @@ Result<std::unique_ptr<Kernel>> CreateRange(const CreateContext& c) {
 }  // namespace
 
 void RegisterTensorOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2));
-  ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1));
-  ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2));
-  ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2));
+  ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView));
+  ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1, 1, 1, kTraitView));
+  ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2, 1, 1, kTraitView));
+  ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2, 1, 1, kTraitView));
   ops->push_back(Def<InferShape, CreateShape>("Shape", 1, 1));
   ops->push_back(Def<InferShape, CreateShape>("Size", 1, 1));
   ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1));

@@ -450,7 +450,7 @@ void RegisterUnaryOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferClip, CreateClip>("Clip", 1, 3, 1, 1, kTraitElementwise));
   ops->push_back(Def<InferCast, CreateCast>("Cast", 1, 1, 1, 1, kTraitElementwise));
   ops->push_back(Def<InferCast, CreateCast>("CastLike", 2, 2));
-  ops->push_back(Def<InferIdentity, CreateIdentity>("Identity", 1, 1, 1, 1, kTraitElementwise));
+  ops->push_back(Def<InferIdentity, CreateIdentity>("Identity", 1, 1, 1, 1, kTraitElementwise | kTraitView));
   ops->push_back(Def<InferIdentity, CreateIdentity>("Dropout", 1, 3, 1, 2, kTraitElementwise));
 }
 
