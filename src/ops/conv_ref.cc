@@ -236,6 +236,31 @@ struct ConvPlan {
   std::vector<int64_t> taps;
 };
 
+using Pos = std::array<int64_t, kMaxSpatial>;
+
+// The origin of the window at flat position `flat` of a grid of `grid`
+// positions per dim: position * stride - leading pad, per dim.
+Pos WindowOrigin(const Window& w, const Pos& grid, int64_t flat) {
+  Pos base{};
+  for (int i = w.rank - 1; i >= 0; --i) {
+    base[i] = (flat % grid[i]) * w.s[i] - w.pb[i];
+    flat /= grid[i];
+  }
+  return base;
+}
+
+// The flat offset (strides `st`) of tap `tap` of the window at `base` in a
+// tensor of `dims`, or -1 when the tap lies outside it (padding).
+int64_t TapOffset(int r, const Pos& base, const int64_t* tap, const Pos& dims, const Pos& st) {
+  int64_t off = 0;
+  for (int i = 0; i < r; ++i) {
+    const int64_t pos = base[i] + tap[i];
+    if (pos < 0 || pos >= dims[i]) return -1;
+    off += pos * st[i];
+  }
+  return off;
+}
+
 void RunConv(const ConvPlan& p, const float* x, const float* wt, const float* bias, float* y) {
   const Window& w = p.w;
   const int r = w.rank;
@@ -247,22 +272,11 @@ void RunConv(const ConvPlan& p, const float* x, const float* wt, const float* bi
       for (int64_t oc = 0; oc < p.m; ++oc) {
         const int64_t grp = oc / mg;
         for (int64_t o = 0; o < out_sp; ++o) {
-          std::array<int64_t, kMaxSpatial> base{};
-          int64_t rem = o;
-          for (int i = r - 1; i >= 0; --i) {
-            base[i] = (rem % w.out[i]) * w.s[i] - w.pb[i];
-            rem /= w.out[i];
-          }
+          const Pos base = WindowOrigin(w, w.out, o);
           double acc = p.has_bias ? bias[oc] : 0.0;
           for (int64_t t = 0; t < ntaps; ++t) {
-            int64_t off = 0;
-            bool inside = true;
-            for (int i = 0; i < r && inside; ++i) {
-              const int64_t pos = base[i] + p.taps[t * r + i];
-              inside = pos >= 0 && pos < w.in[i];
-              off += pos * ist[i];
-            }
-            if (!inside) continue;
+            const int64_t off = TapOffset(r, base, &p.taps[t * r], w.in, ist);
+            if (off < 0) continue;
             for (int64_t ic = 0; ic < cg; ++ic)
               acc += static_cast<double>(x[(b * p.ch + grp * cg + ic) * in_sp + off]) *
                      wt[(oc * cg + ic) * ntaps + t];
@@ -279,22 +293,11 @@ void RunConv(const ConvPlan& p, const float* x, const float* wt, const float* bi
     for (int64_t ic = 0; ic < p.ch; ++ic) {
       const int64_t grp = ic / cg;
       for (int64_t q = 0; q < in_sp; ++q) {
-        std::array<int64_t, kMaxSpatial> base{};
-        int64_t rem = q;
-        for (int i = r - 1; i >= 0; --i) {
-          base[i] = (rem % w.in[i]) * w.s[i] - w.pb[i];
-          rem /= w.in[i];
-        }
+        const Pos base = WindowOrigin(w, w.in, q);
         const float xv = x[(b * p.ch + ic) * in_sp + q];
         for (int64_t t = 0; t < ntaps; ++t) {
-          int64_t off = 0;
-          bool inside = true;
-          for (int i = 0; i < r && inside; ++i) {
-            const int64_t pos = base[i] + p.taps[t * r + i];
-            inside = pos >= 0 && pos < w.out[i];
-            off += pos * ost[i];
-          }
-          if (!inside) continue;
+          const int64_t off = TapOffset(r, base, &p.taps[t * r], w.out, ost);
+          if (off < 0) continue;
           for (int64_t om = 0; om < mg; ++om)
             y[(b * p.m + grp * mg + om) * out_sp + off] += xv * wt[(ic * mg + om) * ntaps + t];
         }
@@ -368,24 +371,13 @@ void RunPool(const PoolPlan& p, const T* x, T* y, int64_t* ind) {
   }
   for (int64_t ncx = 0; ncx < p.nc; ++ncx)
     for (int64_t o = 0; o < out_sp; ++o) {
-      std::array<int64_t, kMaxSpatial> base{};
-      int64_t rem = o;
-      for (int i = r - 1; i >= 0; --i) {
-        base[i] = (rem % w.out[i]) * w.s[i] - w.pb[i];
-        rem /= w.out[i];
-      }
+      const Pos base = WindowOrigin(w, w.out, o);
       double acc = p.kind == 0 ? -std::numeric_limits<double>::infinity() : 0.0;
       int64_t count = 0, best = -1;
       for (int64_t t = 0; t < ntaps; ++t) {
-        int64_t off = 0, coff = 0;
-        bool inside = true;
-        for (int i = 0; i < r && inside; ++i) {
-          const int64_t pos = base[i] + p.taps[t * r + i];
-          inside = pos >= 0 && pos < w.in[i];
-          off += pos * ist[i];
-          coff += pos * cst[i];
-        }
-        if (!inside) continue;
+        const int64_t off = TapOffset(r, base, &p.taps[t * r], w.in, ist);
+        if (off < 0) continue;
+        const int64_t coff = p.col_major ? TapOffset(r, base, &p.taps[t * r], w.in, cst) : 0;
         const double v = x[ncx * in_sp + off];
         ++count;
         if (p.kind == 0) {

@@ -70,25 +70,11 @@ class Rewriter {
   }
 
  private:
-  std::string Unique(const std::string& base) { return g_.UniqueName(base); }
-
   int NewValue(const std::string& base, ir::DType dt, ir::Shape shape) {
-    ir::Value v;
-    v.name = Unique(base);
-    v.dtype = dt;
-    v.shape = std::move(shape);
-    v.has_shape = true;
-    return g_.AddValue(std::move(v));
+    return passes::NewValue(g_, base, dt, std::move(shape));
   }
-
   int NewConstant(const std::string& base, std::shared_ptr<ir::TensorData> t) {
-    ir::Value v;
-    v.name = Unique(base);
-    v.dtype = t->dtype;
-    v.shape = t->shape;
-    v.has_shape = true;
-    v.constant = std::move(t);
-    return g_.AddValue(std::move(v));
+    return g_.AddConstant(base, std::move(t));
   }
 
   void Emit(const std::string& name, const std::string& op, std::vector<int> in, std::vector<int> out) {
