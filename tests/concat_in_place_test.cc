@@ -1,6 +1,6 @@
 // A Concat along the channels whose inputs are all conv outputs read by
 // nothing else runs no step: the convs write their channels into its output
-// (ops::WriteIntoChannelSlice, compile/lower.cc). A Concat with an input that
+// (OpDef::write_channel_slice, compile/lower.cc). A Concat with an input that
 // has another reader keeps its copy. Both are checked on every target, at 1
 // and 2 threads, against a scalar NCHW reference computed here: the pointwise,
 // dense 3x3 and depthwise convs that feed the first Concat, and the second

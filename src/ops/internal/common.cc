@@ -113,19 +113,6 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
   return g;
 }
 
-bool WriteChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels) {
-  for (const auto& a : s->attrs)
-    if (a.name == attr::kOutChannelOffset || a.name == attr::kOutPixelChannels) return false;
-  format::AttrDesc o, c;
-  o.name = std::string(attr::kOutChannelOffset);
-  o.ints = {offset};
-  c.name = std::string(attr::kOutPixelChannels);
-  c.ints = {channels};
-  s->attrs.push_back(std::move(o));
-  s->attrs.push_back(std::move(c));
-  return true;
-}
-
 Result<OutputSlice> DecodeOutputSlice(std::string_view op, const SliceConvParams& p, int64_t oc) {
   OutputSlice s;
   const bool has_offset = p.out_channel_offset.has_value(), has_channels = p.out_pixel_channels.has_value();

@@ -51,7 +51,7 @@ struct Config {
 };
 
 // The geometry of a conv over x read as NCHW (input_nchw = 1,
-// ops::ReadNchwInput): that of its NHWC form, for the convs the plane path
+// ReadNchwInput below): that of its NHWC form, for the convs the plane path
 // takes; an error naming why otherwise.
 Result<kernels::ConvGeom> NchwGeometry(const internal::ConvParams& p, TensorInfo x) {
   if (x.shape.size() == 4) x.shape = {x.shape[0], x.shape[2], x.shape[3], x.shape[1]};
@@ -317,14 +317,11 @@ uint64_t Flops(const CreateContext& c) {
 // its input as NCHW of shape `nchw` (input_nchw = 1).
 bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
   if (nchw.size() != 4 || s->inputs.empty()) return false;
-  const Attrs a(s->attrs);
-  if (a.Has(attr::kInputNchw)) return false;
-  auto p = DecodeParams<internal::ConvParams>(kOp, a);
-  if (!p.ok() || !NchwGeometry(p.value(), TensorInfo{ir::DType::kF32, nchw}).ok()) return false;
-  format::AttrDesc d;
-  d.name = std::string(attr::kInputNchw);
-  d.ints = {1};
-  s->attrs.push_back(std::move(d));
+  auto p = DecodeParams<Params>(kOp, Attrs(s->attrs));
+  if (!p.ok() || p.value().input_nchw || !NchwGeometry(p.value(), TensorInfo{ir::DType::kF32, nchw}).ok())
+    return false;
+  p.value().input_nchw = 1;
+  s->attrs = EncodeParams(p.value());
   return true;
 }
 
@@ -336,7 +333,7 @@ OpDef DefineConvNhwc() {
   d.traits = kTraitTakesActivation | kTraitTakesResidual;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"Conv", FromConv}};
-  d.write_channel_slice = internal::WriteChannelSlice;
+  d.write_channel_slice = internal::WriteChannelSlice<Params>;
   d.read_nchw_input = ReadNchwInput;
   return d;
 }

@@ -141,7 +141,7 @@ OpDef DefineConvWinogradNhwc() {
   OpDef d = internal::LoweredOp(kOp, 3, 4, Infer, Create, Scratch);
   d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 20, Lower}};
-  d.write_channel_slice = internal::WriteChannelSlice;
+  d.write_channel_slice = internal::WriteChannelSlice<internal::SliceConvParams>;
   return d;
 }
 

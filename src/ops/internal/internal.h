@@ -111,9 +111,18 @@ Result<OutputSlice> DecodeOutputSlice(std::string_view op, const SliceConvParams
 // tensor's, the residual keeps its own dense stride (oc). The caller offsets
 // the output pointer by s.offset.
 void ApplyOutputSlice(const OutputSlice& s, kernels::ConvGeom* g);
-// OpDef::write_channel_slice of the ops with SliceConvParams: sets the slice
-// fields of step `s` (false, `s` unchanged, when it already has a slice).
-bool WriteChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels);
+// OpDef::write_channel_slice of the ops whose parameters P derive from
+// SliceConvParams: sets the slice fields of step `s` and encodes P again
+// (false, `s` unchanged, when it does not decode or already has a slice).
+template <typename P>
+bool WriteChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels) {
+  auto p = DecodeParams<P>(s->op, Attrs(s->attrs));
+  if (!p.ok() || p.value().out_channel_offset || p.value().out_pixel_channels) return false;
+  p.value().out_channel_offset = offset;
+  p.value().out_pixel_channels = channels;
+  s->attrs = EncodeParams(p.value());
+  return true;
+}
 
 // The geometry of `p` on NHWC input x (validated: groups divide the
 // channels, the window fits, the output's size is sane).
