@@ -53,6 +53,15 @@ Status Conv1dAs2d(ir::Graph& g) {
   std::map<int, int> squeezed_from;  // 3-D value -> the 4-D value it is a Squeeze of
   std::vector<ir::Node> out;
   out.reserve(g.nodes.size() + 8);
+  // An Unsqueeze or Squeeze of axis 2 (the height of the 2-D form).
+  auto reshape = [&](const std::string& name, const char* op, int from, int to) {
+    ir::Node r;
+    r.name = g.UniqueName(name);
+    r.op_type = op;
+    r.inputs = {from, axes};
+    r.outputs = {to};
+    return r;
+  };
   for (ir::Node& n : g.nodes) {
     if (!Rewritable(g, n)) {
       out.push_back(std::move(n));
@@ -65,12 +74,7 @@ Status Conv1dAs2d(ir::Graph& g) {
     } else {
       const ir::Shape& xs = g.values[x].shape;
       x4 = NewValue(g, g.values[x].name + "/as_2d", ir::DType::kF32, {xs[0], xs[1], 1, xs[2]});
-      ir::Node u;
-      u.name = g.UniqueName(n.name + "/unsqueeze");
-      u.op_type = "Unsqueeze";
-      u.inputs = {x, axes};
-      u.outputs = {x4};
-      out.push_back(std::move(u));
+      out.push_back(reshape(n.name + "/unsqueeze", "Unsqueeze", x, x4));
     }
     const ir::TensorData& w = *g.values[n.inputs[1]].constant;
     auto w4 = std::make_shared<ir::TensorData>(w);
@@ -87,11 +91,7 @@ Status Conv1dAs2d(ir::Graph& g) {
     WidenInts(n, "output_padding", 0, false);
     WidenInts(n, "output_shape", 1, false);
     WidenInts(n, "pads", 0, true);
-    ir::Node s;
-    s.name = g.UniqueName(n.name + "/squeeze");
-    s.op_type = "Squeeze";
-    s.inputs = {y4, axes};
-    s.outputs = {y};
+    ir::Node s = reshape(n.name + "/squeeze", "Squeeze", y4, y);
     out.push_back(std::move(n));
     out.push_back(std::move(s));
     squeezed_from[y] = y4;
