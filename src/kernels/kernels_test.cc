@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -443,12 +444,12 @@ TEST(KernelTableTest, EachTargetHasItsOwnCode) {
       continue;
     }
     // The Highway target the row names; an SVE target's code is the one for
-    // this thread's vector length, which Highway names by length where it
-    // has a target of its own for it.
-    std::string want = r.hwy;
-    if (want == "SVE" && bits == 256) want = "SVE_256";
-    if (want == "SVE2" && bits == 128) want = "SVE2_128";
-    EXPECT_EQ(std::string(t.isa), want) << TargetName(r.id);
+    // this thread's vector length, and Highway has targets of their own for
+    // two (family, length) pairs.
+    const std::map<std::pair<std::string, int>, std::string> kByLength = {{{"SVE", 256}, "SVE_256"},
+                                                                          {{"SVE2", 128}, "SVE2_128"}};
+    const auto sized = kByLength.find({r.hwy, bits});
+    EXPECT_EQ(std::string(t.isa), sized == kByLength.end() ? std::string(r.hwy) : sized->second) << TargetName(r.id);
   }
   // Two targets share functions exactly when both are the same pass of
   // kernels_hwy.cc; a row with a variant is a compilation of its own (e.g.
