@@ -182,7 +182,7 @@ class ExpandDwKernel : public Kernel {
         kernels::ConvGeom ge = ge0;
         ge.n = 1, ge.ih = ge.oh = ye - from;
         ctx.k->f32.conv(ge, o.x + (b * d.ih + from) * d.iw * ge.ic, w1, o.b1 + c0, nullptr,
-                    buf + (from - ys) * row_floats, cfg_.expand_ep, 0, (ye - from) * d.iw, conv_scratch);
+                        buf + (from - ys) * row_floats, cfg_.expand_ep, 0, (ye - from) * d.iw, conv_scratch);
       }
       have_b = b, have_lo = ys, have_hi = ye;
       // The depthwise conv over the band: buffer row 0 is intermediate row ys.
@@ -190,7 +190,7 @@ class ExpandDwKernel : public Kernel {
       gd.n = 1, gd.ih = ye - ys, gd.oh = oy1 - oy0;
       gd.pad_top = d.pad_top + ys - oy0 * d.sh;
       ctx.k->f32.depthwise(gd, buf, o.w2 + c0, o.b2 + c0, nullptr, o.y + (b * d.oh + oy0) * d.ow * d.oc + c0,
-                       cfg_.dw_ep, 0, gd.oh * d.ow);
+                           cfg_.dw_ep, 0, gd.oh * d.ow);
       r += oy1 - oy0;
     }
   }

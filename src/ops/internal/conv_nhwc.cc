@@ -185,7 +185,7 @@ class ConvNhwcKernel : public Kernel {
       sub.oc = std::min(g.oc, end * kChannelUnit) - c0;
       sub.residual_pixel_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
       ctx.k->f32.conv(sub, x, w + (c0 / kPanel) * panel_floats, b + c0, r ? r + c0 : nullptr, y + c0,
-                  cfg_.ep, 0, g.n * g.oh * g.ow, static_cast<float*>(ctx.ThreadScratch(t)));
+                      cfg_.ep, 0, g.n * g.oh * g.ow, static_cast<float*>(ctx.ThreadScratch(t)));
     });
   }
 

@@ -118,7 +118,7 @@ void RunBlock(const RunContext& ctx, const Config& c, const float* x, const floa
   for (int64_t p0 = 0; p0 < pixels; p0 += rows) {
     const int64_t m = std::min(rows, pixels - p0);
     ctx.k->f32.gemm(m, cols, c.icg, x + (b * pixels + p0) * c.ic + g * c.icg, c.ic, wb, nullptr, colbuf, cols,
-                kernels::Epilogue{}, 0, m, gemm_scratch);
+                    kernels::Epilogue{}, 0, m, gemm_scratch);
     for (int64_t r = 0; r < m; ++r) {
       const int64_t iy = (p0 + r) / c.iw, ix = (p0 + r) % c.iw;
       for (int64_t ky = 0; ky < kh; ++ky) {

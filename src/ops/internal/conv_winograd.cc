@@ -85,7 +85,7 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
       while (begin < end) {
         const int64_t k = begin / tiles, stop = std::min(end, (k + 1) * tiles);
         ctx.k->f32.winograd(cfg.g, x, w, b, r, y, cfg.ep, begin - k * tiles, stop - k * tiles, cut(k), cut(k + 1),
-                        scratch);
+                            scratch);
         begin = stop;
       }
     });

@@ -90,7 +90,7 @@ class GemmPackedKernel : public Kernel {
         g_.m, grain,
         [&](int t, int64_t b0, int64_t e0) {
           ctx.k->f32.gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
-                      static_cast<float*>(ctx.ThreadScratch(t)));
+                          static_cast<float*>(ctx.ThreadScratch(t)));
         },
         per_thread);
     return Status::Ok();
@@ -109,7 +109,7 @@ class GemmPackedKernel : public Kernel {
       const int64_t c0 = begin * kColumnUnit;
       const int64_t n = std::min(g_.n, end * kColumnUnit) - c0;
       ctx.k->f32.gemm(g_.m, n, g_.k, a, g_.k, b + (c0 / kPanel) * g_.k * kPanel, bias ? bias + c0 : nullptr,
-                  y + c0, g_.n, g_.ep, 0, g_.m, static_cast<float*>(ctx.ThreadScratch(t)));
+                      y + c0, g_.n, g_.ep, 0, g_.m, static_cast<float*>(ctx.ThreadScratch(t)));
     });
   }
 
