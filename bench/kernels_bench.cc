@@ -314,7 +314,7 @@ void BenchWinograd(benchmark::State& state, TargetId target, int64_t hw, int64_t
   const int64_t tiles = ((hw + 3) / 4) * ((hw + 3) / 4);
   Scratch scratch(kWinogradScratchFloats);
   RunVsPeak(state, 2.0 * hw * hw * c * oc * 9, [&] {
-    k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles, 0, (g.oc + kPanel - 1) / kPanel, scratch.get());
+    k.winograd(g, in.data(), packed.data(), pbias.data(), nullptr, out.data(), ep, 0, tiles, 0, PanelCount(g.oc), scratch.get());
     benchmark::ClobberMemory();
   });
 }

@@ -17,28 +17,25 @@
 #endif
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace fcb {
 
 const std::vector<TargetInfo>& KnownTargets() {
   static const std::vector<TargetInfo> kTargets = {
-      {TargetId::kGeneric, "generic", "portable scalar code for any CPU", 0, TargetArch::kAny},
-      {TargetId::kX86_64_V2, "x86-64-v2", "x86-64 with SSE4.2, SSSE3, POPCNT (128-bit vectors)", 20,
-       TargetArch::kX86_64},
-      {TargetId::kX86_64_V3, "x86-64-v3", "x86-64 with AVX2, FMA, BMI2, F16C (256-bit vectors)", 30,
-       TargetArch::kX86_64},
-      {TargetId::kX86_64_V4, "x86-64-v4", "x86-64 with AVX-512 F/BW/CD/DQ/VL (512-bit vectors)", 40,
-       TargetArch::kX86_64},
-      {TargetId::kArmv8A, "armv8-a", "AArch64 with Advanced SIMD (NEON, 128-bit vectors), e.g. Cortex-A53", 20,
-       TargetArch::kAArch64},
-      {TargetId::kArmv82A, "armv8.2-a",
-       "AArch64 NEON with FP16 arithmetic and dot product, e.g. Cortex-A76, Neoverse-N1", 30, TargetArch::kAArch64},
-      {TargetId::kArmv82ASve, "armv8.2-a+sve",
-       "AArch64 FP16 + SVE at 256 or 512 bits, e.g. A64FX, Neoverse-V1", 40, TargetArch::kAArch64},
-      {TargetId::kArmv9A, "armv9-a", "AArch64 SVE2 at 128, 256 or 512 bits, e.g. Cortex-X2/A710, Neoverse-N2/V2", 50,
-       TargetArch::kAArch64},
+#define FCB_TARGET(id, name, arch, score, hwy, variant, sve, march, i8_hwy, i8_dot, needs, description) \
+  {TargetId::id, name, description, score, TargetArch::k##arch, sve},
+#include "core/targets.def"
+#undef FCB_TARGET
   };
   return kTargets;
+}
+
+const TargetInfo& TargetInfoOf(TargetId id) {
+  const auto& ts = KnownTargets();
+  const size_t i = static_cast<size_t>(id);
+  return ts[i < ts.size() ? i : 0];
 }
 
 std::optional<TargetId> TargetFromName(std::string_view name) {
@@ -72,13 +69,23 @@ const char* ArchName(TargetArch arch) {
 }
 
 bool SveTargetHasLength(TargetId target, int bits) {
-  // Must match the SVE kernel variants CMakeLists.txt builds (FCB_SVE_VARIANTS).
-  switch (target) {
-    case TargetId::kArmv82ASve: return bits == 256 || bits == 512;
-    case TargetId::kArmv9A: return bits == 128 || bits == 256 || bits == 512;
-    default: return false;
-  }
+  // Lengths are powers of two here, so each is one bit of the mask (an SVE
+  // length may be any multiple of 128, e.g. 384, which no target has code for).
+  return bits > 0 && (bits & (bits - 1)) == 0 && (TargetInfoOf(target).sve_lengths & static_cast<unsigned>(bits)) != 0;
 }
+
+namespace {
+// "128, 256 or 512": the lengths `target` has SVE code for, in words.
+std::string SveLengthsInWords(TargetId target) {
+  std::vector<std::string> lengths;
+  for (unsigned bits = 128; bits <= 2048; bits *= 2)
+    if (TargetInfoOf(target).sve_lengths & bits) lengths.push_back(std::to_string(bits));
+  std::string out;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == lengths.size() ? " or " : ", ") + lengths[i];
+  return out;
+}
+}  // namespace
 
 #if FCB_X86
 namespace {
@@ -155,11 +162,7 @@ std::string WhyHostCannotRun(const HostFeatures& f, TargetId target) {
   auto need = [&](bool have, const char* what) {
     if (!have) missing += (missing.empty() ? "" : ", ") + std::string(what);
   };
-  const TargetArch arch = [&] {
-    for (const auto& t : KnownTargets())
-      if (t.id == target) return t.arch;
-    return TargetArch::kAny;
-  }();
+  const TargetArch arch = TargetInfoOf(target).arch;
 #if FCB_X86
   constexpr TargetArch kHostArch = TargetArch::kX86_64;
 #elif FCB_AARCH64
@@ -169,41 +172,34 @@ std::string WhyHostCannotRun(const HostFeatures& f, TargetId target) {
 #endif
   if (arch != TargetArch::kAny && arch != kHostArch)
     return std::string("it holds ") + ArchName(arch) + " code and this host is not " + ArchName(arch);
+  // The manifest's needs column, in its order.
+#define NEED_NOTHING
+#define NEED(what) FCB_NEED_##what;
+#define FCB_NEED_SSE42 need(f.sse42 && f.popcnt && f.ssse3, "SSE4.2, SSSE3, POPCNT")
+#define FCB_NEED_AVX2 \
+  need(f.avx && f.avx2 && f.fma && f.bmi1 && f.bmi2 && f.f16c && f.lzcnt && f.movbe, "AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE")
+#define FCB_NEED_OS_AVX need(!f.avx || f.os_avx, "AVX state enabled by the OS")
+#define FCB_NEED_AVX512 need(f.avx512f && f.avx512bw && f.avx512cd && f.avx512dq && f.avx512vl, "AVX-512 F/BW/CD/DQ/VL")
+#define FCB_NEED_OS_AVX512 need(!f.avx512f || f.os_avx512, "AVX-512 state enabled by the OS")
+#define FCB_NEED_ASIMD need(f.asimd, "Advanced SIMD")
+#define FCB_NEED_FP16 need(f.fphp && f.asimdhp, "FP16 arithmetic")
+#define FCB_NEED_DOTPROD need(f.asimddp, "dot product")
+#define FCB_NEED_SVE need(f.sve, "SVE")
+#define FCB_NEED_SVE2 need(f.sve2, "SVE2")
+#define FCB_NEED_SVE_LENGTH                                                                                           \
+  if (f.sve && !SveTargetHasLength(target, f.sve_bits))                                                              \
+  missing += (missing.empty() ? "" : ", ") + std::string("an SVE vector length of ") + SveLengthsInWords(target) + \
+             " bits (this thread has " + std::to_string(f.sve_bits) + ")"
   switch (target) {
-    case TargetId::kGeneric: break;
-    case TargetId::kX86_64_V4:
-      need(f.avx512f && f.avx512bw && f.avx512cd && f.avx512dq && f.avx512vl, "AVX-512 F/BW/CD/DQ/VL");
-      need(!f.avx512f || f.os_avx512, "AVX-512 state enabled by the OS");
-      [[fallthrough]];
-    case TargetId::kX86_64_V3:
-      need(f.avx && f.avx2 && f.fma && f.bmi1 && f.bmi2 && f.f16c && f.lzcnt && f.movbe,
-           "AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE");
-      need(!f.avx || f.os_avx, "AVX state enabled by the OS");
-      [[fallthrough]];
-    case TargetId::kX86_64_V2:
-      need(f.sse42 && f.popcnt && f.ssse3, "SSE4.2, SSSE3, POPCNT");
-      break;
-    case TargetId::kArmv9A:
-      need(f.sve2, "SVE2");
-      need(f.asimddp, "dot product");
-      [[fallthrough]];
-    case TargetId::kArmv82ASve:
-      need(f.sve, "SVE");
-      if (f.sve && !SveTargetHasLength(target, f.sve_bits))
-        missing += (missing.empty() ? "" : ", ") + std::string("an SVE vector length of ") +
-                   (target == TargetId::kArmv9A ? "128, 256 or 512" : "256 or 512") + " bits (this thread has " +
-                   std::to_string(f.sve_bits) + ")";
-      need(f.fphp && f.asimdhp, "FP16 arithmetic");
-      need(f.asimd, "Advanced SIMD");
-      break;
-    case TargetId::kArmv82A:
-      need(f.fphp && f.asimdhp, "FP16 arithmetic");
-      need(f.asimddp, "dot product");
-      [[fallthrough]];
-    case TargetId::kArmv8A:
-      need(f.asimd, "Advanced SIMD");
-      break;
+#define FCB_TARGET(id, name, arch, score, hwy, variant, sve, march, i8_hwy, i8_dot, needs, description) \
+  case TargetId::id: {                                                                                   \
+    needs                                                                                                \
+  } break;
+#include "core/targets.def"
+#undef FCB_TARGET
   }
+#undef NEED_NOTHING
+#undef NEED
   return missing.empty() ? "" : "this host lacks " + missing;
 }
 

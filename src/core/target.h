@@ -14,18 +14,18 @@
 
 namespace fcb {
 
-// Stored in files by name, never by number; the numbers index tables.
+// One enumerator per row of the target manifest (core/targets.def), in its
+// order. Stored in files by name, never by number; the numbers index tables.
 enum class TargetId : uint8_t {
-  kGeneric = 0,    // portable scalar code, runs anywhere
-  kX86_64_V2 = 1,  // SSE4.2 (+POPCNT, SSSE3)
-  kX86_64_V3 = 2,  // AVX2 + FMA (+BMI1/2, F16C, LZCNT, MOVBE)
-  kX86_64_V4 = 3,  // AVX-512 F/BW/CD/DQ/VL
-  kArmv8A = 4,     // AArch64 Advanced SIMD (NEON)
-  kArmv82A = 5,    // NEON + FP16 arithmetic + dot product
-  kArmv82ASve = 6, // armv8.2-a FP16 + SVE (vector length 256 or 512 bits)
-  kArmv9A = 7,     // SVE2 (vector length 128, 256 or 512 bits)
+#define FCB_TARGET(id, ...) id,
+#include "core/targets.def"
+#undef FCB_TARGET
 };
-inline constexpr int kNumTargetIds = 8;
+inline constexpr int kNumTargetIds = 0
+#define FCB_TARGET(...) +1
+#include "core/targets.def"
+#undef FCB_TARGET
+    ;
 
 enum class TargetArch : uint8_t { kAny, kX86_64, kAArch64 };
 
@@ -35,9 +35,12 @@ struct TargetInfo {
   const char* description;  // human words for `fcb targets`
   int score;                // higher = preferred when the host can run it
   TargetArch arch;          // the CPU family whose code it holds
+  // SVE vector lengths in bits it has code for, each length its own bit
+  // (128 | 256 | 512); 0 for a target without SVE.
+  unsigned sve_lengths;
 };
 
-// Every target the compiler knows, in a fixed order (generic first).
+// Every target the compiler knows, in the manifest's order (generic first).
 const std::vector<TargetInfo>& KnownTargets();
 std::optional<TargetId> TargetFromName(std::string_view name);
 const char* TargetName(TargetId id);
@@ -63,9 +66,11 @@ struct HostFeatures {
 };
 
 // SVE code is compiled for fixed vector lengths (so that vectors are sized
-// types, as the register-tiled kernels need): the lengths each SVE target has
-// code for. A host whose length is another one cannot run that target.
+// types, as the register-tiled kernels need): whether `target` has code for
+// `bits` (the manifest's sve column). A host whose length is another one
+// cannot run that target.
 bool SveTargetHasLength(TargetId target, int bits);
+const TargetInfo& TargetInfoOf(TargetId id);
 // Why this host cannot run `target`, in words ("" when it can).
 std::string WhyHostCannotRun(const HostFeatures& features, TargetId target);
 const HostFeatures& DetectHost();

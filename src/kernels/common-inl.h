@@ -34,7 +34,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 #if HWY_HAVE_SCALABLE && defined(__ARM_FEATURE_SVE_BITS) && __ARM_FEATURE_SVE_BITS > 0
-// SVE compiled for one vector length (-msve-vector-bits, src/kernels/variants/).
+// SVE compiled for one vector length (-msve-vector-bits, the variant units
+// CMakeLists.txt generates from core/targets.def).
 // The register tiles keep vectors in arrays, which needs a sized type: VReg,
 // the fixed-length form of svfloat32_t, is one, and converts implicitly to and
 // from VF, the sizeless type Highway's operations take (templates deduce VF

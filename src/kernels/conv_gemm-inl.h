@@ -244,7 +244,7 @@ bool Pointwise(const ConvGeom& g, const float* in, const float* packed_w, const 
     return false;
   const PointwiseArgs p{in,  g.in_pixel_stride, residual, g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride,
                         out, g.out_pixel_stride, g.ic, g.ic * kPanel};
-  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
+  const int64_t panels = PanelCount(g.oc);
   constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
   WithRegAct(ep, [&]<Act A>() {
     for (int64_t pn = 0, step = 0; pn < panels; pn += step) {
@@ -287,7 +287,7 @@ void Conv(const ConvGeom& g, const float* in, const float* packed_w, const float
   if (ConvAsGemm(g, in, packed_w, bias, residual, out, ep, begin, end, scratch)) return;
   if (Pointwise(g, in, packed_w, bias, residual, out, ep, begin, end)) return;
   const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups;
-  const int64_t panels = (ocg + kPanel - 1) / kPanel;
+  const int64_t panels = PanelCount(ocg);
   const int64_t panel_stride = g.kh * g.kw * icg * kPanel;
   constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
   // A block of pixels is swept once per column block, so its input stays in
@@ -604,7 +604,7 @@ HWY_NOINLINE void GemmRows(int64_t N, int64_t K, const RowMap& rm, const float* 
   static_assert(kMC * kKC <= kGemmScratchFloats, "a block of packed A must fit the scratch");
   float* HWY_RESTRICT apk = scratch;  // kMC x kKC, the caller's per-thread scratch
   RowTile tiles[kMC];
-  const int64_t panels = (N + kPanel - 1) / kPanel;
+  const int64_t panels = PanelCount(N);
   constexpr int kTilePanels = kNV * kN / static_cast<int>(kPanel);
   static_assert(kKC <= kZeroLen, "a reduction block of padding reads kZeros");
   // Row blocks outermost: a block's rows of C (kMC x N) stay in L2 while every
@@ -789,7 +789,7 @@ HWY_NOINLINE void PlaneConv(const ConvGeom& g, const float* in, const float* pac
   const int64_t seg = PlaneSegment(g);
   const int64_t plane_len = PlaneLength(g, seg);
   const int64_t K = g.kh * g.kw * g.ic, panel_stride = K * kPanel;
-  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
+  const int64_t panels = PanelCount(g.oc);
   constexpr int kTilePanels = kConvNV * kN / static_cast<int>(kPanel);
   const int64_t ldr = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
   // Tap k = (ky * kw + kx) * ic + c, the order of the packed weights.

@@ -116,10 +116,19 @@ struct QKernelTable {
   void (*lookup)(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, uint8_t flip) = nullptr;
 };
 
-// The int8 table for `target` on this host (VNNI chosen when present).
-const QKernelTable& GetQKernelTable(TargetId target);
-// Every dot-product code this host can run for `target` (the chosen one
-// first): tests compare each against the scalar reference.
+// Every kernel of QKernelTable: its member and the function each target's
+// portable int8 code (int8_hwy.cc) fills it with; kernel_table.cc checks that
+// no member stayed null.
+#define FCB_I8_KERNELS(X)                                                                                \
+  X(tile, Tile) X(epilogue, Epilogue) X(depthwise, Depthwise) X(quantize, Quantize) X(dequantize, Dequantize) \
+  X(minmax, MinMax) X(lookup, Lookup)
+static_assert(sizeof(QKernelTable) == 2 * sizeof(const char*) + (0 FCB_I8_KERNELS(FCB_COUNT_KERNEL)) * sizeof(void (*)()),
+              "every QKernelTable member is in FCB_I8_KERNELS");
+
+// The int8 table of a target is its bundle's (GetKernelBundle(target).i8, the
+// dot-product code chosen for this host). Every dot-product code this host
+// can run for `target` (the chosen one first): tests compare each against the
+// scalar reference.
 std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target);
 
 // The convolution driver (int8_conv.cc), the same for every target: it runs

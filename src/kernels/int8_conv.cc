@@ -4,18 +4,16 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/int8_internal.h"
+#include "kernels/kernel_table_internal.h"
 
 namespace fcb::kernels {
 namespace {
 
 constexpr int64_t kPanelBytes = 64;  // one reduction group (4 steps) of a 16-column panel
 
-int64_t Panels(int64_t n) { return (n + kPanel - 1) / kPanel; }
 
 // memcpy for the short runs of im2col (a few taps of a few channels): fixed
 // 16-byte copies the compiler inlines, where a libc call costs more than the copy.
@@ -54,7 +52,7 @@ inline int8_t ShiftedWeight(const void* w, bool w_unsigned, int64_t i) {
 
 void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64_t lda, int64_t rows, void* y0) {
   const int64_t k4 = QRoundK(a.k);
-  const int64_t panels = Panels(a.n);
+  const int64_t panels = PanelCount(a.n);
   const int64_t pstride = k4 / 4 * kPanelBytes;
   const int64_t esize = QOutBytes(a.ep.out);
   alignas(64) int32_t raw[kQTileRows * kQRawStride];
@@ -86,7 +84,7 @@ void GemmRows(const QKernelTable& t, const QGemmArgs& a, const uint8_t* A, int64
 void QConv(const QKernelTable& t, const ConvGeom& g, const QConvArgs& a, const uint8_t* x, int64_t begin,
            int64_t end, void* scratch) {
   if (end <= begin) return;
-  const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups, ocg_pad = Panels(ocg) * kPanel;
+  const int64_t icg = g.ic / g.groups, ocg = g.oc / g.groups, ocg_pad = RoundUpToPanel(ocg);
   const int64_t K = g.kh * g.kw * icg, k4 = QRoundK(K);
   const int64_t esize = QOutBytes(a.ep.out);
   const uint8_t zpad = static_cast<uint8_t>(a.x_zp + (a.x_signed ? 128 : 0));
@@ -181,10 +179,10 @@ void QLookupScalar(const uint8_t* __restrict x, const uint8_t* __restrict t, uin
 
 // ---- packing
 
-int64_t PackedQGemmBytes(int64_t k, int64_t n) { return Panels(n) * QRoundK(k) * kPanel; }
+int64_t PackedQGemmBytes(int64_t k, int64_t n) { return PanelCount(n) * QRoundK(k) * kPanel; }
 
 std::vector<int8_t> PackQGemmB(const void* b, bool b_unsigned, int64_t k, int64_t n, int64_t ldb, int64_t ldcol) {
-  const int64_t k4 = QRoundK(k), panels = Panels(n);
+  const int64_t k4 = QRoundK(k), panels = PanelCount(n);
   std::vector<int8_t> out(static_cast<size_t>(PackedQGemmBytes(k, n)), 0);
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t kk = 0; kk < k4; kk += 4)
@@ -224,7 +222,7 @@ std::vector<int8_t> PackQConv(const void* w, bool w_unsigned, int64_t oc, int64_
 }
 
 std::vector<int32_t> QPackedColumnSums(const int8_t* packed, int64_t k, int64_t ocg, int64_t groups) {
-  const int64_t k4 = QRoundK(k), panels = Panels(ocg), pad = panels * kPanel;
+  const int64_t k4 = QRoundK(k), panels = PanelCount(ocg), pad = panels * kPanel;
   std::vector<int32_t> out(static_cast<size_t>(groups * pad), 0);
   for (int64_t g = 0; g < groups; ++g) {
     const int8_t* base = packed + g * PackedQGemmBytes(k, ocg);
@@ -238,7 +236,7 @@ std::vector<int32_t> QPackedColumnSums(const int8_t* packed, int64_t k, int64_t 
 }
 
 std::vector<int8_t> PackQDepthwise(const void* w, bool w_unsigned, int64_t c, int64_t kh, int64_t kw) {
-  const int64_t cp = Panels(c) * kPanel;
+  const int64_t cp = RoundUpToPanel(c);
   std::vector<int8_t> out(static_cast<size_t>(kh * kw * cp), 0);
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t t = 0; t < kh * kw; ++t) {
@@ -251,69 +249,59 @@ std::vector<int8_t> PackQDepthwise(const void* w, bool w_unsigned, int64_t c, in
 
 namespace {
 
-std::vector<QKernelTable> Variants(TargetId target) {
+// The host-feature int8 code a target may take (the manifest's i8_dot column).
+enum class QDot { kNone, kAvxVnni, kAvx512, kSdot };
+
+QDot DotOf(TargetId target) {
+  switch (target) {
+#define FCB_TARGET(id, name, arch, score, hwy, variant, sve, march, i8_hwy, i8_dot, ...) \
+  case TargetId::id: return QDot::k##i8_dot;
+#include "core/targets.def"
+#undef FCB_TARGET
+  }
+  return QDot::kNone;
+}
+
+}  // namespace
+
+std::vector<QKernelTable> internal::QKernelVariants(TargetId target) {
   std::vector<QKernelTable> v;
   QKernelTable base{};
   if (!internal::FillQKernelTable(target, &base)) return v;
-  base.lookup = internal::QLookupScalar;
   const HostFeatures& f = DetectHost();
+  auto add = [&](QTileFn tile, const char* dot) {
+    QKernelTable t = base;
+    t.tile = tile;
+    t.dot = dot;
+    v.push_back(t);
+  };
+  switch (DotOf(target)) {
+    case QDot::kNone: break;
 #if defined(__x86_64__) || defined(_M_X64)
-  // The table lookup is not a dot product: every variant of v4 takes VBMI
-  // where the host has it.
-  if (target == TargetId::kX86_64_V4 && f.avx512vbmi && f.os_avx512) base.lookup = internal::QLookupVbmi;
-  if (target == TargetId::kX86_64_V4 && f.avx512vnni && f.os_avx512) {
-    QKernelTable t = base;
-    t.tile = internal::QTileAvx512Vnni;
-    t.dot = "avx512vnni";
-    v.push_back(t);
-  }
-  if (target == TargetId::kX86_64_V3 && f.avxvnni && f.os_avx) {
-    QKernelTable t = base;
-    t.tile = internal::QTileAvxVnni;
-    t.dot = "avxvnni";
-    v.push_back(t);
-  }
+    case QDot::kAvx512:
+      // The table lookup is not a dot product: every variant takes VBMI where
+      // the host has it.
+      if (f.avx512vbmi && f.os_avx512) base.lookup = internal::QLookupVbmi;
+      if (f.avx512vnni && f.os_avx512) add(internal::QTileAvx512Vnni, "avx512vnni");
+      break;
+    case QDot::kAvxVnni:
+      if (f.avxvnni && f.os_avx) add(internal::QTileAvxVnni, "avxvnni");
+      break;
 #endif
 #if defined(__aarch64__)
-  // Any AArch64 target (generic stays portable C++): the dot-product extension is optional before
-  // armv8.4-a, so it is a host feature here as VNNI is on x86.
-  if (f.asimddp && target != TargetId::kGeneric) {
-    QKernelTable t = base;
-    t.tile = internal::QTileNeonDot;
-    t.dot = "sdot";
-    v.push_back(t);
-  }
+    case QDot::kSdot:
+      // The dot-product extension is optional before armv8.4-a, so it is a
+      // host feature here as VNNI is on x86.
+      if (f.asimddp) add(internal::QTileNeonDot, "sdot");
+      break;
 #endif
+    default: break;  // another CPU family's code, which this build has no rows for
+  }
   (void)f;
   v.push_back(base);
   return v;
 }
 
-}  // namespace
-
-const QKernelTable& GetQKernelTable(TargetId target) {
-  static const std::array<QKernelTable, kNumTargetIds> kTables = [] {
-    std::array<QKernelTable, kNumTargetIds> t{};
-    for (int i = 0; i < kNumTargetIds; ++i) {
-      std::vector<QKernelTable> v = Variants(static_cast<TargetId>(i));
-      if (v.empty()) {
-        t[i].isa = "unavailable";
-        continue;
-      }
-      t[i] = v.front();
-      if (!t[i].tile || !t[i].epilogue || !t[i].depthwise || !t[i].quantize || !t[i].dequantize || !t[i].minmax ||
-          !t[i].lookup) {
-        std::fprintf(stderr, "fcb: int8 kernel table for target %s has a null kernel\n",
-                     TargetName(static_cast<TargetId>(i)));
-        std::abort();
-      }
-    }
-    return t;
-  }();
-  const int i = static_cast<int>(target);
-  return kTables[i < kNumTargetIds ? i : 0];
-}
-
-std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target) { return Variants(target); }
+std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target) { return internal::QKernelVariants(target); }
 
 }  // namespace fcb::kernels

@@ -24,6 +24,7 @@
 #include "kernels/common-inl.h"
 #include "kernels/int8.h"
 #include "kernels/int8_internal.h"
+#include "kernels/kernel_table_internal.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fcb::kernels::FCB_KNS {
@@ -233,7 +234,7 @@ void DepthwiseT(const ConvGeom& g, const QConvArgs& a, const int32_t* w_zp, cons
   using T = std::conditional_t<kSigned, int8_t, uint8_t>;
   const hn::Rebind<T, DI> dx;
   const hn::Rebind<int8_t, DI> dw;
-  const int64_t C = g.ic, cp = (C + kPanel - 1) / kPanel * kPanel;
+  const int64_t C = g.ic, cp = RoundUpToPanel(C);
   const auto za = hn::Set(di, a.x_zp);
   const int64_t esize = QOutBytes(a.ep.out);
   const T* xt = reinterpret_cast<const T*>(x);
@@ -391,10 +392,13 @@ void MinMax(const float* x, int64_t n, float* mn, float* mx) {
 
 }  // namespace
 
+// The table lookup has one portable version for every target (x86-64-v4's
+// VBMI one is chosen beside the dot-product code, in int8_conv.cc).
+constexpr auto& Lookup = internal::QLookupScalar;
+
+// The int8 code's Highway target is the manifest's i8_hwy column, not the fp32 one: every
+// AArch64 target runs NEON int8 code (SVE hosts have NEON).
 void FillQTable(QKernelTable* t) {
-  t->quantize = &Quantize;
-  t->dequantize = &Dequantize;
-  t->minmax = &MinMax;
   t->isa = hwy::TargetName(HWY_TARGET);
 #if HWY_TARGET == HWY_SCALAR
   t->dot = "scalar";
@@ -403,43 +407,50 @@ void FillQTable(QKernelTable* t) {
 #else
   t->dot = "neon";
 #endif
-  t->tile = &Tile;
-  t->epilogue = &Epilogue;
-  t->depthwise = &Depthwise;
+#define FCB_SET_KERNEL(member, fn) t->member = &fn;
+  FCB_I8_KERNELS(FCB_SET_KERNEL)
+#undef FCB_SET_KERNEL
 }
 
 }  // namespace fcb::kernels::FCB_KNS
 HWY_AFTER_NAMESPACE();
 
-#if HWY_ONCE
-#include "kernels/int8_internal.h"
-
 namespace fcb::kernels::internal {
+template <>
+void FillQTableOf<HWY_TARGET>(QKernelTable* table) {
+  FCB_KNS::FillQTable(table);
+}
+}  // namespace fcb::kernels::internal
 
-bool FillQKernelTable(TargetId target, QKernelTable* table) {
-  if (target == TargetId::kGeneric) {
-    N_SCALAR::FillQTable(table);
+#if HWY_ONCE
+namespace fcb::kernels::internal {
+namespace {
+
+#define FCB_TARGET(id, name, arch, score, hwy, variant, sve, march, i8_hwy, ...) \
+  static_assert(!ArchBuilt(TargetArch::k##arch) || (HWY_TARGETS & HWY_##i8_hwy) != 0, name " needs HWY_" #i8_hwy " int8 code");
+#include "core/targets.def"
+#undef FCB_TARGET
+
+template <TargetArch kArch, int64_t kHwy>
+bool FillRow(QKernelTable* table) {
+  if constexpr (!ArchBuilt(kArch)) {
+    return false;
+  } else {
+    FillQTableOf<kHwy>(table);
     return true;
   }
-#if HWY_ARCH_X86
+}
+
+}  // namespace
+
+bool FillQKernelTable(TargetId target, QKernelTable* table) {
   switch (target) {
-    case TargetId::kX86_64_V2: N_SSE4::FillQTable(table); return true;
-    case TargetId::kX86_64_V3: N_AVX2::FillQTable(table); return true;
-    case TargetId::kX86_64_V4: N_AVX3::FillQTable(table); return true;
-    default: return false;
+#define FCB_TARGET(id, name, arch, score, hwy, variant, sve, march, i8_hwy, ...) \
+  case TargetId::id: return FillRow<TargetArch::k##arch, HWY_##i8_hwy>(table);
+#include "core/targets.def"
+#undef FCB_TARGET
   }
-#elif HWY_ARCH_ARM_A64
-  // Every AArch64 target runs NEON int8 code (SVE hosts have NEON).
-  switch (target) {
-    case TargetId::kArmv8A:
-    case TargetId::kArmv82A:
-    case TargetId::kArmv82ASve:
-    case TargetId::kArmv9A: N_NEON::FillQTable(table); return true;
-    default: return false;
-  }
-#else
   return false;
-#endif
 }
 
 }  // namespace fcb::kernels::internal

@@ -16,10 +16,6 @@ inline uint32_t Load4(const uint8_t* p) {
   return v;
 }
 
-// Fills `table` with the portable int8 code compiled for `target`'s Highway
-// target; false when this build has none for it.
-bool FillQKernelTable(TargetId target, QKernelTable* table);
-
 // The portable table lookup (QKernelTable::lookup).
 void QLookupScalar(const uint8_t* x, const uint8_t* table, uint8_t* y, int64_t n, uint8_t flip);
 

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "core/target.h"
+#include "kernels/bundle.h"
 
 namespace fcb::kernels {
 namespace {
-
 
 struct Case {
   int64_t n = 1, ih = 5, iw = 6, ic = 8, oc = 20, kh = 3, kw = 3, sh = 1, sw = 1, pad = 1, dil = 1, groups = 1;
@@ -35,8 +35,6 @@ std::string Name(const Case& c) {
          std::to_string(c.groups) + (c.x_signed ? " x:s8" : " x:u8") + (c.w_unsigned ? " w:u8" : " w:s8") +
          (c.w_zp ? " wzp" : "") + (c.depthwise ? " dw" : "") + " out" + std::to_string(static_cast<int>(c.out));
 }
-
-int64_t RoundUp16(int64_t x) { return (x + 15) / 16 * 16; }
 
 float RoundHalfEven(float v) {
   float r = std::round(v);
@@ -108,14 +106,14 @@ void RunCase(TargetId target, const QKernelTable& t, const Case& c) {
   }
 
   // The kernel's operands, as the QConvNhwc step prepares them.
-  const int64_t ocp = RoundUp16(ocg), K = c.kh * c.kw * icg;
+  const int64_t ocp = RoundUpToPanel(ocg), K = c.kh * c.kw * icg;
   const int32_t za = x_zp + (c.x_signed ? 128 : 0);
   std::vector<int8_t> packed;
   std::vector<int32_t> col_add(static_cast<size_t>(c.groups * ocp), 0), bzp(col_add.size(), 0), wzp_dw;
   std::vector<float> mult_p(col_add.size(), 0.f), bias_p(col_add.size(), 0.f);
   if (c.depthwise) {
     packed = PackQDepthwise(w.data(), c.w_unsigned, c.oc, c.kh, c.kw);
-    wzp_dw.assign(static_cast<size_t>(RoundUp16(c.oc)), 0);
+    wzp_dw.assign(static_cast<size_t>(RoundUpToPanel(c.oc)), 0);
     for (int64_t o = 0; o < c.oc; ++o) wzp_dw[o] = wzp[o] - (c.w_unsigned ? 128 : 0);
     for (int64_t o = 0; o < c.oc; ++o) col_add[o] = bias_i[o];
   } else {
@@ -227,17 +225,37 @@ TEST(QKernels, EveryTargetAndDotProductCodeMatchesTheDefinition) {
   EXPECT_GE(runs, 1);
 }
 
+// The manifest's int8 columns: the Highway target of a row's portable code
+// and the host-feature dot-product code beside it.
+struct Int8Row {
+  TargetId id;
+  const char* i8_hwy;
+  const char* i8_dot;
+};
+constexpr Int8Row kInt8Rows[] = {
+#define FCB_TARGET(id, name, arch, score, hwy, variant, sve, march, i8_hwy, i8_dot, ...) \
+  {TargetId::id, #i8_hwy, #i8_dot},
+#include "core/targets.def"
+#undef FCB_TARGET
+};
+
 TEST(QKernels, DotProductCodeIsChosenWhereTheHostHasIt) {
   const HostFeatures& f = DetectHost();
-  if (HostCanRun(TargetId::kX86_64_V4)) {
-    EXPECT_STREQ(GetQKernelTable(TargetId::kX86_64_V4).dot, f.avx512vnni ? "avx512vnni" : "pmaddwd");
+  for (const Int8Row& r : kInt8Rows) {
+    if (!HostCanRun(r.id)) continue;
+    const std::string dot = r.i8_dot, hwy = r.i8_hwy;
+    std::vector<std::string> want;
+    if (dot == "Avx512" && f.avx512vnni && f.os_avx512) want.push_back("avx512vnni");
+    if (dot == "AvxVnni" && f.avxvnni && f.os_avx) want.push_back("avxvnni");
+    if (dot == "Sdot" && f.asimddp) want.push_back("sdot");
+    want.push_back(hwy == "SCALAR" ? "scalar" : hwy == "NEON" ? "neon" : "pmaddwd");
+    std::vector<std::string> got;
+    for (const QKernelTable& t : QKernelVariantsForTesting(r.id)) got.push_back(t.dot);
+    EXPECT_EQ(got, want) << TargetName(r.id);
+    // The bundle holds the best of them.
+    EXPECT_EQ(std::string(GetKernelBundle(r.id).i8.dot), want.front()) << TargetName(r.id);
+    EXPECT_EQ(GetKernelBundle(r.id).i8.tile, QKernelVariantsForTesting(r.id).front().tile) << TargetName(r.id);
   }
-  if (HostCanRun(TargetId::kX86_64_V3)) {
-    EXPECT_STREQ(GetQKernelTable(TargetId::kX86_64_V3).dot, f.avxvnni ? "avxvnni" : "pmaddwd");
-  }
-  for (TargetId t : {TargetId::kArmv8A, TargetId::kArmv82A, TargetId::kArmv82ASve, TargetId::kArmv9A})
-    if (HostCanRun(t)) EXPECT_STREQ(GetQKernelTable(t).dot, f.asimddp ? "sdot" : "neon") << TargetName(t);
-  EXPECT_STREQ(GetQKernelTable(TargetId::kGeneric).dot, "scalar");
 }
 
 TEST(QKernels, TableLookupOfEveryVariantMatchesTheTable) {
@@ -274,7 +292,7 @@ TEST(QKernels, QuantizeOfEveryTargetEqualsTheDivisionDefinition) {
   const float scales[] = {1.f, 0.0173f, 3.7e-3f, 0.5f, 0.1f, 255.f / 7.f, 6.1e-5f, 1e-30f, 0x1p-130f, 3e38f, 2e-39f};
   for (const auto& info : KnownTargets()) {
     if (!HostCanRun(info.id)) continue;
-    const QKernelTable& t = GetQKernelTable(info.id);
+    const QKernelTable& t = GetKernelBundle(info.id).i8;
     for (float scale : scales)
       for (auto [to_signed, zp] : {std::pair{false, 0}, {false, 3}, {false, 128}, {false, 255}, {true, -128},
                                    {true, 0}, {true, 5}}) {
@@ -318,7 +336,7 @@ TEST(QKernels, MinMaxOfEveryTargetSkipsNaN) {
   std::uniform_real_distribution<float> u(-50.f, 50.f);
   for (const auto& info : KnownTargets()) {
     if (!HostCanRun(info.id)) continue;
-    const QKernelTable& t = GetQKernelTable(info.id);
+    const QKernelTable& t = GetKernelBundle(info.id).i8;
     for (int64_t n : {1, 3, 16, 63, 64, 65, 200, 1031}) {
       for (int nan_at : {-1, 0, 1, 17, 40, 63, 64, 130, 1030}) {
         std::vector<float> x(static_cast<size_t>(n));

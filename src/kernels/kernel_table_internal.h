@@ -1,25 +1,54 @@
-// Private link between kernels_hwy.cc (which compiles the kernels once per
-// Highway target) and kernel_table.cc (which hands out one table per TargetId).
+// Private link between the kernel compilations (kernels_hwy.cc once per
+// Highway target, the AArch64 variant translation units CMakeLists.txt
+// generates from core/targets.def, int8_hwy.cc) and kernel_table.cc, which
+// builds one KernelBundle per TargetId.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "core/target.h"
+#include "kernels/int8.h"
 #include "kernels/kernels.h"
 
 namespace fcb::kernels::internal {
 
-// Fills `table` with the functions compiled for `target`'s Highway target and
-// returns that Highway target's bit (HWY_SCALAR, HWY_SSE4, ...), or 0 when
-// this build has no code for `target` (e.g. an x86 level on another CPU family).
+// The CPU family this build compiles code for; the manifest's rows of another
+// family get no code (their tables say "unavailable").
+#if defined(__x86_64__)
+inline constexpr TargetArch kBuildArch = TargetArch::kX86_64;
+#elif defined(__aarch64__)
+inline constexpr TargetArch kBuildArch = TargetArch::kAArch64;
+#else
+inline constexpr TargetArch kBuildArch = TargetArch::kAny;
+#endif
+constexpr bool ArchBuilt(TargetArch arch) { return arch == TargetArch::kAny || arch == kBuildArch; }
+
+// Fills `table` with the functions compiled for `target` and returns their
+// Highway target's bit (HWY_SCALAR, HWY_SSE4, ...), or 0 when this build has
+// no code for `target` (e.g. an x86 level on another CPU family, an SVE
+// target on a host whose vector length has no compilation).
 int64_t FillKernelTable(TargetId target, KernelTable* table);
 
-// The AArch64 kernel compilations beyond kernels_hwy.cc's own (one translation
-// unit each under src/kernels/variants/, built when FCB_HAVE_ARM_VARIANTS).
-// Each fills `table` and returns its Highway target bit.
-int64_t FillArmv82A(KernelTable* table);    // NEON with FP16 + dot product
-int64_t FillSveVl256(KernelTable* table);   // SVE, 256-bit vectors
-int64_t FillSveVl512(KernelTable* table);   // SVE, 512-bit vectors
-int64_t FillSve2Vl128(KernelTable* table);  // SVE2, 128-bit vectors
-int64_t FillSve2Vl256(KernelTable* table);  // SVE2, 256-bit vectors
-int64_t FillSve2Vl512(KernelTable* table);  // SVE2, 512-bit vectors
+// One pass of kernels_hwy.cc's own, by its Highway target's bit.
+template <int64_t kHwyTarget>
+void FillTableOf(KernelTable* table);
+// One variant translation unit: the code of manifest row kId compiled for an
+// SVE vector length of kBits (0 for a row without SVE). Returns its Highway
+// target's bit.
+template <TargetId kId, unsigned kBits>
+int64_t FillVariant(KernelTable* table);
+
+// The portable int8 code compiled for `target` (int8_hwy.cc); false when this
+// build has none for it.
+bool FillQKernelTable(TargetId target, QKernelTable* table);
+// One pass of int8_hwy.cc, by its Highway target's bit.
+template <int64_t kHwyTarget>
+void FillQTableOf(QKernelTable* table);
+
+// Every int8 table this host can run for `target`, the portable code with
+// each dot-product code the manifest's i8_dot column gives and the host has,
+// the best first (int8_conv.cc); empty when this build has no code for it.
+std::vector<QKernelTable> QKernelVariants(TargetId target);
 
 }  // namespace fcb::kernels::internal

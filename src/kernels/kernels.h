@@ -1,8 +1,9 @@
 // Compute kernels: the contract between the runtime and the per-target code.
 //
 // Kernels are written once on Highway (kernels_hwy.cc) and compiled for every
-// target; GetKernelTable(target) returns that target's function pointers. The
-// runtime picks the table once, when a program is loaded, and then calls the
+// target; a target's KernelTable holds its function pointers, and its
+// KernelBundle (kernels/bundle.h) that table with the int8 one. The runtime
+// picks the bundle once, when a program is loaded, and then calls the
 // functions directly (Highway's advice: hoist dispatch, never per call).
 //
 // Kernels are pure: no allocation, no globals, no CPU probing. Every kernel
@@ -20,10 +21,9 @@
 #include <cstdint>
 
 #include "core/target.h"
+#include "kernels/packing.h"  // kPanel
 
 namespace fcb::kernels {
-
-inline constexpr int64_t kPanel = 16;
 
 // Largest input channel count of the Winograd conv: its input transform for
 // one block of tiles lives in per-thread scratch (36 * 24 * 256 floats).
@@ -210,7 +210,19 @@ struct KernelTable {
                     float eps, float* mean, float* inv_std, int64_t begin, int64_t end);
 };
 
-// The table compiled for `target` (every TargetId has one).
+// Every kernel of KernelTable: its member and the function each target's code
+// defines for it. kernels_hwy.cc fills the table from this list and
+// kernel_table.cc checks that no member stayed null.
+#define FCB_F32_KERNELS(X)                                                                                      \
+  X(conv, Conv) X(depthwise, Depthwise) X(grouped_small, GroupedSmall) X(winograd, Winograd) X(gemm, Gemm)      \
+  X(matmul, MatMul) X(maxpool, MaxPool) X(avgpool, AvgPool) X(global_avgpool, GlobalAvgPool) X(unary, Unary) \
+  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm)
+#define FCB_COUNT_KERNEL(member, fn) +1
+static_assert(sizeof(KernelTable) == sizeof(const char*) + (0 FCB_F32_KERNELS(FCB_COUNT_KERNEL)) * sizeof(void (*)()),
+              "every KernelTable member is in FCB_F32_KERNELS");
+
+// The fp32 table of `target`'s bundle (GetKernelBundle(target).f32), for
+// tests and benchmarks; operators take theirs from RunContext.
 const KernelTable& GetKernelTable(TargetId target);
 
 }  // namespace fcb::kernels

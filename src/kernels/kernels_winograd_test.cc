@@ -64,7 +64,7 @@ void RunCase(const KernelTable& k, const WinoCase& c, uint32_t seed) {
   // height, and the second range's channels at a panel that is not a multiple
   // of a column block (the op cuts at pairs of panels).
   const int64_t mid = std::min(tiles, tiles / 2 + 1);
-  const int64_t panels = (c.oc + kPanel - 1) / kPanel, pmid = panels / 2 + panels % 2;
+  const int64_t panels = PanelCount(c.oc), pmid = panels / 2 + panels % 2;
   test_support::Scratch scratch(kWinogradScratchFloats);
   k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, 0, mid, 0, panels, scratch.get());
   k.winograd(g, in.data(), packed.data(), pbias.data(), rp, got.data(), ep, mid, tiles, 0, pmid, scratch.get());

@@ -5,17 +5,14 @@
 #include "kernels/kernels.h"
 
 namespace fcb::kernels {
-namespace {
-int64_t Panels(int64_t n) { return (n + kPanel - 1) / kPanel; }
-}  // namespace
 
 int64_t PackedConvFloats(int64_t oc, int64_t icg, int64_t kh, int64_t kw, int64_t groups) {
-  return groups * Panels(oc / groups) * kh * kw * icg * kPanel;
+  return groups * PanelCount(oc / groups) * kh * kw * icg * kPanel;
 }
 
 std::vector<float> PackConv(const float* w, int64_t oc, int64_t icg, int64_t kh, int64_t kw,
                             int64_t groups) {
-  const int64_t ocg = oc / groups, panels = Panels(ocg);
+  const int64_t ocg = oc / groups, panels = PanelCount(ocg);
   std::vector<float> out(static_cast<size_t>(PackedConvFloats(oc, icg, kh, kw, groups)), 0.f);
   float* dst = out.data();
   for (int64_t g = 0; g < groups; ++g)
@@ -31,7 +28,7 @@ std::vector<float> PackConv(const float* w, int64_t oc, int64_t icg, int64_t kh,
 }
 
 std::vector<float> PackConvBias(const float* bias, int64_t oc, int64_t groups) {
-  const int64_t ocg = oc / groups, padded = Panels(ocg) * kPanel;
+  const int64_t ocg = oc / groups, padded = RoundUpToPanel(ocg);
   std::vector<float> out(static_cast<size_t>(groups * padded), 0.f);
   if (bias != nullptr)
     for (int64_t g = 0; g < groups; ++g)
@@ -40,7 +37,7 @@ std::vector<float> PackConvBias(const float* bias, int64_t oc, int64_t groups) {
 }
 
 std::vector<float> PackDepthwise(const float* w, int64_t c, int64_t kh, int64_t kw) {
-  const int64_t cpad = Panels(c) * kPanel;
+  const int64_t cpad = RoundUpToPanel(c);
   std::vector<float> out(static_cast<size_t>(kh * kw * cpad), 0.f);
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t ky = 0; ky < kh; ++ky)
@@ -49,7 +46,7 @@ std::vector<float> PackDepthwise(const float* w, int64_t c, int64_t kh, int64_t 
 }
 
 std::vector<float> PackDepthwiseBias(const float* bias, int64_t c) {
-  std::vector<float> out(static_cast<size_t>(Panels(c) * kPanel), 0.f);
+  std::vector<float> out(static_cast<size_t>(RoundUpToPanel(c)), 0.f);
   if (bias != nullptr)
     for (int64_t ch = 0; ch < c; ++ch) out[ch] = bias[ch];
   return out;
@@ -62,7 +59,7 @@ bool GroupedSmallFits(int64_t c, int64_t groups) {
 }
 
 int64_t PackedGroupedSmallFloats(int64_t c, int64_t s, int64_t kh, int64_t kw) {
-  return Panels(c) * kh * kw * s * kPanel;
+  return PanelCount(c) * kh * kw * s * kPanel;
 }
 
 std::vector<float> PackGroupedSmall(const float* w, int64_t c, int64_t s, int64_t kh, int64_t kw) {
@@ -75,7 +72,7 @@ std::vector<float> PackGroupedSmall(const float* w, int64_t c, int64_t s, int64_
   return out;
 }
 
-int64_t PackedWinogradFloats(int64_t oc, int64_t ic) { return 36 * Panels(oc) * ic * kPanel; }
+int64_t PackedWinogradFloats(int64_t oc, int64_t ic) { return 36 * PanelCount(oc) * ic * kPanel; }
 
 std::vector<float> PackWinograd(const float* w, int64_t oc, int64_t ic) {
   // G of F(4x4, 3x3) with interpolation points 0, -1, 1, -2, 2 and infinity;
@@ -86,7 +83,7 @@ std::vector<float> PackWinograd(const float* w, int64_t oc, int64_t ic) {
                                       {1.0 / 24, 1.0 / 12, 1.0 / 6},
                                       {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                       {0, 0, 1}};
-  const int64_t panels = Panels(oc);
+  const int64_t panels = PanelCount(oc);
   std::vector<float> out(static_cast<size_t>(PackedWinogradFloats(oc, ic)), 0.f);
   for (int64_t o = 0; o < oc; ++o)
     for (int64_t c = 0; c < ic; ++c) {
@@ -106,7 +103,7 @@ std::vector<float> PackWinograd(const float* w, int64_t oc, int64_t ic) {
 }
 
 std::vector<float> PackGemmB(const float* b, int64_t k, int64_t n, int64_t ldb, int64_t ldcol) {
-  const int64_t panels = Panels(n);
+  const int64_t panels = PanelCount(n);
   std::vector<float> out(static_cast<size_t>(panels * k * kPanel), 0.f);
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t kk = 0; kk < k; ++kk)

@@ -10,6 +10,14 @@
 
 namespace fcb::kernels {
 
+// Output channels (or columns) per panel: one AVX-512 vector, two AVX2
+// vectors, four SSE or NEON vectors. The int8 layouts (int8.h) use the same.
+inline constexpr int64_t kPanel = 16;
+// Panels covering n channels, and n rounded up to whole panels: the padded
+// size of every packed layout here and in int8.h.
+constexpr int64_t PanelCount(int64_t n) { return (n + kPanel - 1) / kPanel; }
+constexpr int64_t RoundUpToPanel(int64_t n) { return PanelCount(n) * kPanel; }
+
 // Dense/grouped conv weights, ONNX layout [oc][ic/groups][kh][kw] ->
 // [g][panel p of ceil(ocg/16)][ky][kx][icg][16] where lane j is output channel
 // g*ocg + p*16 + j of the group (zero when >= ocg).

@@ -63,7 +63,7 @@ HWY_INLINE void TapsInside(int64_t o0, int64_t k, int64_t d, int64_t extent, int
 
 // Floats between taps of packed depthwise weights (ConvGeom::dw_tap_stride).
 HWY_INLINE int64_t DwTapStride(const ConvGeom& g) {
-  return g.dw_tap_stride ? g.dw_tap_stride : (g.oc + kPanel - 1) / kPanel * kPanel;
+  return g.dw_tap_stride ? g.dw_tap_stride : RoundUpToPanel(g.oc);
 }
 
 // Output columns [x_lo, x_hi) whose window lies inside the row horizontally.

@@ -178,7 +178,7 @@ template <int NV>
 HWY_INLINE void WinoColumn(DF d, const ConvGeom& g, const WinoTile* tiles, int slots,
                            const float* v, int64_t vstride, float* m, const float* packed_w,
                            const float* bias, int64_t p, int64_t res_stride, const Epilogue& ep) {
-  const int64_t panels = (g.oc + kPanel - 1) / kPanel;
+  const int64_t panels = PanelCount(g.oc);
   const int64_t panel_stride = g.ic * kPanel;
   const int64_t pos_stride = panels * panel_stride;
   const int64_t oc0 = p * kPanel;
@@ -241,7 +241,7 @@ void Winograd(const ConvGeom& g, const float* in, const float* packed_w, const f
       g.groups != 1 || g.ic < 1 || g.ic > kWinogradMaxIc)
     return;
   panel_begin = std::max<int64_t>(panel_begin, 0);
-  panel_end = std::min<int64_t>(panel_end, (g.oc + kPanel - 1) / kPanel);
+  panel_end = std::min<int64_t>(panel_end, PanelCount(g.oc));
   if (panel_begin >= panel_end) return;
   // The last up to kWinogradBlockTiles tiles of the range (all of a 14x14
   // map) are one block: the weights stream once for them. Before them, blocks

@@ -322,7 +322,7 @@ Result<std::unique_ptr<Kernel>> CreateConvLike(const CreateContext& c) {
     float* y = static_cast<float*>(out[0]);
     RunConv(p, static_cast<const float*>(in[0]), static_cast<const float*>(in[1]),
             p.has_bias ? static_cast<const float*>(in[2]) : nullptr, y);
-    if (p.ep.act != kernels::Act::kNone) ctx.k->unary(p.ep, y, y, 0, total);
+    if (p.ep.act != kernels::Act::kNone) ctx.k->f32.unary(p.ep, y, y, 0, total);
     return Status::Ok();
   });
 }

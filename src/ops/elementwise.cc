@@ -155,7 +155,7 @@ void Pass2F32(const RunContext& ctx, const BroadcastPlan& plan, BinaryOp op, con
         for (int64_t r = s; r < e; r += k) {
           const int64_t n = std::min(k, e - r) * run;
           const float* dense = (rep == 0 ? b : a) + r * run;
-          ctx.k->binary(op, rep == 0 ? tiled : dense, 1, rep == 0 ? dense : tiled, 1, y + r * run, n);
+          ctx.k->f32.binary(op, rep == 0 ? tiled : dense, 1, rep == 0 ? dense : tiled, 1, y + r * run, n);
         }
       });
       return;
@@ -163,7 +163,7 @@ void Pass2F32(const RunContext& ctx, const BroadcastPlan& plan, BinaryOp op, con
   }
   ctx.pool->ParallelFor(plan.items(), GrainFor(plan.piece), [&](int64_t s, int64_t e) {
     plan.ForRuns(s, e, [&](const int64_t* off, int64_t yo, int64_t n) {
-      ctx.k->binary(op, a + off[0], plan.run_stride[0], b + off[1], plan.run_stride[1], y + yo, n);
+      ctx.k->f32.binary(op, a + off[0], plan.run_stride[0], b + off[1], plan.run_stride[1], y + yo, n);
     });
   });
 }

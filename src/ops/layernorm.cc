@@ -81,7 +81,7 @@ Result<std::unique_ptr<Kernel>> CreateLayerNorm(const CreateContext& c) {
     // target's kernel. A shorter trailing Scale or B: the scalar loop below.
     if (p.scale_n == D && (!bias || p.bias_n == D)) {
       ctx.pool->ParallelFor(p.rows, GrainFor(D), [&](int64_t b, int64_t e) {
-        ctx.k->layernorm(x, scale, bias, y, D, p.eps, mean_out, inv_out, b, e);
+        ctx.k->f32.layernorm(x, scale, bias, y, D, p.eps, mean_out, inv_out, b, e);
       });
       return Status::Ok();
     }

@@ -128,7 +128,7 @@ Result<std::unique_ptr<Kernel>> CreateMatMul(const CreateContext& c) {
           if (g.K == 0) {
             std::fill(yb + m0 * g.N, yb + m1 * g.N, T(0));
           } else if constexpr (std::is_same_v<T, float>) {
-            ctx.k->matmul(g.M, g.N, g.K, a + ao, g.K, b + bo, g.N, yb, g.N, m0, m1);
+            ctx.k->f32.matmul(g.M, g.N, g.K, a + ao, g.K, b + bo, g.N, yb, g.N, m0, m1);
           } else {
             IntMatMulRows(a + ao, b + bo, yb, g.N, g.K, m0, m1);
           }
@@ -230,7 +230,7 @@ Result<std::unique_ptr<Kernel>> CreateGemm(const CreateContext& c) {
       for (int64_t blk = s0; blk < e0; ++blk) {
         const int64_t m0 = blk * kRowBlock, m1 = std::min(p.M, m0 + kRowBlock);
         if (p.K == 0) std::fill(y + m0 * p.N, y + m1 * p.N, 0.0f);
-        else if (!p.ta && !p.tb) ctx.k->matmul(p.M, p.N, p.K, a, p.K, b, p.N, y, p.N, m0, m1);
+        else if (!p.ta && !p.tb) ctx.k->f32.matmul(p.M, p.N, p.K, a, p.K, b, p.N, y, p.N, m0, m1);
         else GemmRowsTransposed(p, a, b, y, m0, m1);
         if (p.alpha == 1.0f && !cc) continue;
         for (int64_t m = m0; m < m1; ++m) {

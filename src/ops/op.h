@@ -21,7 +21,7 @@
 #include "fcb/status.h"
 #include "format/file_desc.h"
 #include "ir/ir.h"
-#include "kernels/kernels.h"
+#include "kernels/bundle.h"
 
 namespace fcb::ops {
 
@@ -72,7 +72,8 @@ struct InferContext {
 };
 
 struct RunContext {
-  const kernels::KernelTable* k = nullptr;
+  // The target's kernels (fp32 and int8), chosen once when the program loaded.
+  const kernels::KernelBundle* k = nullptr;
   ThreadPool* pool = nullptr;  // never null at run time (a pool may have one thread)
   // Per-thread scratch memory of the execution (planned at compile time,
   // allocated with its arena): thread t of the
@@ -83,8 +84,6 @@ struct RunContext {
   uint8_t* scratch = nullptr;
   size_t scratch_stride = 0;
   void* ThreadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratch_stride; }
-  // The target whose code runs (the int8 kernels take their table from it).
-  TargetId target = TargetId::kGeneric;
 };
 
 // A prepared operator for fixed shapes. Immutable after creation; Run may be

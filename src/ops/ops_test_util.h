@@ -115,9 +115,11 @@ inline Result<std::vector<TensorPtr>> RunWith(std::string_view op, const Attrs& 
   std::vector<const void*> in_ptrs;
   for (const auto& t : inputs) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
   ThreadPool pool(threads);
-  RunContext rctx{&table, &pool};
-  for (int t = 0; t < kNumTargetIds; ++t)
-    if (&kernels::GetKernelTable(static_cast<TargetId>(t)) == &table) rctx.target = static_cast<TargetId>(t);
+  // The bundle whose fp32 table `table` is (int8 ops take the same target's int8 table).
+  RunContext rctx{nullptr, &pool};
+  for (const TargetInfo& t : KnownTargets())
+    if (&kernels::GetKernelBundle(t.id).f32 == &table) rctx.k = &kernels::GetKernelBundle(t.id);
+  if (rctx.k == nullptr) return InvalidArgument("RunWith: the kernel table is not a target's");
   // Per-thread scratch as the runtime lays it out: 64-byte aligned slices.
   std::vector<uint64_t> scratch;
   if (def->scratch) {

@@ -297,7 +297,7 @@ Result<std::unique_ptr<Kernel>> CreateQuantize(const CreateContext& c) {
       using Q = decltype(tag);
       Q* y = static_cast<Q*>(out[0]);
       const void* zp = p.has_zp ? in[2] : nullptr;
-      const kernels::QKernelTable& qt = kernels::GetQKernelTable(ctx.target);
+      const kernels::QKernelTable& qt = ctx.k->i8;
       ForChannelSegments(ctx, numel, p.l, [&](int64_t b, int64_t e, int64_t ch) {
         const float scale = FloatAt(p.scale, in[1], ch);
         if (p.x == DType::kF32) {  // the vector kernel: the same division and rounding
@@ -385,9 +385,8 @@ Result<std::unique_ptr<Kernel>> CreateDequantize(const CreateContext& c) {
       const float scale = FloatAt(p.y, in[1], ch);
       const int32_t z = IntAt(p.x, zp, ch);
       if (p.y == DType::kF32 && p.x != DType::kI32) {  // the vector kernel: the same arithmetic
-        kernels::GetQKernelTable(ctx.target).dequantize(static_cast<const uint8_t*>(in[0]) + b,
-                                                        p.x == DType::kI8, e - b, scale, z,
-                                                        static_cast<float*>(out[0]) + b);
+        ctx.k->i8.dequantize(static_cast<const uint8_t*>(in[0]) + b, p.x == DType::kI8, e - b, scale, z,
+                             static_cast<float*>(out[0]) + b);
         return;
       }
       switch (p.x) {
@@ -419,7 +418,7 @@ Result<std::unique_ptr<Kernel>> CreateDynamicQuantize(const CreateContext& c) {
   const int nout = static_cast<int>(c.outputs.size());
   return MakeKernel([numel, nout](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     const float* x = static_cast<const float*>(in[0]);
-    const kernels::QKernelTable& qt = kernels::GetQKernelTable(ctx.target);
+    const kernels::QKernelTable& qt = ctx.k->i8;
     // min and max over parts (NaN never compares, so it is skipped).
     constexpr int64_t kParts = 64;
     std::array<float, kParts> mins, maxs;

@@ -162,7 +162,7 @@ Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(
   std::vector<const void*> in_ptrs;
   for (const auto* t : inputs) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
   ThreadPool pool(1);
-  RunContext rctx{&kernels::GetKernelTable(TargetId::kGeneric), &pool};
+  RunContext rctx{&kernels::GetKernelBundle(TargetId::kGeneric), &pool};
   std::vector<uint64_t> scratch;  // 8-byte units, 64-byte aligned by over-allocating
   if (def->scratch) {
     FCB_ASSIGN_OR_RETURN(uint64_t bytes, def->scratch(cctx));

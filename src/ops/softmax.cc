@@ -88,7 +88,7 @@ Result<std::unique_ptr<Kernel>> CreateSoftmax(const CreateContext& c) {
     float* y = static_cast<float*>(out[0]);
     if (inner == 1 && !log) {
       ctx.pool->ParallelFor(outer, GrainFor(n),
-                            [&](int64_t b, int64_t e) { ctx.k->softmax(x, y, n, b, e); });
+                            [&](int64_t b, int64_t e) { ctx.k->f32.softmax(x, y, n, b, e); });
     } else {
       SoftmaxLoops(ctx, x, y, outer, n, inner, log);
     }

@@ -197,7 +197,7 @@ Result<std::unique_ptr<Kernel>> CreateUnary(const CreateContext& c) {
     return MakeKernel([ep, n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
       const float* x = static_cast<const float*>(in[0]);
       float* y = static_cast<float*>(out[0]);
-      ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) { ctx.k->unary(ep, x, y, b, e); });
+      ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) { ctx.k->f32.unary(ep, x, y, b, e); });
       return Status::Ok();
     });
   }
@@ -265,7 +265,7 @@ Status RunClip(const RunContext& ctx, const void* const* in, void* out, int64_t 
   T* y = static_cast<T*>(out);
   if constexpr (std::is_same_v<T, float>) {
     const Epilogue ep{Act::kClip, lo, hi};
-    ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) { ctx.k->unary(ep, x, y, b, e); });
+    ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) { ctx.k->f32.unary(ep, x, y, b, e); });
   } else {
     Map(ctx, x, y, n, [lo, hi](T v) { return v < lo ? lo : (hi < v ? hi : v); });
   }

@@ -103,7 +103,7 @@ Status Execution::SetInput(const std::string& name, const void* data, size_t byt
 Status Execution::Run() {
   const auto& m = *impl_->method;
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
-                      impl_->scratch_stride, ProgramAccess::Of(*impl_->program).target};
+                      impl_->scratch_stride};
   for (size_t i = 0; i < m.steps.size(); ++i) {
     Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
@@ -119,7 +119,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
   const auto& c = *m.context;
   steps->assign(m.steps.size(), StepTiming{});
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
-                      impl_->scratch_stride, ProgramAccess::Of(*impl_->program).target};
+                      impl_->scratch_stride};
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto prev = t0;

@@ -182,7 +182,7 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
   if (impl->targets_in_file.empty()) return CorruptFile("'" + path + "' holds no compiled contexts");
   FCB_ASSIGN_OR_RETURN(impl->target, SelectTarget(impl->targets_in_file, options.target, path));
   impl->target_name = TargetName(impl->target);
-  impl->kernels = &kernels::GetKernelTable(impl->target);
+  impl->kernels = &kernels::GetKernelBundle(impl->target);
   // Blobs that can steer control flow are verified as they are read
   // (PrepareMethod); the whole pool in the background, see below.
   std::vector<bool> checked(desc.blobs.size(), false);

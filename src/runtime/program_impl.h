@@ -10,7 +10,7 @@
 #include "core/target.h"
 #include "fcb/fcb.h"
 #include "format/fcb_file.h"
-#include "kernels/kernels.h"
+#include "kernels/bundle.h"
 #include "ops/op.h"
 #include "runtime/pool_check.h"
 
@@ -37,7 +37,7 @@ class ProgramImpl {
   std::unique_ptr<format::LoadedFile> file;
   TargetId target = TargetId::kGeneric;
   std::string target_name;
-  const kernels::KernelTable* kernels = nullptr;
+  const kernels::KernelBundle* kernels = nullptr;
   std::vector<std::string> targets_in_file;
   std::vector<PreparedMethod> methods;
   uint64_t memory_limit = 0;  // LoadOptions::max_memory_bytes, or the host's available memory

@@ -23,6 +23,7 @@ namespace fcb::ops {
 namespace {
 
 using kernels::kPanel;
+using kernels::RoundUpToPanel;
 constexpr std::string_view kOp = opname::ConvExpandDwNhwc;
 
 // Floats of the band of intermediate rows each thread works in (384 KiB,
@@ -69,8 +70,8 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const auto& d = cfg.dw;
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[3], "packed depthwise weights"));
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[4], "packed depthwise bias"));
-  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[3], "packed depthwise weights", d.kh * d.kw * ((e + kPanel - 1) / kPanel * kPanel)));
-  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[4], "packed depthwise bias", (e + kPanel - 1) / kPanel * kPanel));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[3], "packed depthwise weights", d.kh * d.kw * RoundUpToPanel(e)));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[4], "packed depthwise bias", RoundUpToPanel(e)));
   // The 1x1 half.
   auto& g = cfg.expand;
   g.n = x.shape[0], g.ih = g.oh = x.shape[1], g.iw = g.ow = x.shape[2], g.ic = x.shape[3];
@@ -81,7 +82,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[1], "packed 1x1 weights"));
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "packed 1x1 bias"));
   FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed 1x1 weights", kernels::PackedConvFloats(e, g.ic, 1, 1, 1)));
-  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[2], "packed 1x1 bias", (e + kPanel - 1) / kPanel * kPanel));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[2], "packed 1x1 bias", RoundUpToPanel(e)));
   // Bands: as many output rows as the buffer holds the intermediate rows of.
   const int64_t row_floats = d.iw * e;
   const int64_t rows = kBandFloats / std::max<int64_t>(1, row_floats);
@@ -157,7 +158,7 @@ class ExpandDwKernel : public Kernel {
     kernels::ConvGeom gd0 = d;
     gd0.ic = gd0.oc = gd0.groups = ne;
     gd0.in_pixel_stride = ne;
-    gd0.dw_tap_stride = (d.oc + kPanel - 1) / kPanel * kPanel;
+    gd0.dw_tap_stride = RoundUpToPanel(d.oc);
     const int64_t row_floats = d.iw * ne;
     const int64_t reach = (d.kh - 1) * d.dh + 1;
     const int64_t band_rows = ne == d.oc ? cfg_.band_rows : BandRows(row_floats, reach, d.sh);
@@ -180,16 +181,16 @@ class ExpandDwKernel : public Kernel {
       if (ye > from) {
         kernels::ConvGeom ge = ge0;
         ge.n = 1, ge.ih = ge.oh = ye - from;
-        ctx.k->conv(ge, o.x + (b * d.ih + from) * d.iw * ge.ic, w1, o.b1 + c0, nullptr,
-                    buf + (from - ys) * row_floats, cfg_.expand_ep, 0, (ye - from) * d.iw, conv_scratch);
+        ctx.k->f32.conv(ge, o.x + (b * d.ih + from) * d.iw * ge.ic, w1, o.b1 + c0, nullptr,
+                        buf + (from - ys) * row_floats, cfg_.expand_ep, 0, (ye - from) * d.iw, conv_scratch);
       }
       have_b = b, have_lo = ys, have_hi = ye;
       // The depthwise conv over the band: buffer row 0 is intermediate row ys.
       kernels::ConvGeom gd = gd0;
       gd.n = 1, gd.ih = ye - ys, gd.oh = oy1 - oy0;
       gd.pad_top = d.pad_top + ys - oy0 * d.sh;
-      ctx.k->depthwise(gd, buf, o.w2 + c0, o.b2 + c0, nullptr, o.y + (b * d.oh + oy0) * d.ow * d.oc + c0,
-                       cfg_.dw_ep, 0, gd.oh * d.ow);
+      ctx.k->f32.depthwise(gd, buf, o.w2 + c0, o.b2 + c0, nullptr, o.y + (b * d.oh + oy0) * d.ow * d.oc + c0,
+                           cfg_.dw_ep, 0, gd.oh * d.ow);
       r += oy1 - oy0;
     }
   }

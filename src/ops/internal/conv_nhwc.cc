@@ -25,6 +25,7 @@ namespace fcb::ops {
 namespace {
 
 using kernels::kPanel;
+using kernels::RoundUpToPanel;
 constexpr std::string_view kOp = opname::ConvNhwc;
 
 // A ConvNhwc step's parameters: those of a conv that can write a channel
@@ -38,8 +39,6 @@ struct Params : internal::SliceConvParams {
     v.OptionalInt(attr::kInputNchw, input_nchw);
   }
 };
-
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 struct Config {
   kernels::ConvGeom g{};
@@ -86,15 +85,15 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
                              "2 to 16 channels per group dividing 16, got " + std::to_string(g.ic) + " -> " +
                              std::to_string(g.oc) + " channels in " + std::to_string(g.groups) + " groups");
     want_w = kernels::PackedGroupedSmallFloats(g.oc, g.oc / g.groups, g.kh, g.kw);
-    want_b = RoundUp(g.oc, kPanel);
+    want_b = RoundUpToPanel(g.oc);
   } else if (cfg.depthwise) {
     if (g.groups != g.ic || g.oc != g.ic)
       return InvalidArgument(std::string(kOp) + ": depthwise packing needs group == channels");
-    want_w = g.kh * g.kw * RoundUp(g.ic, kPanel);
-    want_b = RoundUp(g.ic, kPanel);
+    want_w = g.kh * g.kw * RoundUpToPanel(g.ic);
+    want_b = RoundUpToPanel(g.ic);
   } else {
     want_w = kernels::PackedConvFloats(g.oc, g.ic / g.groups, g.kh, g.kw, g.groups);
-    want_b = g.groups * RoundUp(g.oc / g.groups, kPanel);
+    want_b = g.groups * RoundUpToPanel(g.oc / g.groups);
   }
   if (in[1].dtype == ir::DType::kI8) {
     // Weight-only int8 (precision int8, depthwise): per-channel scales in input 4.
@@ -137,13 +136,13 @@ class ConvNhwcKernel : public Kernel {
     const int64_t pixels = cfg_.g.n * cfg_.g.oh * cfg_.g.ow;
     if (cfg_.depthwise) {
       ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
-        ctx.k->depthwise(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
+        ctx.k->f32.depthwise(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
       });
       return Status::Ok();
     }
     if (cfg_.grouped_small) {
       ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
-        ctx.k->grouped_small(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
+        ctx.k->f32.grouped_small(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
       });
       return Status::Ok();
     }
@@ -160,7 +159,7 @@ class ConvNhwcKernel : public Kernel {
     ctx.pool->ParallelForThreads(
         pixels, PixelGrain(cfg_.g),
         [&](int t, int64_t begin, int64_t end) {
-          ctx.k->conv(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
+          ctx.k->f32.conv(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
         },
         per_thread);
     return Status::Ok();
@@ -198,8 +197,8 @@ class ConvNhwcKernel : public Kernel {
       kernels::ConvGeom sub = g;
       sub.oc = std::min(g.oc, end * kChannelUnit) - c0;
       sub.residual_pixel_stride = g.residual_pixel_stride ? g.residual_pixel_stride : g.out_pixel_stride;
-      ctx.k->conv(sub, x, w + (c0 / kPanel) * panel_floats, b + c0, r ? r + c0 : nullptr, y + c0,
-                  cfg_.ep, 0, g.n * g.oh * g.ow, static_cast<float*>(ctx.ThreadScratch(t)));
+      ctx.k->f32.conv(sub, x, w + (c0 / kPanel) * panel_floats, b + c0, r ? r + c0 : nullptr, y + c0,
+                      cfg_.ep, 0, g.n * g.oh * g.ow, static_cast<float*>(ctx.ThreadScratch(t)));
     });
   }
 

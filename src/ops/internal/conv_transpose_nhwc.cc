@@ -36,6 +36,7 @@ namespace fcb::ops {
 namespace {
 
 using kernels::kPanel;
+using kernels::PanelCount;
 constexpr std::string_view kOp = opname::ConvTransposeNhwc;
 
 // Floats of the per-thread buffer the GEMM writes contributions to (128 KiB,
@@ -81,7 +82,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
     return Err("group " + std::to_string(c.group) + " must divide input channels " + std::to_string(c.ic) +
                " and output channels " + std::to_string(c.oc));
   c.icg = c.ic / c.group, c.ocg = c.oc / c.group;
-  c.blocks = (c.ocg + kPanel - 1) / kPanel;
+  c.blocks = PanelCount(c.ocg);
   if (c.cols() > kColFloats) return Err("a " + std::to_string(p.kernel[0]) + "x" + std::to_string(p.kernel[1]) + " kernel exceeds the column buffer");
   c.oh = Extent(c.ih, p.kernel[0], p.strides[0], p.dilations[0], p.pads[0], p.pads[2]);
   c.ow = Extent(c.iw, p.kernel[1], p.strides[1], p.dilations[1], p.pads[1], p.pads[3]);
@@ -116,8 +117,8 @@ void RunBlock(const RunContext& ctx, const Config& c, const float* x, const floa
   const int64_t pixels = c.ih * c.iw;
   for (int64_t p0 = 0; p0 < pixels; p0 += rows) {
     const int64_t m = std::min(rows, pixels - p0);
-    ctx.k->gemm(m, cols, c.icg, x + (b * pixels + p0) * c.ic + g * c.icg, c.ic, wb, nullptr, colbuf, cols,
-                kernels::Epilogue{}, 0, m, gemm_scratch);
+    ctx.k->f32.gemm(m, cols, c.icg, x + (b * pixels + p0) * c.ic + g * c.icg, c.ic, wb, nullptr, colbuf, cols,
+                    kernels::Epilogue{}, 0, m, gemm_scratch);
     for (int64_t r = 0; r < m; ++r) {
       const int64_t iy = (p0 + r) / c.iw, ix = (p0 + r) % c.iw;
       for (int64_t ky = 0; ky < kh; ++ky) {
@@ -134,7 +135,7 @@ void RunBlock(const RunContext& ctx, const Config& c, const float* x, const floa
     }
   }
   if (p.ep.act != kernels::Act::kNone)
-    for (int64_t px = 0; px < c.oh * c.ow; ++px) ctx.k->unary(p.ep, yb + px * c.oc, yb + px * c.oc, 0, len);
+    for (int64_t px = 0; px < c.oh * c.ow; ++px) ctx.k->f32.unary(p.ep, yb + px * c.oc, yb + px * c.oc, 0, len);
 }
 
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& cc) {
@@ -210,7 +211,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
 
 std::vector<float> internal::PackConvTranspose(const float* w, int64_t ic, int64_t ocg, int64_t kh, int64_t kw,
                                               int64_t groups) {
-  const int64_t icg = ic / groups, blocks = (ocg + kPanel - 1) / kPanel;
+  const int64_t icg = ic / groups, blocks = PanelCount(ocg);
   const int64_t cols = blocks * kh * kw * kPanel;
   std::vector<float> packed;
   packed.reserve(static_cast<size_t>(groups * cols * icg));

@@ -18,6 +18,8 @@ namespace fcb::ops {
 namespace {
 
 using kernels::kPanel;
+using kernels::RoundUpToPanel;
+using kernels::PanelCount;
 constexpr std::string_view kOp = opname::ConvWinogradNhwc;
 
 struct Config {
@@ -46,7 +48,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
     return Err("input channels " + std::to_string(g.ic) + " exceed " + std::to_string(kernels::kWinogradMaxIc));
   FCB_ASSIGN_OR_RETURN(cfg.has_residual,
                        internal::CheckConvOperands(kOp, in, g, kernels::PackedWinogradFloats(g.oc, g.ic),
-                                                  (g.oc + kPanel - 1) / kPanel * kPanel, /*bf16_ok=*/false));
+                                                  RoundUpToPanel(g.oc), /*bf16_ok=*/false));
   return cfg;
 }
 
@@ -59,7 +61,7 @@ Status Infer(const InferContext& c, std::vector<TensorInfo>* out) {
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
   const int64_t tiles = cfg.g.n * ((cfg.g.oh + 3) / 4) * ((cfg.g.ow + 3) / 4);
-  const int64_t panels = (cfg.g.oc + kPanel - 1) / kPanel;
+  const int64_t panels = PanelCount(cfg.g.oc);
   return MakeKernel([cfg, tiles, panels](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     const float* x = static_cast<const float*>(in[0]);
     const float* w = static_cast<const float*>(in[1]);
@@ -82,8 +84,8 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
       float* scratch = static_cast<float*>(ctx.ThreadScratch(t));
       while (begin < end) {
         const int64_t k = begin / tiles, stop = std::min(end, (k + 1) * tiles);
-        ctx.k->winograd(cfg.g, x, w, b, r, y, cfg.ep, begin - k * tiles, stop - k * tiles, cut(k), cut(k + 1),
-                        scratch);
+        ctx.k->f32.winograd(cfg.g, x, w, b, r, y, cfg.ep, begin - k * tiles, stop - k * tiles, cut(k), cut(k + 1),
+                            scratch);
         begin = stop;
       }
     });

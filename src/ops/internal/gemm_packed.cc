@@ -17,6 +17,7 @@ namespace fcb::ops {
 namespace {
 
 using kernels::kPanel;
+using kernels::RoundUpToPanel;
 constexpr std::string_view kOp = opname::GemmPacked;
 
 struct Params {
@@ -50,7 +51,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   g.n = p.columns;
   g.ep = p.ep;
   FCB_RETURN_IF_ERROR(internal::ExpectWeights(kOp, in[1], "packed weights"));
-  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed weights", (g.n + kPanel - 1) / kPanel * kPanel * g.k));
+  FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed weights", RoundUpToPanel(g.n) * g.k));
   if (in.size() > 2 && in[2].present()) {
     FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "bias"));
     if (in[2].shape != ir::Shape{g.n}) return Err("bias must have shape [" + std::to_string(g.n) + "]");
@@ -88,8 +89,8 @@ class GemmPackedKernel : public Kernel {
     ctx.pool->ParallelForThreads(
         g_.m, grain,
         [&](int t, int64_t b0, int64_t e0) {
-          ctx.k->gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
-                      static_cast<float*>(ctx.ThreadScratch(t)));
+          ctx.k->f32.gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
+                          static_cast<float*>(ctx.ThreadScratch(t)));
         },
         per_thread);
     return Status::Ok();
@@ -107,8 +108,8 @@ class GemmPackedKernel : public Kernel {
     ctx.pool->ParallelForThreads(units, grain, [&](int t, int64_t begin, int64_t end) {
       const int64_t c0 = begin * kColumnUnit;
       const int64_t n = std::min(g_.n, end * kColumnUnit) - c0;
-      ctx.k->gemm(g_.m, n, g_.k, a, g_.k, b + (c0 / kPanel) * g_.k * kPanel, bias ? bias + c0 : nullptr,
-                  y + c0, g_.n, g_.ep, 0, g_.m, static_cast<float*>(ctx.ThreadScratch(t)));
+      ctx.k->f32.gemm(g_.m, n, g_.k, a, g_.k, b + (c0 / kPanel) * g_.k * kPanel, bias ? bias + c0 : nullptr,
+                      y + c0, g_.n, g_.ep, 0, g_.m, static_cast<float*>(ctx.ThreadScratch(t)));
     });
   }
 

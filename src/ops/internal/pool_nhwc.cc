@@ -56,7 +56,7 @@ class PoolKernel : public Kernel {
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     const float* x = static_cast<const float*>(in[0]);
     float* y = static_cast<float*>(out[0]);
-    const auto fn = max_ ? ctx.k->maxpool : ctx.k->avgpool;
+    const auto fn = max_ ? ctx.k->f32.maxpool : ctx.k->f32.avgpool;
     const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g_.kh * g_.kw * g_.c));
     ctx.pool->ParallelFor(g_.n * g_.oh * g_.ow, grain, [&](int64_t b, int64_t e) { fn(g_, x, y, b, e); });
     return Status::Ok();
@@ -100,7 +100,7 @@ Result<std::unique_ptr<Kernel>> CreateGlobalAvg(const CreateContext& c) {
   return MakeKernel([n, hw, ch](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     const float* x = static_cast<const float*>(in[0]);
     float* y = static_cast<float*>(out[0]);
-    ctx.pool->ParallelFor(n, 1, [&](int64_t b, int64_t e) { ctx.k->global_avgpool(n, hw, ch, x, y, b, e); });
+    ctx.pool->ParallelFor(n, 1, [&](int64_t b, int64_t e) { ctx.k->f32.global_avgpool(n, hw, ch, x, y, b, e); });
     return Status::Ok();
   });
 }

@@ -36,6 +36,7 @@ namespace fcb::ops {
 namespace {
 
 using kernels::kPanel;
+using kernels::RoundUpToPanel;
 constexpr std::string_view kOp = opname::QConvNhwc;
 
 using Params = internal::QConvParams;
@@ -47,7 +48,6 @@ enum Mode : int64_t {
   kQLinear = internal::kQLinear,
 };
 
-int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
 
@@ -114,11 +114,11 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   g.out_pixel_stride = g.oc;
   FCB_RETURN_IF_ERROR(CheckedNumel(c.out_shape).status());
   c.ocg = g.oc / g.groups;
-  c.ocp = RoundUp(c.ocg, kPanel);
+  c.ocp = RoundUpToPanel(c.ocg);
   if (c.p.depthwise > 1) return Err("depthwise must be 0 or 1 (the small-group packing is float32 only)");
   if (c.p.depthwise) {
     if (g.groups != g.ic || g.oc != g.ic) return Err("depthwise needs group == channels");
-    c.columns = RoundUp(g.oc, kPanel);
+    c.columns = RoundUpToPanel(g.oc);
   } else {
     c.columns = g.groups * c.ocp;
   }
@@ -224,7 +224,7 @@ class QConvKernel : public Kernel {
     a.ep.q_scale = mode == kQdq ? sy : 1.f;
     a.ep.q_zp = zy;
     a.y = out[0];
-    const kernels::QKernelTable& t = kernels::GetQKernelTable(ctx.target);
+    const kernels::QKernelTable& t = ctx.k->i8;
     const auto* x = static_cast<const uint8_t*>(in[0]);
     const int64_t pixels = g.n * g.oh * g.ow;
     const int64_t macs = std::max<int64_t>(1, g.kh * g.kw * (g.ic / g.groups) * g.oc);
@@ -325,10 +325,10 @@ Result<bool> Lower(LowerContext& c, int ni) {
     oc = w->shape[0], icg = w->shape[1], kh = w->shape[2], kw = w->shape[3];
   }
   p.out_channels = oc;
-  const int64_t groups = p.group, ocg = oc / groups, ocp = RoundUp(ocg, kPanel);
+  const int64_t groups = p.group, ocg = oc / groups, ocp = RoundUpToPanel(ocg);
   const bool dw = !p.matrix && groups > 1 && groups == ic && oc == ic && icg == 1;
   p.depthwise = dw ? 1 : 0;
-  const int64_t cols = dw ? RoundUp(oc, kPanel) : groups * ocp;
+  const int64_t cols = dw ? RoundUpToPanel(oc) : groups * ocp;
   auto col_of = [&](int64_t o) { return dw ? o : (o / ocg) * ocp + o % ocg; };
   std::vector<int8_t> packed;
   std::vector<int32_t> zps(static_cast<size_t>(cols), 0);

@@ -45,7 +45,7 @@ class LookupKernel : public Kernel {
     const auto* t = static_cast<const uint8_t*>(in[1]);
     auto* y = static_cast<uint8_t*>(out[0]);
     const uint8_t flip = flip_;
-    const auto lookup = kernels::GetQKernelTable(ctx.target).lookup;
+    const auto lookup = ctx.k->i8.lookup;
     ctx.pool->ParallelFor(n_, 65536, [&](int64_t b, int64_t e) { lookup(x + b, t, y + b, e - b, flip); });
     return Status::Ok();
   }
