@@ -33,7 +33,8 @@ void RegisterConvRefOps(std::vector<OpDef>* ops);          // conv_ref.cc: ConvT
 void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize, Upsample
 void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
 void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
-void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+void RegisterQuantizeLinearOps(std::vector<OpDef>* ops);   // quantize_linear.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void RegisterIntegerQuantOps(std::vector<OpDef>* ops);     // integer_quant.cc: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 void RegisterTensorExtraOps(std::vector<OpDef>* ops);      // tensor_extra.cc: EyeLike, ReverseSequence, MaxUnpool, Det, MeanVarianceNormalization
 void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridSample, RoiAlign
 void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)

@@ -101,7 +101,8 @@ const std::vector<OpDef>& AllOps() {
     RegisterResizeOps(&v);
     RegisterEinsumOps(&v);
     RegisterTopKHardmaxOps(&v);
-    RegisterQuantOps(&v);
+    RegisterQuantizeLinearOps(&v);
+    RegisterIntegerQuantOps(&v);
     RegisterTensorExtraOps(&v);
     RegisterSamplingOps(&v);
     RegisterRandomOps(&v);
