@@ -5,6 +5,7 @@
 // subgraph's results (removed by the passes).
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "fcb/limits.h"
@@ -53,16 +54,27 @@ constexpr int64_t kMaxUnrolledIterations = 4096;
 
 }  // namespace
 
-// Appends every name read by the nodes of `p`'s subgraphs, nested ones
-// included (names a subgraph defines itself are no outer node's outputs).
+// Appends the outer-scope names `p`'s subgraphs read (nested ones included):
+// the names their nodes read and their outputs name that the subgraph does
+// not define itself (as an input, an initializer or a node output). A name a
+// subgraph defines is local to it even when an outer value has the same name,
+// as the If outputs of a merged decoder's branches typically do; counting it
+// as a read would make the If its own input.
 void Importer::SubgraphReads(const onnx::NodeProto& p, std::vector<std::string>* out) {
   for (const auto& a : p.attribute()) {
     auto add = [&](const onnx::GraphProto& sg) {
+      std::unordered_set<std::string> local;
+      for (const auto& i : sg.input()) local.insert(i.name());
+      for (const auto& t : sg.initializer()) local.insert(t.name());
+      for (const auto& n : sg.node()) local.insert(n.output().begin(), n.output().end());
+      std::vector<std::string> reads;
       for (const auto& n : sg.node()) {
-        out->insert(out->end(), n.input().begin(), n.input().end());
-        SubgraphReads(n, out);
+        reads.insert(reads.end(), n.input().begin(), n.input().end());
+        SubgraphReads(n, &reads);
       }
-      for (const auto& o : sg.output()) out->push_back(o.name());  // an output may name an outer value
+      for (const auto& o : sg.output()) reads.push_back(o.name());  // an output may name an outer value
+      for (auto& r : reads)
+        if (!r.empty() && !local.count(r)) out->push_back(std::move(r));
     };
     if (a.has_g()) add(a.g());
     for (const auto& sg : a.graphs()) add(sg);
