@@ -12,7 +12,7 @@
 //   points of B are applied once per output through the row sum of the shifted
 //   A, so the inner loop is a plain multiply-add over B's row. Convolutions
 //   hoist the shifted weight and its product with x's zero point per tap.
-// - Rounding is half to even, computed explicitly (RoundHalfEven), independent
+// - Rounding is half to even, computed explicitly (RoundHalfEven, core/rounding.h), independent
 //   of the floating-point environment; saturation clamps to the output type.
 // - The float steps follow ONNX Runtime's CPU kernels (MLAS), so results match
 //   it bit for bit: QuantizeLinear divides x by the scale in float32 (not a
@@ -41,6 +41,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/rounding.h"
 #include "ops/op_util.h"
 
 namespace fcb::ops::quant {
@@ -48,16 +49,6 @@ namespace fcb::ops::quant {
 using ir::DType;
 
 // ------------------------------------------------------------- rounding, saturation
-
-// Nearest integer, ties to even, whatever the rounding mode. std::round rounds
-// ties away from zero; a tie (v - round(v) is exactly +-1/2, computed exactly
-// for every finite v) is rounded again as 2 * round(v / 2), the even neighbour.
-template <typename F>
-F RoundHalfEven(F v) {
-  F r = std::round(v);
-  if (std::fabs(r - v) == F(0.5)) r = F(2) * std::round(v * F(0.5));
-  return r;
-}
 
 template <typename Q>
 constexpr bool kIsQuantType = std::is_same_v<Q, uint8_t> || std::is_same_v<Q, int8_t>;

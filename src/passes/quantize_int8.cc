@@ -26,6 +26,7 @@
 #include <map>
 #include <set>
 
+#include "core/rounding.h"
 #include "ops/names.h"
 #include "passes/graph_util.h"
 #include "passes/passes.h"
@@ -34,14 +35,6 @@ namespace fcb::passes {
 namespace {
 
 bool IsF32(const ir::TensorData* t) { return t && t->dtype == ir::DType::kF32; }
-
-// Round half to even of a finite double, independent of the rounding mode.
-double RoundHalfEven(double v) {
-  const double f = std::floor(v), d = v - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
-}
 
 // A weight matrix viewed as `channels` rows of `per` values each, channel c
 // at data[c * stride_c + k * stride_k] (lets MatMul's B [K, N] be read per
