@@ -12,6 +12,12 @@ Status OpUnsupported(std::string_view op, const std::string& msg) {
   return Unsupported(std::string(op) + ": " + msg);
 }
 
+Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
+  if (t.dtype == ir::DType::kF32) return Status::Ok();
+  const std::string msg = std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype);
+  return op.empty() ? InvalidArgument(msg) : OpError(op, msg);
+}
+
 int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end && i < s.size(); ++i) {

@@ -31,6 +31,9 @@ inline constexpr int kMaxRank = limits::kMaxRank;  // fcb/limits.h
 // "Op: msg" errors.
 Status OpError(std::string_view op, const std::string& msg);
 Status OpUnsupported(std::string_view op, const std::string& msg);
+// "what must be float32, got <dtype>" unless t is float32; prefixed "op: "
+// when op is not empty.
+Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
 
 // Every dim >= 0 and the element count <= kMaxElements, without overflow.
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);

@@ -26,12 +26,6 @@ OpDef LoweredOp(std::string_view name, int min_inputs, int max_inputs, InferFn i
   return d;
 }
 
-Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
-  if (t.dtype != ir::DType::kF32)
-    return Err(op, std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
-  return Status::Ok();
-}
-
 Status ExpectWeights(std::string_view op, const TensorInfo& t, const char* what) {
   if (t.dtype != ir::DType::kF32 && t.dtype != ir::DType::kBF16)
     return Err(op, std::string(what) + " must be float32 or bfloat16, got " + ir::DTypeName(t.dtype));
