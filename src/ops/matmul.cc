@@ -265,7 +265,6 @@ void RegisterMatMulOps(std::vector<OpDef>* ops) {
   ops->back().flops = MatMulFlops;
   ops->push_back(Def<InferGemm, CreateGemm>("Gemm", 2, 3));
   ops->back().flops = MatMulFlops;
-  RegisterLayerNormOps(ops);
 }
 
 }  // namespace fcb::ops

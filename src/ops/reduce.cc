@@ -377,7 +377,6 @@ void RegisterReduceOps(std::vector<OpDef>* ops) {
     ops->push_back(Def<InferReduce, CreateReduce>(name, 1, 2));
   ops->push_back(Def<InferArg, CreateArg>("ArgMax", 1, 1));
   ops->push_back(Def<InferArg, CreateArg>("ArgMin", 1, 1));
-  RegisterSoftmaxOps(ops);
 }
 
 }  // namespace fcb::ops

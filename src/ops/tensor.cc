@@ -291,9 +291,6 @@ void RegisterTensorOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferShape, CreateShape>("Size", 1, 1));
   ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1));
   ops->push_back(Def<InferRange, CreateRange>("Range", 3, 3));
-  RegisterTransposeOps(ops);
-  RegisterCopyOps(ops);
-  RegisterPadTileOps(ops);
 }
 
 }  // namespace fcb::ops
