@@ -102,16 +102,23 @@ Status CheckConstant(const InferContext& c, size_t i, const char* what,
   return Status::Ok();
 }
 
+// Input i's constant value, checked against its declared type; nullptr when
+// the input is absent; Unsupported when it is present but not a constant.
+Result<const ir::TensorData*> ConstantInput(const InferContext& c, size_t i, const char* what) {
+  if (!Input(c, i).present()) return static_cast<const ir::TensorData*>(nullptr);
+  const ir::TensorData* t = Constant(c, i);
+  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
+  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  return t;
+}
+
 }  // namespace
 
 Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::vector<int64_t>* out,
                       bool* present) {
   *present = false;
-  const TensorInfo& in = Input(c, i);
-  if (!in.present()) return Status::Ok();
-  const ir::TensorData* t = Constant(c, i);
-  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
-  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  FCB_ASSIGN_OR_RETURN(const ir::TensorData* t, ConstantInput(c, i, what));
+  if (!t) return Status::Ok();
   if (t->dtype != ir::DType::kI64 && t->dtype != ir::DType::kI32)
     return OpError(c.op, std::string(what) + " must be int64 or int32");
   if (t->shape.size() > 1) return OpError(c.op, std::string(what) + " must be 1-D");
@@ -123,11 +130,8 @@ Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::ve
 Status ConstScalarInput(const InferContext& c, size_t i, const char* what, double* out,
                         bool* present) {
   *present = false;
-  const TensorInfo& in = Input(c, i);
-  if (!in.present()) return Status::Ok();
-  const ir::TensorData* t = Constant(c, i);
-  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
-  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  FCB_ASSIGN_OR_RETURN(const ir::TensorData* t, ConstantInput(c, i, what));
+  if (!t) return Status::Ok();
   if (t->numel() != 1) return OpError(c.op, std::string(what) + " must hold one value");
   *out = t->GetDouble(0);
   *present = true;
