@@ -388,9 +388,8 @@ Result<std::unique_ptr<Kernel>> CreateMel(const CreateContext& c) {
 void RegisterSignalOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferDft, CreateDft>("DFT", 1, 3));
   ops->push_back(Def<InferStft, CreateStft>("STFT", 2, 4));
-  ops->push_back(Def<InferWindow, CreateWindow>("HannWindow", 1, 1));
-  ops->push_back(Def<InferWindow, CreateWindow>("HammingWindow", 1, 1));
-  ops->push_back(Def<InferWindow, CreateWindow>("BlackmanWindow", 1, 1));
+  for (const char* name : {"HannWindow", "HammingWindow", "BlackmanWindow"})
+    ops->push_back(Def<InferWindow, CreateWindow>(name, 1, 1));
   ops->push_back(Def<InferMel, CreateMel>("MelWeightMatrix", 5, 5));
 }
 

@@ -99,8 +99,7 @@ Result<std::unique_ptr<Kernel>> CreateSoftmax(const CreateContext& c) {
 }  // namespace
 
 void RegisterSoftmaxOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferSoftmax, CreateSoftmax>("Softmax", 1, 1));
-  ops->push_back(Def<InferSoftmax, CreateSoftmax>("LogSoftmax", 1, 1));
+  for (const char* name : {"Softmax", "LogSoftmax"}) ops->push_back(Def<InferSoftmax, CreateSoftmax>(name, 1, 1));
 }
 
 }  // namespace fcb::ops

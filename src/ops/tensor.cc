@@ -287,8 +287,7 @@ void RegisterTensorOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1));
   ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2));
   ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2));
-  ops->push_back(Def<InferShape, CreateShape>("Shape", 1, 1));
-  ops->push_back(Def<InferShape, CreateShape>("Size", 1, 1));
+  for (const char* name : {"Shape", "Size"}) ops->push_back(Def<InferShape, CreateShape>(name, 1, 1));
   ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1));
   ops->push_back(Def<InferRange, CreateRange>("Range", 3, 3));
 }
