@@ -87,6 +87,25 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_RETURN_IF_ERROR(RecheckOutputs(I, c));
   return C(c);
 }
+// The inference of an operator whose Resolve checks what Create needs and
+// computes its one output's shape, into plan->out (InferFromPlan) or into
+// *out (InferFromShape); the output has input 0's dtype.
+template <typename Plan, Status (*Resolve)(const InferContext&, Plan*)>
+Status InferFromPlan(const InferContext& c, std::vector<TensorInfo>* outs) {
+  Plan p;
+  FCB_RETURN_IF_ERROR(Resolve(c, &p));
+  outs->push_back(TensorInfo{Input(c, 0).dtype, p.out});
+  return Status::Ok();
+}
+template <typename Plan, Status (*Resolve)(const InferContext&, Plan*, ir::Shape*)>
+Status InferFromShape(const InferContext& c, std::vector<TensorInfo>* outs) {
+  Plan p;
+  ir::Shape s;
+  FCB_RETURN_IF_ERROR(Resolve(c, &p, &s));
+  outs->push_back(TensorInfo{Input(c, 0).dtype, std::move(s)});
+  return Status::Ok();
+}
+
 // An OpDef whose infer and create are wrapped by the checks above.
 template <InferFn I, CreateFn C>
 OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out = 1,
