@@ -114,6 +114,14 @@ Result<const ir::TensorData*> ConstantInput(const InferContext& c, size_t i, con
 
 }  // namespace
 
+Status AxisInput(const InferContext& c, bool (*accepts)(ir::DType), int64_t default_axis, int64_t* axis) {
+  const TensorInfo& x = Input(c, 0);
+  if (!x.present()) return OpError(c.op, "input is missing");
+  if (!accepts(x.dtype)) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
+  if (x.shape.empty()) return OpError(c.op, "input must have rank >= 1");
+  return NormalizeAxis(c.op, c.attrs.GetInt("axis", default_axis), static_cast<int64_t>(x.shape.size()), axis);
+}
+
 Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::vector<int64_t>* out,
                       bool* present) {
   *present = false;

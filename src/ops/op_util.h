@@ -147,6 +147,11 @@ inline bool IsSignedInt(ir::DType t) {
 inline bool IsNumeric(ir::DType t) {
   return IsFloat(t) || IsSignedInt(t) || t == ir::DType::kU8;
 }
+
+// Input 0 of an operator along one axis (ArgMax, Softmax, TopK, Hardmax):
+// present, of a dtype `accepts` takes, rank >= 1; *axis is the "axis"
+// attribute (default `default_axis`) normalized to [0, rank).
+Status AxisInput(const InferContext& c, bool (*accepts)(ir::DType), int64_t default_axis, int64_t* axis);
 inline bool IsKnownDType(ir::DType t) { return ir::DTypeSize(t) != 0; }
 
 // Calls f(T{}) with the C++ type of a numeric dtype; false if not numeric.
