@@ -100,6 +100,12 @@ FCB_API Result<CompileReport> CompileMethods(const std::map<std::string, std::st
                                              const CompileSpec& spec, const std::string& out_path,
                                              const CompileHooks& hooks = {});
 
+// The report as JSON text: {"file_size", "warnings", "int8_accuracy": [{"method",
+// "target", "on_int8_target", "int8_targets", "inputs", "float_outputs",
+// "rel_l2" (null when not measured), "error"}]}, the form the C API's
+// fcb_compile and Python's fcb.compile() return. indent < 0: one line.
+FCB_API std::string CompileReportJson(const CompileReport& report, int indent = -1);
+
 // Parses a JSON compile spec (see README). Validation errors name the fix.
 FCB_API Result<CompileSpec> ParseSpecJson(const std::string& json_text);
 // Parses one target's options object, e.g. {"optimization_level": 1}: its keys

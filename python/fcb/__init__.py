@@ -165,8 +165,11 @@ def compile(
         spec["input_values"] = {str(name): v.tolist() if hasattr(v, "tolist") else v
                                 for name, v in input_values.items()}
     text = _json.dumps(spec, default=_jsonable)
-    raw = _fcb.compile(methods, text, _os.fspath(out_path), progress)
-    report = CompileReport(raw["file_size"], list(raw["warnings"]), list(raw["int8_accuracy"]))
+    raw = _json.loads(_fcb.compile(methods, text, _os.fspath(out_path), progress))
+    for accuracy in raw["int8_accuracy"]:
+        if accuracy["rel_l2"] is None:  # not measured: null in JSON, NaN here
+            accuracy["rel_l2"] = float("nan")
+    report = CompileReport(raw["file_size"], raw["warnings"], raw["int8_accuracy"])
     for message in report.warnings:
         _warnings.warn(message, CompileWarning, stacklevel=2)
     return report

@@ -266,7 +266,7 @@ void OnProgress(void* user, const std::string& stage, const std::string& method,
   }
 }
 
-py::dict Compile(const std::map<std::string, std::string>& methods, const std::string& spec_json,
+std::string Compile(const std::map<std::string, std::string>& methods, const std::string& spec_json,
                  const std::string& out_path, const py::object& progress) {
   auto spec = fcb::ParseSpecJson(spec_json);
   if (!spec.ok()) Raise(spec.status());
@@ -289,25 +289,7 @@ py::dict Compile(const std::map<std::string, std::string>& methods, const std::s
     throw py::error_already_set();
   }
   if (!report.ok()) Raise(report.status());
-  const fcb::CompileReport& r = report.value();
-  py::dict out;
-  out["file_size"] = r.file_size;
-  out["warnings"] = r.warnings;
-  py::list accuracy;
-  for (const auto& a : r.int8_accuracy) {
-    py::dict d;
-    d["method"] = a.method;
-    d["target"] = a.target;
-    d["on_int8_target"] = a.on_int8_target;
-    d["int8_targets"] = a.int8_targets;
-    d["inputs"] = a.inputs;
-    d["float_outputs"] = a.float_outputs;
-    d["rel_l2"] = a.rel_l2;
-    d["error"] = a.error;
-    accuracy.append(d);
-  }
-  out["int8_accuracy"] = accuracy;
-  return out;
+  return fcb::CompileReportJson(report.value());
 }
 
 ProgramHandle Load(const std::string& path, const std::string& target, bool verify_checksums,
@@ -488,8 +470,9 @@ PYBIND11_MODULE(_fcb, m) {
       });
 
   m.def("compile", &Compile, py::arg("methods"), py::arg("spec_json"), py::arg("out_path"),
-        py::arg("progress") = py::none(), "compile(methods: dict[str, str], spec_json: str, out_path: str, progress=None) -> dict\n\n"
-        "Compiles {method: onnx_path} with a JSON spec; see fcb.compile.");
+        py::arg("progress") = py::none(), "compile(methods: dict[str, str], spec_json: str, out_path: str, progress=None) -> str\n\n"
+        "Compiles {method: onnx_path} with a JSON spec; returns the report as JSON text "
+        "(fcb::CompileReportJson); see fcb.compile.");
   m.def("load", &Load, py::arg("path"), py::arg("target") = "auto", py::arg("verify_checksums") = true,
         py::arg("max_memory_bytes") = 0,
         "load(path: str, target: str = 'auto', verify_checksums: bool = True, max_memory_bytes: int = 0) -> Program\n\n"

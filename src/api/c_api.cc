@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 
@@ -36,8 +34,6 @@ struct fcb_execution {
 };
 
 namespace {
-
-using nlohmann::ordered_json;
 
 // Out of memory while reporting an error: this preallocated status says so
 // (fcb_status_destroy leaves it alone).
@@ -165,28 +161,7 @@ fcb_status_t* fcb_compile(const char* const* method_names, const char* const* mo
     }
     auto report = fcb::CompileMethods(methods, spec, out_path);
     if (!report.ok()) return FromStatus(report.status());
-    if (report_json) {
-      const fcb::CompileReport& r = report.value();
-      ordered_json j;
-      j["file_size"] = r.file_size;
-      j["warnings"] = r.warnings;
-      j["int8_accuracy"] = ordered_json::array();
-      for (const auto& a : r.int8_accuracy) {
-        ordered_json aj;
-        aj["method"] = a.method;
-        aj["target"] = a.target;
-        aj["on_int8_target"] = a.on_int8_target;
-        aj["int8_targets"] = a.int8_targets;
-        aj["inputs"] = a.inputs;
-        aj["float_outputs"] = a.float_outputs;
-        // NaN (not measured) has no JSON form: null, with the error beside it.
-        if (a.error.empty()) aj["rel_l2"] = a.rel_l2;
-        else aj["rel_l2"] = nullptr;
-        aj["error"] = a.error;
-        j["int8_accuracy"].push_back(aj);
-      }
-      *report_json = CopyString(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    }
+    if (report_json) *report_json = CopyString(fcb::CompileReportJson(report.value()));
     return nullptr;
   });
 }

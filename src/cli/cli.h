@@ -18,22 +18,25 @@ struct CompileArgs {
   std::vector<std::string> targets, target_options, input_shapes, input_values, methods;
   bool no_weight_sharing = false;
 };
-struct RunArgs {
-  std::string file, method, target = "auto", output_dir = ".";
+// What run, bench and profile share: the file, the method, the target, threads.
+struct ProgramArgs {
+  std::string file, method, target = "auto";
   int threads = 1;
+};
+struct RunArgs : ProgramArgs {
+  std::string output_dir = ".";
   std::vector<std::string> inputs;
   bool no_verify = false;
   uint64_t max_memory = 0;  // LoadOptions::max_memory_bytes
 };
-struct ProfileArgs {
-  std::string file, method, target = "auto", trace;
+struct ProfileArgs : ProgramArgs {
+  std::string trace;
   std::vector<std::string> inputs;
-  int threads = 1, iterations = 20;
+  int iterations = 20;
   bool json = false;
 };
-struct BenchArgs {
-  std::string file, method, target = "auto";
-  int threads = 1, iterations = 20;
+struct BenchArgs : ProgramArgs {
+  int iterations = 20;
   bool json = false;
   uint64_t max_memory = 0;  // LoadOptions::max_memory_bytes
 };
@@ -70,6 +73,10 @@ struct Loaded {
 // Sets each input from a --input NAME=FILE.npy in `given`, and every other
 // input to deterministic pseudo-random values (saying so unless `quiet`).
 Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool quiet);
+
+// The head of bench's and profile's --json document: target, method,
+// threads, iterations.
+nlohmann::ordered_json TimingJson(const Loaded& l, int threads, int iterations);
 
 Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
                           bool verify,

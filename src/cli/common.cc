@@ -48,6 +48,15 @@ Result<std::vector<int64_t>> ParseDims(const std::string& s, const std::string& 
   return dims;
 }
 
+nlohmann::ordered_json TimingJson(const Loaded& l, int threads, int iterations) {
+  nlohmann::ordered_json j;
+  j["target"] = l.program->target();
+  j["method"] = l.method;
+  j["threads"] = threads;
+  j["iterations"] = iterations;
+  return j;
+}
+
 Result<Loaded> LoadForRun(const std::string& file, const std::string& target, const std::string& method,
                           bool verify, uint64_t max_memory_bytes) {
   Loaded l;

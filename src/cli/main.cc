@@ -5,6 +5,18 @@
 
 #include "cli/cli.h"
 
+namespace {
+
+// The arguments run, bench and profile share, with the same words in --help.
+void AddProgramOptions(CLI::App* cmd, fcb::cli::ProgramArgs& a) {
+  cmd->add_option("file", a.file, ".fcb file")->required();
+  cmd->add_option("--method", a.method, "method name (default: the only one)");
+  cmd->add_option("--target", a.target, "target to force (default: auto)");
+  cmd->add_option("--threads", a.threads, "threads (default 1)");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace fcb::cli;
   CLI::App app{"fcb: ahead-of-time compiler and runtime for multi-target Flexible Context Binaries"};
@@ -27,10 +39,7 @@ int main(int argc, char** argv) {
 
   RunArgs ra;
   auto* run = app.add_subcommand("run", "run a method of an .fcb on .npy inputs");
-  run->add_option("file", ra.file, ".fcb file")->required();
-  run->add_option("--method", ra.method, "method name (default: the only one)");
-  run->add_option("--target", ra.target, "target to force (default: auto)");
-  run->add_option("--threads", ra.threads, "threads (default 1)");
+  AddProgramOptions(run, ra);
   run->add_option("--input", ra.inputs, "NAME=FILE.npy (repeatable)");
   run->add_option("--output-dir", ra.output_dir, "where to write <output>.npy (default .)");
   run->add_flag("--no-verify", ra.no_verify, "skip checksum verification of the file");
@@ -45,10 +54,7 @@ int main(int argc, char** argv) {
 
   BenchArgs ba;
   auto* bench = app.add_subcommand("bench", "time loading and running a method");
-  bench->add_option("file", ba.file, ".fcb file")->required();
-  bench->add_option("--method", ba.method, "method name (default: the only one)");
-  bench->add_option("--target", ba.target, "target to force (default: auto)");
-  bench->add_option("--threads", ba.threads, "threads (default 1)");
+  AddProgramOptions(bench, ba);
   bench->add_option("--iterations", ba.iterations, "timed runs (default 20)");
   bench->add_flag("--json", ba.json, "machine-readable output");
   bench->add_option("--max-memory", ba.max_memory,
@@ -56,10 +62,7 @@ int main(int argc, char** argv) {
 
   ProfileArgs pa;
   auto* profile = app.add_subcommand("profile", "time every step of a method: a table, per-op totals, a trace file");
-  profile->add_option("file", pa.file, ".fcb file")->required();
-  profile->add_option("--method", pa.method, "method name (default: the only one)");
-  profile->add_option("--target", pa.target, "target to force (default: auto)");
-  profile->add_option("--threads", pa.threads, "threads (default 1)");
+  AddProgramOptions(profile, pa);
   profile->add_option("--iterations", pa.iterations, "profiled runs; each step's time is its median (default 20)");
   profile->add_option("--input", pa.inputs, "NAME=FILE.npy (repeatable; default: pseudo-random values)");
   profile->add_flag("--json", pa.json, "machine-readable output");

@@ -113,11 +113,7 @@ int CmdProfile(const ProfileArgs& a) {
     }
   }
   if (a.json) {
-    nlohmann::ordered_json j;
-    j["target"] = l.program->target();
-    j["method"] = l.method;
-    j["threads"] = a.threads;
-    j["iterations"] = a.iterations;
+    nlohmann::ordered_json j = TimingJson(l, a.threads, a.iterations);
     j["run_median_ms"] = Median(run_total);
     j["step_median_sum_ms"] = sum;
     j["steps"] = nlohmann::ordered_json::array();

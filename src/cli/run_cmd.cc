@@ -130,11 +130,7 @@ int CmdBench(const BenchArgs& a) {
   std::sort(times.begin(), times.end());
   const double med = times[times.size() / 2];
   if (a.json) {
-    nlohmann::ordered_json j;
-    j["target"] = l.program->target();
-    j["method"] = l.method;
-    j["threads"] = a.threads;
-    j["iterations"] = a.iterations;
+    nlohmann::ordered_json j = TimingJson(l, a.threads, a.iterations);
     j["load_ms"] = l.load_ms;
     j["first_run_ms"] = first;
     j["min_ms"] = times.front();

@@ -15,10 +15,7 @@
 namespace fcb::format {
 namespace {
 
-using ::fcb::testing::ReadBytes;
-using ::fcb::testing::TempDir;
-using ::fcb::testing::WriteBytes;
-using namespace ::fcb::format::test;
+using namespace ::fcb::format::test;  // and the file helpers of test_util.h
 
 class Corruption : public ::testing::Test {
  protected:

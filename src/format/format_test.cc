@@ -13,10 +13,7 @@
 namespace fcb::format {
 namespace {
 
-using ::fcb::testing::ReadBytes;
-using ::fcb::testing::TempDir;
-using ::fcb::testing::WriteBytes;
-using namespace ::fcb::format::test;
+using namespace ::fcb::format::test;  // and the file helpers of test_util.h
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

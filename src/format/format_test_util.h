@@ -15,8 +15,14 @@
 #include <vector>
 
 #include "format/fcb_file.h"
+#include "test_util.h"
 
 namespace fcb::format::test {
+
+// The file helpers of tests/test_util.h these tests use.
+using ::fcb::testing::ReadBytes;
+using ::fcb::testing::TempDir;
+using ::fcb::testing::WriteBytes;
 
 // Documented header offsets (fcb_file.h).
 inline constexpr size_t kHdrSize = 128, kVersionAt = 8, kHdrSizeAt = 12, kEndianAt = 16,

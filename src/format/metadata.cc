@@ -111,23 +111,35 @@ std::vector<T> ToVector(const flatbuffers::Vector<T>* v) {
   return out;
 }
 
+AttrDesc DecodeAttr(const fb::Attr& a) {
+  AttrDesc attr;
+  attr.name = ToString(a.name());
+  attr.ints = ToVector(a.ints());
+  attr.floats = ToVector(a.floats());
+  attr.str = ToString(a.str());
+  return attr;
+}
+
 StepDesc DecodeStep(const fb::Step& s) {
   StepDesc out;
   out.op = ToString(s.op());
   out.node = ToString(s.node());
   out.inputs = ToVector(s.inputs());
   out.outputs = ToVector(s.outputs());
-  if (s.attrs() != nullptr) {
-    for (const fb::Attr* a : *s.attrs()) {
-      AttrDesc attr;
-      attr.name = ToString(a->name());
-      attr.ints = ToVector(a->ints());
-      attr.floats = ToVector(a->floats());
-      attr.str = ToString(a->str());
-      out.attrs.push_back(std::move(attr));
-    }
-  }
+  if (s.attrs() != nullptr)
+    for (const fb::Attr* a : *s.attrs()) out.attrs.push_back(DecodeAttr(*a));
   return out;
+}
+
+TensorDesc DecodeTensor(const fb::Tensor& t) {
+  TensorDesc td;
+  td.name = ToString(t.name());
+  td.dtype = static_cast<DType>(t.dtype());  // any int32: the plan checker refuses unknown codes
+  td.shape = ToVector(t.shape());
+  td.storage = static_cast<Storage>(t.storage());
+  td.offset = t.offset();
+  td.blob = t.blob();
+  return td;
 }
 
 ContextDesc DecodeContext(const fb::Context& c) {
@@ -136,16 +148,7 @@ ContextDesc DecodeContext(const fb::Context& c) {
   out.target = ToString(c.target());
   out.options = ToString(c.options());
   out.tensors.reserve(c.tensors()->size());
-  for (const fb::Tensor* t : *c.tensors()) {
-    TensorDesc td;
-    td.name = ToString(t->name());
-    td.dtype = static_cast<DType>(t->dtype());  // any int32: the plan checker refuses unknown codes
-    td.shape = ToVector(t->shape());
-    td.storage = static_cast<Storage>(t->storage());
-    td.offset = t->offset();
-    td.blob = t->blob();
-    out.tensors.push_back(std::move(td));
-  }
+  for (const fb::Tensor* t : *c.tensors()) out.tensors.push_back(DecodeTensor(*t));
   out.steps.reserve(c.steps()->size());
   for (const fb::Step* s : *c.steps()) out.steps.push_back(DecodeStep(*s));
   out.inputs = ToVector(c.inputs());

@@ -965,6 +965,49 @@ TEST(ControlFlow, OuterValueProducedAfterTheIfInTheNodeListIsOrderedFirst) {
   EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), (std::vector<float>{0.f, 4.f, 0.f}));
 }
 
+// The merged-decoder form exporters write: If(use_cache_branch) whose branches
+// compute values named exactly like the If's own outputs (legal ONNX: a
+// subgraph's names shadow the outer ones). Those names are local to each
+// branch, not reads of the If's outputs, so the If does not wait on itself.
+onnx::ModelProto SameNamedBranchOutputsModel() {
+  auto m = MakeModel(13);
+  AddInput(m, "x", {3});
+  AddInput(m, "use_cache_branch", {}, onnx::TensorProto::BOOL);
+  AddNode(m, "Abs", {"x"}, {"h"}, "abs");
+  auto then_g = Subgraph("with_past", {}, {"logits", "present"});
+  GNode(then_g, "Mul", {"h", "x"}, {"logits"}, "then_mul");
+  GNode(then_g, "Neg", {"logits"}, {"present"}, "then_neg");
+  auto else_g = Subgraph("without_past", {}, {"logits", "present"});
+  GNode(else_g, "Add", {"h", "x"}, {"logits"}, "else_add");
+  GNode(else_g, "Identity", {"logits"}, {"present"}, "else_identity");
+  auto* n = AddNode(m, "If", {"use_cache_branch"}, {"logits", "present"}, "optimum::if");
+  GraphAttribute(n, "then_branch", then_g);
+  GraphAttribute(n, "else_branch", else_g);
+  AddNode(m, "Sub", {"logits", "present"}, {"y"}, "sub");
+  AddOutput(m, "y");
+  AddOutput(m, "present");
+  return m;
+}
+
+TEST(ControlFlow, BranchValuesNamedLikeTheIfOutputsAreLocalToTheBranch) {
+  auto g = Import(SameNamedBranchOutputsModel());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(CountOps(*g, "If"), 0);
+  ASSERT_EQ(g->inputs.size(), 2u);
+  ASSERT_EQ(g->outputs.size(), 2u);
+  EXPECT_EQ(g->values[g->outputs[1]].name, "present");
+  auto x = ir::TensorData::FromFloats({3}, {1.f, -2.f, 3.f});
+  for (bool c : {true, false}) {
+    auto vals = Interpret(*g, {{g->inputs[0], x}, {g->inputs[1], Bool(c)}});
+    ASSERT_TRUE(vals.ok()) << vals.status().ToString();
+    // then: logits = |x| * x, present = -logits; else: logits = |x| + x, present = logits.
+    const std::vector<float> y = c ? std::vector<float>{2.f, -8.f, 18.f} : std::vector<float>{0.f, 0.f, 0.f};
+    const std::vector<float> present = c ? std::vector<float>{-1.f, 4.f, -9.f} : std::vector<float>{2.f, 0.f, 6.f};
+    EXPECT_EQ(Floats(*vals.value()[g->outputs[0]]), y) << "use_cache_branch " << c;
+    EXPECT_EQ(Floats(*vals.value()[g->outputs[1]]), present) << "use_cache_branch " << c;
+  }
+}
+
 TEST(ControlFlow, ConstantConditionIfInlinesTheChosenBranchOnly) {
   for (bool c : {true, false}) {
     auto m = OuterScopeIfModel();

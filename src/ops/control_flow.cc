@@ -1,6 +1,6 @@
 // If, Loop and Scan: listed by `fcb ops` because models may use them, but
 // never graph nodes or plan steps. The importer expands them into ordinary
-// operators (src/import/onnx_import.cc, docs/design.md "Control flow"): the
+// operators (src/import/control_flow.cc, docs/design.md "Control flow"): the
 // chosen branch or both branches selected by Where, loops and scans unrolled.
 // So their infer and create refuse: a graph node or a step of a file named
 // If, Loop or Scan is a bug or a forged file, and is rejected at compile

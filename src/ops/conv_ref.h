@@ -31,7 +31,7 @@ Result<ConvTranspose2d> ResolveConvTranspose2d(const Attrs& attrs, const ir::Sha
 // spatial rank r in [1, 8], resolved from Conv's attributes (kernel_shape, strides, dilations,
 // pads, auto_pad) exactly as the reference Conv resolves them; kernel_shape must match W.
 // Per spatial dim: input size, kernel size, stride, dilation, begin/end padding, output size.
-// Used by the integer convolutions (quant.cc); `op` names the operator in messages.
+// Used by the integer convolutions (integer_quant.cc); `op` names the operator in messages.
 struct ConvNdGeometry {
   int rank = 0;
   std::vector<int64_t> in, k, s, d, pad_begin, pad_end, out;

@@ -83,13 +83,6 @@ Status ResolveCompress(const InferContext& c, CompressPlan* p) {
   return Status::Ok();
 }
 
-Status InferCompress(const InferContext& c, std::vector<TensorInfo>* outs) {
-  CompressPlan p;
-  FCB_RETURN_IF_ERROR(ResolveCompress(c, &p));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, p.out});
-  return Status::Ok();
-}
-
 Result<std::unique_ptr<Kernel>> CreateCompress(const CreateContext& c) {
   CompressPlan p;
   FCB_RETURN_IF_ERROR(ResolveCompress(AsInfer(c), &p));
@@ -297,7 +290,7 @@ Result<std::unique_ptr<Kernel>> CreateUnique(const CreateContext& c) {
 }  // namespace
 
 void RegisterDataShapeOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferCompress, CreateCompress>("Compress", 2, 2));
+  ops->push_back(Def<InferFromPlan<CompressPlan, ResolveCompress>, CreateCompress>("Compress", 2, 2));
   ops->push_back(Def<InferNonZero, CreateNonZero>("NonZero", 1, 1));
   ops->push_back(Def<InferUnique, CreateUnique>("Unique", 1, 1, 1, 4));
 }

@@ -508,7 +508,6 @@ void RegisterElementwiseOps(std::vector<OpDef>* ops) {
   for (const char* name : {"Max", "Min", "Sum", "Mean"})
     ops->push_back(Def<InferBinary, CreateBinary>(name, 1, kMany, 1, 1, kTraitBroadcast));
   ops->push_back(Def<InferWhere, CreateWhere>("Where", 3, 3));
-  RegisterUnaryOps(ops);
 }
 
 }  // namespace fcb::ops

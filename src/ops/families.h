@@ -1,4 +1,6 @@
-// Registration hooks of the op families (one file each), called by registry.cc.
+// Registration hooks of the ONNX operator families, one file each, grouped by
+// what the operators do. registry.cc calls every hook once; the internal
+// operators register through FCB_INTERNAL_OPS (ops/names.h).
 #pragma once
 
 #include <vector>
@@ -7,38 +9,47 @@
 
 namespace fcb::ops {
 
-void RegisterElementwiseOps(std::vector<OpDef>* ops);  // elementwise.cc: unary, binary (broadcast), compare, logic, Where, Cast
-void RegisterTensorOps(std::vector<OpDef>* ops);       // tensor.cc: Reshape, Transpose, Concat, Gather, Slice, Shape, ...
-void RegisterReduceOps(std::vector<OpDef>* ops);       // reduce.cc: Reduce*, Softmax, ArgMax, ...
-void RegisterMatMulOps(std::vector<OpDef>* ops);       // matmul.cc: MatMul, Gemm (variable operands)
-void RegisterNnOps(std::vector<OpDef>* ops);           // nn.cc: Conv, pools, BatchNormalization (ONNX forms)
-// The internal operators register through FCB_INTERNAL_OPS (ops/names.h).
-
-// Sub-families, called from the family hooks above (ops engineer's files).
-void RegisterUnaryOps(std::vector<OpDef>* ops);        // unary.cc: unary math, Clip, Cast, Identity, Dropout (from elementwise)
-void RegisterTransposeOps(std::vector<OpDef>* ops);    // transpose.cc: Transpose (from tensor)
-void RegisterCopyOps(std::vector<OpDef>* ops);         // copy_ops.cc: Concat, Split, Gather, Slice (from tensor)
-void RegisterPadTileOps(std::vector<OpDef>* ops);      // pad_tile.cc: Pad, Tile, Expand, Trilu (from tensor)
-void RegisterSoftmaxOps(std::vector<OpDef>* ops);      // softmax.cc: Softmax, LogSoftmax (from reduce)
-void RegisterLayerNormOps(std::vector<OpDef>* ops);    // layernorm.cc: LayerNormalization (from matmul)
-
-// Conformance coverage (one file each; conformance engineer's files).
+// Elementwise math and activations.
+void RegisterElementwiseOps(std::vector<OpDef>* ops);      // elementwise.cc: binary (broadcast), compare, logic, variadic Max/Min/Sum/Mean, Where
+void RegisterUnaryOps(std::vector<OpDef>* ops);            // unary.cc: unary math, Clip, Cast, Identity, Dropout
 void RegisterActivationExtraOps(std::vector<OpDef>* ops);  // activations_extra.cc: PRelu, Celu, Mish, ThresholdedRelu, Shrink, trig, IsNaN, IsInf
-void RegisterRecurrentOps(std::vector<OpDef>* ops);       // recurrent.cc: RNN, GRU, LSTM
-void RegisterScanOneHotOps(std::vector<OpDef>* ops);       // scan_onehot.cc: CumSum, OneHot
+
+// Shapes, layout and data movement.
+void RegisterTensorOps(std::vector<OpDef>* ops);           // tensor.cc: Reshape, Flatten, (Un)Squeeze, Shape, Size, ConstantOfShape, Range
+void RegisterTransposeOps(std::vector<OpDef>* ops);        // transpose.cc: Transpose
+void RegisterCopyOps(std::vector<OpDef>* ops);             // copy_ops.cc: Concat, Split, Gather, Slice
+void RegisterPadTileOps(std::vector<OpDef>* ops);          // pad_tile.cc: Pad, Tile, Expand, Trilu
 void RegisterGatherScatterOps(std::vector<OpDef>* ops);    // gather_scatter.cc: GatherElements, GatherND, ScatterElements, ScatterND
 void RegisterSpaceDepthOps(std::vector<OpDef>* ops);       // space_depth.cc: DepthToSpace, SpaceToDepth
-void RegisterNormOps(std::vector<OpDef>* ops);             // norm.cc: InstanceNormalization, GroupNormalization, LRN
-void RegisterConvRefOps(std::vector<OpDef>* ops);          // conv_ref.cc: ConvTranspose, LpPool (+ reference Conv/pools for nn.cc)
-void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize, Upsample
-void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
-void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
-void RegisterQuantOps(std::vector<OpDef>* ops);            // quant.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
 void RegisterTensorExtraOps(std::vector<OpDef>* ops);      // tensor_extra.cc: EyeLike, ReverseSequence, MaxUnpool, Det, MeanVarianceNormalization
-void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridSample, RoiAlign
-void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)
 void RegisterDataShapeOps(std::vector<OpDef>* ops);        // data_shape.cc: Compress, NonZero, Unique (shape-deciding input constant)
+
+// Reductions, normalization, selection.
+void RegisterReduceOps(std::vector<OpDef>* ops);           // reduce.cc: Reduce*, ArgMax, ArgMin
+void RegisterSoftmaxOps(std::vector<OpDef>* ops);          // softmax.cc: Softmax, LogSoftmax
+void RegisterLayerNormOps(std::vector<OpDef>* ops);        // layernorm.cc: LayerNormalization
+void RegisterNormOps(std::vector<OpDef>* ops);             // norm.cc: InstanceNormalization, GroupNormalization, LRN
+void RegisterTopKHardmaxOps(std::vector<OpDef>* ops);      // topk_hardmax.cc: TopK, Hardmax
+void RegisterScanOneHotOps(std::vector<OpDef>* ops);       // scan_onehot.cc: CumSum, OneHot
+
+// Products, convolutions, pooling, recurrences.
+void RegisterMatMulOps(std::vector<OpDef>* ops);           // matmul.cc: MatMul, Gemm (variable operands)
+void RegisterEinsumOps(std::vector<OpDef>* ops);           // einsum.cc: Einsum
+void RegisterNnOps(std::vector<OpDef>* ops);               // nn.cc: Conv, pools, BatchNormalization (ONNX forms)
+void RegisterConvRefOps(std::vector<OpDef>* ops);          // conv_ref.cc: ConvTranspose, LpPool (+ reference Conv/pools for nn.cc)
+void RegisterRecurrentOps(std::vector<OpDef>* ops);        // recurrent.cc: RNN, GRU, LSTM
+
+// Quantization.
+void RegisterQuantizeLinearOps(std::vector<OpDef>* ops);   // quantize_linear.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void RegisterIntegerQuantOps(std::vector<OpDef>* ops);     // integer_quant.cc: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+
+// Images, signals, random numbers.
+void RegisterResizeOps(std::vector<OpDef>* ops);           // resize.cc: Resize, Upsample
+void RegisterSamplingOps(std::vector<OpDef>* ops);         // sampling.cc: GridSample, RoiAlign
 void RegisterSignalOps(std::vector<OpDef>* ops);           // signal.cc: DFT, STFT, Hann/Hamming/BlackmanWindow, MelWeightMatrix
+void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoulli, RandomUniform(Like), RandomNormal(Like)
+
+// Control flow.
 void RegisterControlFlowOps(std::vector<OpDef>* ops);      // control_flow.cc: If, Loop, Scan (expanded at import, never steps)
 
 }  // namespace fcb::ops

@@ -58,15 +58,21 @@ void Apply(Red r, DType t, uint8_t* dst, const uint8_t* src, size_t es) {
   });
 }
 
+// The data and indices inputs every gather and scatter takes.
+Status CheckDataAndIndices(const InferContext& c, const TensorInfo& data, const TensorInfo& ind) {
+  if (!data.present() || !ind.present()) return OpError(c.op, "data and indices are required");
+  if (!IsIndexType(ind.dtype)) return OpError(c.op, "indices must be int32 or int64");
+  if (!IsKnownDType(data.dtype)) return OpUnsupported(c.op, "data dtype");
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------- *Elements
 
 Status InferElements(const InferContext& c, std::vector<TensorInfo>* outs) {
   const bool scatter = c.op == "ScatterElements";
   const TensorInfo& data = Input(c, 0);
   const TensorInfo& ind = Input(c, 1);
-  if (!data.present() || !ind.present()) return OpError(c.op, "data and indices are required");
-  if (!IsIndexType(ind.dtype)) return OpError(c.op, "indices must be int32 or int64");
-  if (!IsKnownDType(data.dtype)) return OpUnsupported(c.op, "data dtype");
+  FCB_RETURN_IF_ERROR(CheckDataAndIndices(c, data, ind));
   if (ind.shape.size() != data.shape.size())
     return OpError(c.op, "indices rank must equal data rank");
   int64_t axis = 0;
@@ -138,9 +144,7 @@ Status InferND(const InferContext& c, std::vector<TensorInfo>* outs) {
   const bool scatter = c.op == "ScatterND";
   const TensorInfo& data = Input(c, 0);
   const TensorInfo& ind = Input(c, 1);
-  if (!data.present() || !ind.present()) return OpError(c.op, "data and indices are required");
-  if (!IsIndexType(ind.dtype)) return OpError(c.op, "indices must be int32 or int64");
-  if (!IsKnownDType(data.dtype)) return OpUnsupported(c.op, "data dtype");
+  FCB_RETURN_IF_ERROR(CheckDataAndIndices(c, data, ind));
   if (ind.shape.empty()) return OpError(c.op, "indices must have rank >= 1");
   const int64_t b = scatter ? 0 : c.attrs.GetInt("batch_dims", 0);
   const int64_t k = ind.shape.back();

@@ -70,14 +70,6 @@ Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& 
 
 namespace {
 
-Status InferMatMul(const InferContext& c, std::vector<TensorInfo>* outs) {
-  MatMulGeom g;
-  ir::Shape s;
-  FCB_RETURN_IF_ERROR(MatMulShapes(c, &g, &s));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, s});
-  return Status::Ok();
-}
-
 // Offsets of batch item `b` in A and B.
 inline void BatchOffsets(const MatMulGeom& g, int64_t b, int64_t* ao, int64_t* bo) {
   *ao = *bo = 0;
@@ -261,11 +253,10 @@ uint64_t MatMulFlops(const CreateContext& c) {
 }  // namespace
 
 void RegisterMatMulOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferMatMul, CreateMatMul>("MatMul", 2, 2));
+  ops->push_back(Def<InferFromShape<MatMulGeom, MatMulShapes>, CreateMatMul>("MatMul", 2, 2));
   ops->back().flops = MatMulFlops;
   ops->push_back(Def<InferGemm, CreateGemm>("Gemm", 2, 3));
   ops->back().flops = MatMulFlops;
-  RegisterLayerNormOps(ops);
 }
 
 }  // namespace fcb::ops

@@ -1,5 +1,5 @@
 // NumPy matmul geometry, shared by MatMul (matmul.cc) and the integer matrix
-// products (quant.cc: MatMulInteger, QLinearMatMul).
+// products (integer_quant.cc: MatMulInteger, QLinearMatMul).
 #pragma once
 
 #include <cstdint>

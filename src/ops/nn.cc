@@ -18,12 +18,6 @@ namespace {
 
 using ir::DType;
 
-Status ExpectF32(const TensorInfo& t, const char* what) {
-  if (t.dtype != DType::kF32)
-    return InvalidArgument(std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
-  return Status::Ok();
-}
-
 Status ExpectRank(const TensorInfo& t, size_t rank, const char* what) {
   if (t.shape.size() != rank)
     return InvalidArgument(std::string(what) + " must have rank " + std::to_string(rank) +
@@ -40,8 +34,8 @@ Status ExpectRank(const TensorInfo& t, size_t rank, const char* what) {
 Status InferConv(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& x = c.inputs[0];
   const TensorInfo& w = c.inputs[1];
-  FCB_RETURN_IF_ERROR(ExpectF32(x, "Conv input X"));
-  FCB_RETURN_IF_ERROR(ExpectF32(w, "Conv weight W"));
+  FCB_RETURN_IF_ERROR(ExpectF32("", x, "Conv input X"));
+  FCB_RETURN_IF_ERROR(ExpectF32("", w, "Conv weight W"));
   if (x.shape.size() != 4) return InferWindowRef(c, out);  // 1-D/3-D: reference NCHW kernel
   FCB_RETURN_IF_ERROR(ExpectRank(x, 4, "Conv input X"));
   FCB_RETURN_IF_ERROR(ExpectRank(w, 4, "Conv weight W"));
@@ -54,7 +48,7 @@ Status InferConv(const InferContext& c, std::vector<TensorInfo>* out) {
     return InvalidArgument("weight shape " + ir::ShapeToString(w.shape) + " does not match input channels " +
                            std::to_string(x.shape[1]) + " with group " + std::to_string(group));
   if (c.inputs.size() > 2 && c.inputs[2].present()) {
-    FCB_RETURN_IF_ERROR(ExpectF32(c.inputs[2], "Conv bias B"));
+    FCB_RETURN_IF_ERROR(ExpectF32("", c.inputs[2], "Conv bias B"));
     if (c.inputs[2].shape != ir::Shape{w.shape[0]})
       return InvalidArgument("bias shape " + ir::ShapeToString(c.inputs[2].shape) + " must be [" +
                              std::to_string(w.shape[0]) + "]");
@@ -83,7 +77,7 @@ Status InferPool(const InferContext& c, std::vector<TensorInfo>* out) {
 
 Status InferGlobalPool(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& x = c.inputs[0];
-  FCB_RETURN_IF_ERROR(ExpectF32(x, "global pool input"));
+  FCB_RETURN_IF_ERROR(ExpectF32("", x, "global pool input"));
   if (x.shape.size() < 3) return InvalidArgument("global pool input must have rank >= 3");
   FCB_RETURN_IF_ERROR(CheckedNumel(x.shape).status());
   ir::Shape s = x.shape;
@@ -134,11 +128,11 @@ Result<std::unique_ptr<Kernel>> CreateNeedsLowering(const CreateContext& c) {
 
 Status InferBatchNorm(const InferContext& c, std::vector<TensorInfo>* out) {
   const TensorInfo& x = c.inputs[0];
-  FCB_RETURN_IF_ERROR(ExpectF32(x, "BatchNormalization input"));
+  FCB_RETURN_IF_ERROR(ExpectF32("", x, "BatchNormalization input"));
   if (x.shape.size() < 2) return InvalidArgument("BatchNormalization input must have rank >= 2");
   FCB_RETURN_IF_ERROR(CheckedNumel(x.shape).status());
   for (int i = 1; i < 5; ++i) {
-    FCB_RETURN_IF_ERROR(ExpectF32(c.inputs[i], "BatchNormalization parameter"));
+    FCB_RETURN_IF_ERROR(ExpectF32("", c.inputs[i], "BatchNormalization parameter"));
     if (c.inputs[i].shape != ir::Shape{x.shape[1]})
       return InvalidArgument("BatchNormalization parameter " + std::to_string(i) + " has shape " +
                              ir::ShapeToString(c.inputs[i].shape) + ", expected [" +

@@ -107,8 +107,8 @@ Result<std::unique_ptr<Kernel>> CreateNorm(const CreateContext& c) {
 }  // namespace
 
 void RegisterNormOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferNorm, CreateNorm>("InstanceNormalization", 3, 3));
-  ops->push_back(Def<InferNorm, CreateNorm>("GroupNormalization", 3, 3));
+  for (const char* name : {"InstanceNormalization", "GroupNormalization"})
+    ops->push_back(Def<InferNorm, CreateNorm>(name, 3, 3));
   ops->push_back(Def<InferNorm, CreateNorm>("LRN", 1, 1));
 }
 

@@ -12,6 +12,12 @@ Status OpUnsupported(std::string_view op, const std::string& msg) {
   return Unsupported(std::string(op) + ": " + msg);
 }
 
+Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
+  if (t.dtype == ir::DType::kF32) return Status::Ok();
+  const std::string msg = std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype);
+  return op.empty() ? InvalidArgument(msg) : OpError(op, msg);
+}
+
 int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end && i < s.size(); ++i) {
@@ -96,16 +102,31 @@ Status CheckConstant(const InferContext& c, size_t i, const char* what,
   return Status::Ok();
 }
 
+// Input i's constant value, checked against its declared type; nullptr when
+// the input is absent; Unsupported when it is present but not a constant.
+Result<const ir::TensorData*> ConstantInput(const InferContext& c, size_t i, const char* what) {
+  if (!Input(c, i).present()) return static_cast<const ir::TensorData*>(nullptr);
+  const ir::TensorData* t = Constant(c, i);
+  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
+  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  return t;
+}
+
 }  // namespace
+
+Status AxisInput(const InferContext& c, bool (*accepts)(ir::DType), int64_t default_axis, int64_t* axis) {
+  const TensorInfo& x = Input(c, 0);
+  if (!x.present()) return OpError(c.op, "input is missing");
+  if (!accepts(x.dtype)) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
+  if (x.shape.empty()) return OpError(c.op, "input must have rank >= 1");
+  return NormalizeAxis(c.op, c.attrs.GetInt("axis", default_axis), static_cast<int64_t>(x.shape.size()), axis);
+}
 
 Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::vector<int64_t>* out,
                       bool* present) {
   *present = false;
-  const TensorInfo& in = Input(c, i);
-  if (!in.present()) return Status::Ok();
-  const ir::TensorData* t = Constant(c, i);
-  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
-  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  FCB_ASSIGN_OR_RETURN(const ir::TensorData* t, ConstantInput(c, i, what));
+  if (!t) return Status::Ok();
   if (t->dtype != ir::DType::kI64 && t->dtype != ir::DType::kI32)
     return OpError(c.op, std::string(what) + " must be int64 or int32");
   if (t->shape.size() > 1) return OpError(c.op, std::string(what) + " must be 1-D");
@@ -117,11 +138,8 @@ Status ConstIntsInput(const InferContext& c, size_t i, const char* what, std::ve
 Status ConstScalarInput(const InferContext& c, size_t i, const char* what, double* out,
                         bool* present) {
   *present = false;
-  const TensorInfo& in = Input(c, i);
-  if (!in.present()) return Status::Ok();
-  const ir::TensorData* t = Constant(c, i);
-  if (!t) return OpUnsupported(c.op, std::string(what) + " must be a constant");
-  FCB_RETURN_IF_ERROR(CheckConstant(c, i, what, t));
+  FCB_ASSIGN_OR_RETURN(const ir::TensorData* t, ConstantInput(c, i, what));
+  if (!t) return Status::Ok();
   if (t->numel() != 1) return OpError(c.op, std::string(what) + " must hold one value");
   *out = t->GetDouble(0);
   *present = true;

@@ -31,6 +31,9 @@ inline constexpr int kMaxRank = limits::kMaxRank;  // fcb/limits.h
 // "Op: msg" errors.
 Status OpError(std::string_view op, const std::string& msg);
 Status OpUnsupported(std::string_view op, const std::string& msg);
+// "what must be float32, got <dtype>" unless t is float32; prefixed "op: "
+// when op is not empty.
+Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
 
 // Every dim >= 0 and the element count <= kMaxElements, without overflow.
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);
@@ -84,6 +87,25 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_RETURN_IF_ERROR(RecheckOutputs(I, c));
   return C(c);
 }
+// The inference of an operator whose Resolve checks what Create needs and
+// computes its one output's shape, into plan->out (InferFromPlan) or into
+// *out (InferFromShape); the output has input 0's dtype.
+template <typename Plan, Status (*Resolve)(const InferContext&, Plan*)>
+Status InferFromPlan(const InferContext& c, std::vector<TensorInfo>* outs) {
+  Plan p;
+  FCB_RETURN_IF_ERROR(Resolve(c, &p));
+  outs->push_back(TensorInfo{Input(c, 0).dtype, p.out});
+  return Status::Ok();
+}
+template <typename Plan, Status (*Resolve)(const InferContext&, Plan*, ir::Shape*)>
+Status InferFromShape(const InferContext& c, std::vector<TensorInfo>* outs) {
+  Plan p;
+  ir::Shape s;
+  FCB_RETURN_IF_ERROR(Resolve(c, &p, &s));
+  outs->push_back(TensorInfo{Input(c, 0).dtype, std::move(s)});
+  return Status::Ok();
+}
+
 // An OpDef whose infer and create are wrapped by the checks above.
 template <InferFn I, CreateFn C>
 OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out = 1,
@@ -125,6 +147,11 @@ inline bool IsSignedInt(ir::DType t) {
 inline bool IsNumeric(ir::DType t) {
   return IsFloat(t) || IsSignedInt(t) || t == ir::DType::kU8;
 }
+
+// Input 0 of an operator along one axis (ArgMax, Softmax, TopK, Hardmax):
+// present, of a dtype `accepts` takes, rank >= 1; *axis is the "axis"
+// attribute (default `default_axis`) normalized to [0, rank).
+Status AxisInput(const InferContext& c, bool (*accepts)(ir::DType), int64_t default_axis, int64_t* axis);
 inline bool IsKnownDType(ir::DType t) { return ir::DTypeSize(t) != 0; }
 
 // Calls f(T{}) with the C++ type of a numeric dtype; false if not numeric.

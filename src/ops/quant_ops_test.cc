@@ -1,4 +1,4 @@
-// The quantization operators (quant.cc) against oracles written here straight
+// The quantization operators (quantize_linear.cc, integer_quant.cc) against oracles written here straight
 // from the ONNX operator text: plain loops, rounding with std::nearbyint under
 // FE_TONEAREST (the implementation rounds without the floating-point
 // environment), products accumulated in int64. Every case runs through
@@ -50,7 +50,7 @@ double RoundEven(double v) {
   return r;
 }
 
-// saturate(round(v) + zp) into the range of t (v NaN -> zp, see quant.cc).
+// saturate(round(v) + zp) into the range of t (v NaN -> zp, see quant.h).
 int32_t SaturateQ(double v, int32_t zp, DType t) {
   if (std::isnan(v)) return zp;
   const double r = RoundEven(v) + zp;

@@ -199,10 +199,9 @@ Result<std::unique_ptr<Kernel>> CreateBernoulli(const CreateContext& c) {
 
 void RegisterRandomOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferBernoulli, CreateBernoulli>("Bernoulli", 1, 1));
-  ops->push_back(Def<InferRandom, CreateRandom>("RandomUniform", 0, 0));
-  ops->push_back(Def<InferRandom, CreateRandom>("RandomNormal", 0, 0));
-  ops->push_back(Def<InferRandom, CreateRandom>("RandomUniformLike", 1, 1));
-  ops->push_back(Def<InferRandom, CreateRandom>("RandomNormalLike", 1, 1));
+  for (const char* name : {"RandomUniform", "RandomNormal"}) ops->push_back(Def<InferRandom, CreateRandom>(name, 0, 0));
+  for (const char* name : {"RandomUniformLike", "RandomNormalLike"})
+    ops->push_back(Def<InferRandom, CreateRandom>(name, 1, 1));
 }
 
 }  // namespace fcb::ops

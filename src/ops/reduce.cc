@@ -311,12 +311,8 @@ Result<std::unique_ptr<Kernel>> CreateReduce(const CreateContext& c) {
 
 Status InferArg(const InferContext& c, std::vector<TensorInfo>* outs) {
   const TensorInfo& x = Input(c, 0);
-  if (!x.present()) return OpError(c.op, "input is missing");
-  if (!IsNumeric(x.dtype)) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
-  const int64_t r = static_cast<int64_t>(x.shape.size());
-  if (r == 0) return OpError(c.op, "input must have rank >= 1");
   int64_t axis;
-  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0), r, &axis));
+  FCB_RETURN_IF_ERROR(AxisInput(c, IsNumeric, 0, &axis));
   if (x.shape[axis] == 0) return OpError(c.op, "cannot take the arg of an empty axis");
   ir::Shape s = x.shape;
   if (c.attrs.GetInt("keepdims", 1) != 0) s[axis] = 1;
@@ -377,7 +373,6 @@ void RegisterReduceOps(std::vector<OpDef>* ops) {
     ops->push_back(Def<InferReduce, CreateReduce>(name, 1, 2));
   ops->push_back(Def<InferArg, CreateArg>("ArgMax", 1, 1));
   ops->push_back(Def<InferArg, CreateArg>("ArgMin", 1, 1));
-  RegisterSoftmaxOps(ops);
 }
 
 }  // namespace fcb::ops

@@ -83,31 +83,40 @@ Attrs AttrsFromNode(const ir::Node& node) {
 const std::vector<OpDef>& AllOps() {
   static const std::vector<OpDef> kOps = [] {
     std::vector<OpDef> v;
+    // The ONNX families, in the groups of families.h.
     RegisterElementwiseOps(&v);
+    RegisterUnaryOps(&v);
+    RegisterActivationExtraOps(&v);
     RegisterTensorOps(&v);
+    RegisterTransposeOps(&v);
+    RegisterCopyOps(&v);
+    RegisterPadTileOps(&v);
+    RegisterGatherScatterOps(&v);
+    RegisterSpaceDepthOps(&v);
+    RegisterTensorExtraOps(&v);
+    RegisterDataShapeOps(&v);
     RegisterReduceOps(&v);
+    RegisterSoftmaxOps(&v);
+    RegisterLayerNormOps(&v);
+    RegisterNormOps(&v);
+    RegisterTopKHardmaxOps(&v);
+    RegisterScanOneHotOps(&v);
     RegisterMatMulOps(&v);
+    RegisterEinsumOps(&v);
     RegisterNnOps(&v);
+    RegisterConvRefOps(&v);
+    RegisterRecurrentOps(&v);
+    RegisterQuantizeLinearOps(&v);
+    RegisterIntegerQuantOps(&v);
+    RegisterResizeOps(&v);
+    RegisterSamplingOps(&v);
+    RegisterSignalOps(&v);
+    RegisterRandomOps(&v);
+    RegisterControlFlowOps(&v);
+    // The internal operators, one file each (ops/internal/).
 #define FCB_ADD_LOWERED(name, def) v.push_back(def());
     FCB_INTERNAL_OPS(FCB_ADD_LOWERED)
 #undef FCB_ADD_LOWERED
-    RegisterActivationExtraOps(&v);
-    RegisterScanOneHotOps(&v);
-    RegisterRecurrentOps(&v);
-    RegisterGatherScatterOps(&v);
-    RegisterSpaceDepthOps(&v);
-    RegisterNormOps(&v);
-    RegisterConvRefOps(&v);
-    RegisterResizeOps(&v);
-    RegisterEinsumOps(&v);
-    RegisterTopKHardmaxOps(&v);
-    RegisterQuantOps(&v);
-    RegisterTensorExtraOps(&v);
-    RegisterSamplingOps(&v);
-    RegisterRandomOps(&v);
-    RegisterDataShapeOps(&v);
-    RegisterSignalOps(&v);
-    RegisterControlFlowOps(&v);
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();

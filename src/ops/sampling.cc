@@ -72,14 +72,6 @@ Status ResolveGridSample(const InferContext& c, GsConfig* g, ir::Shape* out) {
   return CheckShape(c.op, *out, "output");
 }
 
-Status InferGridSample(const InferContext& c, std::vector<TensorInfo>* outs) {
-  GsConfig g;
-  ir::Shape s;
-  FCB_RETURN_IF_ERROR(ResolveGridSample(c, &g, &s));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, s});
-  return Status::Ok();
-}
-
 double Reflect(double x, double lo, double hi) {
   const double range = hi - lo;
   if (range <= 0) return lo;
@@ -249,14 +241,6 @@ Status ResolveRoiAlign(const InferContext& c, RoiConfig* r, ir::Shape* out) {
   return CheckShape(c.op, *out, "output");
 }
 
-Status InferRoiAlign(const InferContext& c, std::vector<TensorInfo>* outs) {
-  RoiConfig r;
-  ir::Shape s;
-  FCB_RETURN_IF_ERROR(ResolveRoiAlign(c, &r, &s));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, s});
-  return Status::Ok();
-}
-
 template <typename T>
 void RoiAlignOne(const RoiConfig& r, const T* img, int64_t H, int64_t W, const T* roi, T* out) {
   const double off = r.half_pixel ? 0.5 : 0.0;
@@ -361,8 +345,8 @@ Result<std::unique_ptr<Kernel>> CreateRoiAlign(const CreateContext& c) {
 }  // namespace
 
 void RegisterSamplingOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferGridSample, CreateGridSample>("GridSample", 2, 2));
-  ops->push_back(Def<InferRoiAlign, CreateRoiAlign>("RoiAlign", 3, 3));
+  ops->push_back(Def<InferFromShape<GsConfig, ResolveGridSample>, CreateGridSample>("GridSample", 2, 2));
+  ops->push_back(Def<InferFromShape<RoiConfig, ResolveRoiAlign>, CreateRoiAlign>("RoiAlign", 3, 3));
 }
 
 }  // namespace fcb::ops

@@ -137,13 +137,6 @@ Status ResolveDft(const InferContext& c, DftPlan* p) {
   return CheckShape(c.op, p->out, "output");
 }
 
-Status InferDft(const InferContext& c, std::vector<TensorInfo>* outs) {
-  DftPlan p;
-  FCB_RETURN_IF_ERROR(ResolveDft(c, &p));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, p.out});
-  return Status::Ok();
-}
-
 // One line: out[k] = scale * sum_j x[j] e^(sign 2 pi i j k / len), j < min(n, len).
 template <typename Get, typename Put>
 void DftLine(int64_t n, int64_t len, int64_t bins, bool inverse, const std::vector<double>& cs,
@@ -235,13 +228,6 @@ Status ResolveStft(const InferContext& c, StftPlan* p) {
   p->bins = onesided ? flen / 2 + 1 : flen;
   p->out = {p->batch, p->frames, p->bins, 2};
   return CheckShape(c.op, p->out, "output");
-}
-
-Status InferStft(const InferContext& c, std::vector<TensorInfo>* outs) {
-  StftPlan p;
-  FCB_RETURN_IF_ERROR(ResolveStft(c, &p));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, p.out});
-  return Status::Ok();
 }
 
 Result<std::unique_ptr<Kernel>> CreateStft(const CreateContext& c) {
@@ -386,11 +372,10 @@ Result<std::unique_ptr<Kernel>> CreateMel(const CreateContext& c) {
 }  // namespace
 
 void RegisterSignalOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferDft, CreateDft>("DFT", 1, 3));
-  ops->push_back(Def<InferStft, CreateStft>("STFT", 2, 4));
-  ops->push_back(Def<InferWindow, CreateWindow>("HannWindow", 1, 1));
-  ops->push_back(Def<InferWindow, CreateWindow>("HammingWindow", 1, 1));
-  ops->push_back(Def<InferWindow, CreateWindow>("BlackmanWindow", 1, 1));
+  ops->push_back(Def<InferFromPlan<DftPlan, ResolveDft>, CreateDft>("DFT", 1, 3));
+  ops->push_back(Def<InferFromPlan<StftPlan, ResolveStft>, CreateStft>("STFT", 2, 4));
+  for (const char* name : {"HannWindow", "HammingWindow", "BlackmanWindow"})
+    ops->push_back(Def<InferWindow, CreateWindow>(name, 1, 1));
   ops->push_back(Def<InferMel, CreateMel>("MelWeightMatrix", 5, 5));
 }
 

@@ -18,12 +18,8 @@ constexpr int64_t kBlock = 64;
 
 Status InferSoftmax(const InferContext& c, std::vector<TensorInfo>* outs) {
   const TensorInfo& x = Input(c, 0);
-  if (!x.present()) return OpError(c.op, "input is missing");
-  if (!IsFloat(x.dtype)) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
-  const int64_t r = static_cast<int64_t>(x.shape.size());
-  if (r == 0) return OpError(c.op, "input must have rank >= 1");
   int64_t axis;
-  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", -1), r, &axis));
+  FCB_RETURN_IF_ERROR(AxisInput(c, IsFloat, -1, &axis));
   outs->push_back(x);
   return Status::Ok();
 }
@@ -99,8 +95,7 @@ Result<std::unique_ptr<Kernel>> CreateSoftmax(const CreateContext& c) {
 }  // namespace
 
 void RegisterSoftmaxOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferSoftmax, CreateSoftmax>("Softmax", 1, 1));
-  ops->push_back(Def<InferSoftmax, CreateSoftmax>("LogSoftmax", 1, 1));
+  for (const char* name : {"Softmax", "LogSoftmax"}) ops->push_back(Def<InferSoftmax, CreateSoftmax>(name, 1, 1));
 }
 
 }  // namespace fcb::ops

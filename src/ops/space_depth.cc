@@ -56,8 +56,8 @@ Result<std::unique_ptr<Kernel>> CreateSpaceDepth(const CreateContext& c) {
 }  // namespace
 
 void RegisterSpaceDepthOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferSpaceDepth, CreateSpaceDepth>("DepthToSpace", 1, 1));
-  ops->push_back(Def<InferSpaceDepth, CreateSpaceDepth>("SpaceToDepth", 1, 1));
+  for (const char* name : {"DepthToSpace", "SpaceToDepth"})
+    ops->push_back(Def<InferSpaceDepth, CreateSpaceDepth>(name, 1, 1));
 }
 
 }  // namespace fcb::ops

@@ -287,13 +287,9 @@ void RegisterTensorOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1, 1, 1, kTraitView));
   ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2, 1, 1, kTraitView));
   ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2, 1, 1, kTraitView));
-  ops->push_back(Def<InferShape, CreateShape>("Shape", 1, 1));
-  ops->push_back(Def<InferShape, CreateShape>("Size", 1, 1));
+  for (const char* name : {"Shape", "Size"}) ops->push_back(Def<InferShape, CreateShape>(name, 1, 1));
   ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1));
   ops->push_back(Def<InferRange, CreateRange>("Range", 3, 3));
-  RegisterTransposeOps(ops);
-  RegisterCopyOps(ops);
-  RegisterPadTileOps(ops);
 }
 
 }  // namespace fcb::ops

@@ -157,13 +157,6 @@ Status ResolveUnpool(const InferContext& c, UnpoolGeom* g) {
   return Status::Ok();
 }
 
-Status InferMaxUnpool(const InferContext& c, std::vector<TensorInfo>* outs) {
-  UnpoolGeom g;
-  FCB_RETURN_IF_ERROR(ResolveUnpool(c, &g));
-  outs->push_back(TensorInfo{Input(c, 0).dtype, g.out});
-  return Status::Ok();
-}
-
 Result<std::unique_ptr<Kernel>> CreateMaxUnpool(const CreateContext& c) {
   UnpoolGeom g;
   FCB_RETURN_IF_ERROR(ResolveUnpool(AsInfer(c), &g));
@@ -336,7 +329,7 @@ Result<std::unique_ptr<Kernel>> CreateMvn(const CreateContext& c) {
 void RegisterTensorExtraOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferEyeLike, CreateEyeLike>("EyeLike", 1, 1));
   ops->push_back(Def<InferReverseSequence, CreateReverseSequence>("ReverseSequence", 2, 2));
-  ops->push_back(Def<InferMaxUnpool, CreateMaxUnpool>("MaxUnpool", 2, 3));
+  ops->push_back(Def<InferFromPlan<UnpoolGeom, ResolveUnpool>, CreateMaxUnpool>("MaxUnpool", 2, 3));
   OpDef det = Def<InferDet, CreateDet>("Det", 1, 1);
   det.scratch = ScratchDet;
   ops->push_back(std::move(det));

@@ -28,11 +28,8 @@ Axis SplitAt(const ir::Shape& s, int64_t axis) {
 
 Status InferTopK(const InferContext& c, std::vector<TensorInfo>* outs) {
   const TensorInfo& x = Input(c, 0);
-  if (!x.present()) return OpError(c.op, "input is missing");
-  if (!IsNumeric(x.dtype)) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
-  if (x.shape.empty()) return OpError(c.op, "input must have rank >= 1");
   int64_t axis = 0;
-  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", -1), x.shape.size(), &axis));
+  FCB_RETURN_IF_ERROR(AxisInput(c, IsNumeric, -1, &axis));
   std::vector<int64_t> k;
   bool present = false;
   FCB_RETURN_IF_ERROR(ConstIntsInput(c, 1, "K", &k, &present));
@@ -94,11 +91,8 @@ Result<std::unique_ptr<Kernel>> CreateTopK(const CreateContext& c) {
 
 Status InferHardmax(const InferContext& c, std::vector<TensorInfo>* outs) {
   const TensorInfo& x = Input(c, 0);
-  if (!x.present()) return OpError(c.op, "input is missing");
-  if (!IsFloat(x.dtype)) return OpUnsupported(c.op, std::string("dtype ") + ir::DTypeName(x.dtype));
-  if (x.shape.empty()) return OpError(c.op, "input must have rank >= 1");
   int64_t axis = 0;
-  FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", -1), x.shape.size(), &axis));
+  FCB_RETURN_IF_ERROR(AxisInput(c, IsFloat, -1, &axis));
   outs->push_back(x);
   return Status::Ok();
 }

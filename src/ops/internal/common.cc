@@ -8,12 +8,6 @@
 
 namespace fcb::ops::internal {
 
-namespace {
-Status Err(std::string_view op, const std::string& msg) {
-  return InvalidArgument(std::string(op) + ": " + msg);
-}
-}  // namespace
-
 OpDef LoweredOp(std::string_view name, int min_inputs, int max_inputs, InferFn infer, CreateFn create,
                 ScratchFn scratch) {
   OpDef d;
@@ -26,21 +20,15 @@ OpDef LoweredOp(std::string_view name, int min_inputs, int max_inputs, InferFn i
   return d;
 }
 
-Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
-  if (t.dtype != ir::DType::kF32)
-    return Err(op, std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
-  return Status::Ok();
-}
-
 Status ExpectWeights(std::string_view op, const TensorInfo& t, const char* what) {
   if (t.dtype != ir::DType::kF32 && t.dtype != ir::DType::kBF16)
-    return Err(op, std::string(what) + " must be float32 or bfloat16, got " + ir::DTypeName(t.dtype));
+    return OpError(op, std::string(what) + " must be float32 or bfloat16, got " + ir::DTypeName(t.dtype));
   return Status::Ok();
 }
 
 Status ExpectPacked(std::string_view op, const TensorInfo& t, const char* what, int64_t floats) {
   if (t.shape != ir::Shape{floats})
-    return Err(op, std::string(what) + " have shape " + ir::ShapeToString(t.shape) + ", expected [" +
+    return OpError(op, std::string(what) + " have shape " + ir::ShapeToString(t.shape) + ", expected [" +
                        std::to_string(floats) + "]");
   return Status::Ok();
 }
@@ -48,10 +36,10 @@ Status ExpectPacked(std::string_view op, const TensorInfo& t, const char* what, 
 Status ExpectNhwc(std::string_view op, const TensorInfo& t, const char* what) {
   FCB_RETURN_IF_ERROR(ExpectF32(op, t, what));
   if (t.shape.size() != 4)
-    return Err(op, std::string(what) + " must have rank 4, got shape " + ir::ShapeToString(t.shape));
+    return OpError(op, std::string(what) + " must have rank 4, got shape " + ir::ShapeToString(t.shape));
   for (int64_t d : t.shape)
     if (d < 1 || d > (int64_t{1} << 31))
-      return Err(op, std::string(what) + " has an invalid dimension in " + ir::ShapeToString(t.shape));
+      return OpError(op, std::string(what) + " has an invalid dimension in " + ir::ShapeToString(t.shape));
   return CheckedNumel(t.shape).status();
 }
 
@@ -60,7 +48,7 @@ Result<bool> CheckResidual(std::string_view op, const std::vector<TensorInfo>& i
   if (in.size() <= i || !in[i].present()) return false;
   FCB_RETURN_IF_ERROR(ExpectF32(op, in[i], "residual"));
   if (in[i].shape != out)
-    return Err(op, "residual shape " + ir::ShapeToString(in[i].shape) + " does not match the output " +
+    return OpError(op, "residual shape " + ir::ShapeToString(in[i].shape) + " does not match the output " +
                        ir::ShapeToString(out));
   return true;
 }
@@ -89,7 +77,7 @@ Status WindowOutput(std::string_view op, int64_t ih, int64_t iw, const std::arra
   *oh = WindowOutputSize(ih, pads[0], pads[2], (k[0] - 1) * d[0] + 1, s[0], ceil_mode);
   *ow = WindowOutputSize(iw, pads[1], pads[3], (k[1] - 1) * d[1] + 1, s[1], ceil_mode);
   if (*oh < 1 || *ow < 1)
-    return Err(op, "the window does not fit the padded input " + std::to_string(ih) + "x" + std::to_string(iw));
+    return OpError(op, "the window does not fit the padded input " + std::to_string(ih) + "x" + std::to_string(iw));
   return Status::Ok();
 }
 
@@ -100,7 +88,7 @@ Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p,
   g.oc = p.out_channels;
   g.groups = p.group;
   if (g.ic % g.groups != 0 || g.oc % g.groups != 0)
-    return Err(op, "group " + std::to_string(g.groups) + " must divide input channels " + std::to_string(g.ic) +
+    return OpError(op, "group " + std::to_string(g.groups) + " must divide input channels " + std::to_string(g.ic) +
                        " and output channels " + std::to_string(g.oc));
   FCB_RETURN_IF_ERROR(WindowOutput(op, g.ih, g.iw, p.kernel, p.strides, p.dilations, p.pads, false, &g.oh, &g.ow));
   g.kh = p.kernel[0], g.kw = p.kernel[1];
@@ -118,12 +106,12 @@ Result<OutputSlice> DecodeOutputSlice(std::string_view op, const SliceConvParams
   const bool has_offset = p.out_channel_offset.has_value(), has_channels = p.out_pixel_channels.has_value();
   if (!has_offset && !has_channels) return s;
   if (!has_offset || !has_channels)
-    return Err(op, std::string("attributes '") + std::string(attr::kOutChannelOffset) + "' and '" +
+    return OpError(op, std::string("attributes '") + std::string(attr::kOutChannelOffset) + "' and '" +
                        std::string(attr::kOutPixelChannels) + "' come together");
   s.offset = *p.out_channel_offset;
   s.channels = *p.out_pixel_channels;
   if (s.offset < 0 || s.channels < 1 || s.channels > kMaxChannels || s.offset > s.channels - oc)
-    return Err(op, "output channels [" + std::to_string(s.offset) + ", " + std::to_string(s.offset) + " + " +
+    return OpError(op, "output channels [" + std::to_string(s.offset) + ", " + std::to_string(s.offset) + " + " +
                        std::to_string(oc) + ") do not lie within the output's " + std::to_string(s.channels) +
                        " channels");
   return s;

@@ -46,8 +46,6 @@ struct Config {
   int64_t band_rows = 1;  // output rows per band
 };
 
-Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
-
 // Output rows per band when the intermediate's rows hold row_floats floats
 // each and one output row needs `reach` of them (at least reach fit).
 int64_t BandRows(int64_t row_floats, int64_t reach, int64_t sh) {
@@ -55,12 +53,12 @@ int64_t BandRows(int64_t row_floats, int64_t reach, int64_t sh) {
 }
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
-  if (in.size() != 5) return Err("needs input, two packed weights and two packed biases");
+  if (in.size() != 5) return OpError(kOp, "needs input, two packed weights and two packed biases");
   const TensorInfo& x = in[0];
   FCB_RETURN_IF_ERROR(internal::ExpectNhwc(kOp, x, "input"));
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   const int64_t e = p.dw.out_channels;
-  if (p.dw.depthwise != 1 || p.dw.group != e) return Err("needs a depthwise second conv (group == out_channels, depthwise 1)");
+  if (p.dw.depthwise != 1 || p.dw.group != e) return OpError(kOp, "needs a depthwise second conv (group == out_channels, depthwise 1)");
   Config cfg;
   // The depthwise half on the [n, h, w, e] intermediate.
   TensorInfo mid = x;
@@ -88,7 +86,8 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const int64_t rows = kBandFloats / std::max<int64_t>(1, row_floats);
   const int64_t reach = (d.kh - 1) * d.dh + 1;  // intermediate rows of one output row
   if (rows < reach)
-    return Err(std::to_string(reach) + " rows of " + std::to_string(row_floats) + " floats exceed the band buffer");
+    return OpError(kOp, std::to_string(reach) + " rows of " + std::to_string(row_floats) +
+                            " floats exceed the band buffer");
   cfg.band_rows = BandRows(row_floats, reach, d.sh);
   return cfg;
 }

@@ -62,8 +62,6 @@ struct Config {
   int64_t packed_floats() const { return group * blocks * cols() * icg; }
 };
 
-Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
-
 // The output extent of one spatial dim, or -1 when out of range.
 int64_t Extent(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
   const int64_t out = s * (in - 1) + (k - 1) * d + 1 - pb - pe;
@@ -71,7 +69,7 @@ int64_t Extent(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t 
 }
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
-  if (in.size() != 3) return Err("needs input, packed weights and bias");
+  if (in.size() != 3) return OpError(kOp, "needs input, packed weights and bias");
   FCB_RETURN_IF_ERROR(internal::ExpectNhwc(kOp, in[0], "input"));
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   Config c{};
@@ -79,14 +77,14 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   c.n = in[0].shape[0], c.ih = in[0].shape[1], c.iw = in[0].shape[2], c.ic = in[0].shape[3];
   c.oc = p.out_channels, c.group = p.group;
   if (c.ic % c.group != 0 || c.oc % c.group != 0)
-    return Err("group " + std::to_string(c.group) + " must divide input channels " + std::to_string(c.ic) +
+    return OpError(kOp, "group " + std::to_string(c.group) + " must divide input channels " + std::to_string(c.ic) +
                " and output channels " + std::to_string(c.oc));
   c.icg = c.ic / c.group, c.ocg = c.oc / c.group;
   c.blocks = PanelCount(c.ocg);
-  if (c.cols() > kColFloats) return Err("a " + std::to_string(p.kernel[0]) + "x" + std::to_string(p.kernel[1]) + " kernel exceeds the column buffer");
+  if (c.cols() > kColFloats) return OpError(kOp, "a " + std::to_string(p.kernel[0]) + "x" + std::to_string(p.kernel[1]) + " kernel exceeds the column buffer");
   c.oh = Extent(c.ih, p.kernel[0], p.strides[0], p.dilations[0], p.pads[0], p.pads[2]);
   c.ow = Extent(c.iw, p.kernel[1], p.strides[1], p.dilations[1], p.pads[1], p.pads[3]);
-  if (c.oh < 0 || c.ow < 0) return Err("the pads leave no output (or too large a one)");
+  if (c.oh < 0 || c.ow < 0) return OpError(kOp, "the pads leave no output (or too large a one)");
   FCB_RETURN_IF_ERROR(CheckedNumel({c.n, c.oh, c.ow, c.oc}).status());
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[1], "packed weights"));
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "bias"));

@@ -29,15 +29,13 @@ struct Config {
   bool has_residual = false;
 };
 
-Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
-
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
-  if (in.size() < 3) return Err("needs input, packed weights and packed bias");
+  if (in.size() < 3) return OpError(kOp, "needs input, packed weights and packed bias");
   FCB_ASSIGN_OR_RETURN(internal::SliceConvParams p, DecodeParams<internal::SliceConvParams>(kOp, a));
   if (p.kernel != std::array<int64_t, 2>{3, 3} || p.strides != std::array<int64_t, 2>{1, 1} ||
       p.dilations != std::array<int64_t, 2>{1, 1})
-    return Err("needs a 3x3 kernel with unit strides and dilations");
-  if (p.group != 1 || p.depthwise != 0) return Err("group must be 1");
+    return OpError(kOp, "needs a 3x3 kernel with unit strides and dilations");
+  if (p.group != 1 || p.depthwise != 0) return OpError(kOp, "group must be 1");
   Config cfg;
   FCB_ASSIGN_OR_RETURN(cfg.g, internal::ConvGeometry(kOp, p, in[0]));
   FCB_ASSIGN_OR_RETURN(cfg.slice, internal::DecodeOutputSlice(kOp, p, cfg.g.oc));
@@ -45,7 +43,8 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   cfg.ep = p.ep;
   const auto& g = cfg.g;
   if (g.ic > kernels::kWinogradMaxIc)
-    return Err("input channels " + std::to_string(g.ic) + " exceed " + std::to_string(kernels::kWinogradMaxIc));
+    return OpError(kOp, "input channels " + std::to_string(g.ic) + " exceed " +
+                            std::to_string(kernels::kWinogradMaxIc));
   FCB_ASSIGN_OR_RETURN(cfg.has_residual,
                        internal::CheckConvOperands(kOp, in, g, kernels::PackedWinogradFloats(g.oc, g.ic),
                                                   RoundUpToPanel(g.oc), /*bf16_ok=*/false));

@@ -36,17 +36,15 @@ struct Config {
   kernels::Epilogue ep;
 };
 
-Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
-
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const TensorInfo& x = in[0];
   FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, x, "input"));
-  if (x.shape.empty()) return Err("input must have rank >= 1");
+  if (x.shape.empty()) return OpError(kOp, "input must have rank >= 1");
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   Config g;
   g.k = x.shape.back();
   FCB_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(x.shape));
-  if (g.k < 1) return Err("reduction size must be >= 1");
+  if (g.k < 1) return OpError(kOp, "reduction size must be >= 1");
   g.m = numel / g.k;
   g.n = p.columns;
   g.ep = p.ep;
@@ -54,7 +52,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   FCB_RETURN_IF_ERROR(internal::ExpectPacked(kOp, in[1], "packed weights", RoundUpToPanel(g.n) * g.k));
   if (in.size() > 2 && in[2].present()) {
     FCB_RETURN_IF_ERROR(internal::ExpectF32(kOp, in[2], "bias"));
-    if (in[2].shape != ir::Shape{g.n}) return Err("bias must have shape [" + std::to_string(g.n) + "]");
+    if (in[2].shape != ir::Shape{g.n}) return OpError(kOp, "bias must have shape [" + std::to_string(g.n) + "]");
     g.has_bias = true;
   }
   FCB_RETURN_IF_ERROR(CheckedNumel({g.m, g.n}).status());

@@ -27,8 +27,8 @@ namespace internal {
 
 // ---- checks shared by every internal operator ------------------------------
 
-// `what` of `op` must be float32.
-Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
+// `what` of `op` must be float32 (op_util.h).
+using ops::ExpectF32;
 // Packed weights: float32, or bfloat16 for targets compiled with precision "bf16".
 Status ExpectWeights(std::string_view op, const TensorInfo& t, const char* what);
 // `t` must be the 1-D tensor of `floats` elements (a packed-size formula).

@@ -49,8 +49,6 @@ enum Mode : int64_t {
 };
 
 
-Status Err(const std::string& msg) { return InvalidArgument(std::string(kOp) + ": " + msg); }
-
 constexpr auto IsQ = ir::IsInt8Type;
 
 
@@ -64,17 +62,17 @@ struct Config {
 };
 
 Status ExpectScalar(const std::vector<TensorInfo>& in, size_t i, const char* what, bool floats) {
-  if (in.size() <= i || !in[i].present()) return Err(std::string(what) + " is missing");
-  if (in[i].numel() != 1) return Err(std::string(what) + " must have one element");
+  if (in.size() <= i || !in[i].present()) return OpError(kOp, std::string(what) + " is missing");
+  if (in[i].numel() != 1) return OpError(kOp, std::string(what) + " must have one element");
   if (floats ? in[i].dtype != ir::DType::kF32 : !IsQ(in[i].dtype))
-    return Err(std::string(what) + " has type " + ir::DTypeName(in[i].dtype));
+    return OpError(kOp, std::string(what) + " has type " + ir::DTypeName(in[i].dtype));
   return Status::Ok();
 }
 
 Status ExpectArray(const std::vector<TensorInfo>& in, size_t i, const char* what, ir::DType dt, int64_t n) {
-  if (in.size() <= i || !in[i].present()) return Err(std::string(what) + " is missing");
+  if (in.size() <= i || !in[i].present()) return OpError(kOp, std::string(what) + " is missing");
   if (in[i].dtype != dt || in[i].shape != ir::Shape{n})
-    return Err(std::string(what) + " must be " + ir::DTypeName(dt) + " [" + std::to_string(n) + "], got " +
+    return OpError(kOp, std::string(what) + " must be " + ir::DTypeName(dt) + " [" + std::to_string(n) + "], got " +
                ir::DTypeName(in[i].dtype) + " " + ir::ShapeToString(in[i].shape));
   return Status::Ok();
 }
@@ -82,16 +80,16 @@ Status ExpectArray(const std::vector<TensorInfo>& in, size_t i, const char* what
 bool Present(const std::vector<TensorInfo>& in, size_t i) { return in.size() > i && in[i].present(); }
 
 Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
-  if (in.size() < 4) return Err("needs at least 4 inputs");
+  if (in.size() < 4) return OpError(kOp, "needs at least 4 inputs");
   Config c;
   FCB_ASSIGN_OR_RETURN(c.p, DecodeParams<Params>(kOp, a));
   const TensorInfo& x = in[0];
-  if (!IsQ(x.dtype)) return Err(std::string("input must be uint8 or int8, got ") + ir::DTypeName(x.dtype));
+  if (!IsQ(x.dtype)) return OpError(kOp, std::string("input must be uint8 or int8, got ") + ir::DTypeName(x.dtype));
   c.x_signed = x.dtype == ir::DType::kI8;
   FCB_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(x.shape));
   auto& g = c.g;
   if (c.p.matrix) {
-    if (x.shape.empty() || x.shape.back() < 1) return Err("matrix input needs rank >= 1");
+    if (x.shape.empty() || x.shape.back() < 1) return OpError(kOp, "matrix input needs rank >= 1");
     g.n = 1, g.ih = 1, g.ic = x.shape.back(), g.iw = numel / g.ic;
     g.oh = 1, g.ow = g.iw, g.kh = g.kw = g.sh = g.sw = g.dh = g.dw = 1;
     g.groups = 1;
@@ -99,11 +97,11 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
     c.out_shape = x.shape;
     c.out_shape.back() = g.oc;
   } else {
-    if (x.shape.size() != 4) return Err("input must be NHWC of rank 4, got " + ir::ShapeToString(x.shape));
+    if (x.shape.size() != 4) return OpError(kOp, "input must be NHWC of rank 4, got " + ir::ShapeToString(x.shape));
     g.n = x.shape[0], g.ih = x.shape[1], g.iw = x.shape[2], g.ic = x.shape[3];
     g.oc = c.p.out_channels;
     g.groups = c.p.group;
-    if (g.ic % g.groups != 0 || g.oc % g.groups != 0) return Err("group must divide the channel counts");
+    if (g.ic % g.groups != 0 || g.oc % g.groups != 0) return OpError(kOp, "group must divide the channel counts");
     FCB_RETURN_IF_ERROR(internal::WindowOutput(kOp, g.ih, g.iw, c.p.kernel, c.p.strides, c.p.dilations, c.p.pads,
                                               false, &g.oh, &g.ow));
     g.kh = c.p.kernel[0], g.kw = c.p.kernel[1], g.sh = c.p.strides[0], g.sw = c.p.strides[1];
@@ -115,9 +113,9 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   FCB_RETURN_IF_ERROR(CheckedNumel(c.out_shape).status());
   c.ocg = g.oc / g.groups;
   c.ocp = RoundUpToPanel(c.ocg);
-  if (c.p.depthwise > 1) return Err("depthwise must be 0 or 1 (the small-group packing is float32 only)");
+  if (c.p.depthwise > 1) return OpError(kOp, "depthwise must be 0 or 1 (the small-group packing is float32 only)");
   if (c.p.depthwise) {
-    if (g.groups != g.ic || g.oc != g.ic) return Err("depthwise needs group == channels");
+    if (g.groups != g.ic || g.oc != g.ic) return OpError(kOp, "depthwise needs group == channels");
     c.columns = RoundUpToPanel(g.oc);
   } else {
     c.columns = g.groups * c.ocp;
@@ -131,7 +129,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   const int64_t wbytes = c.p.depthwise ? g.kh * g.kw * c.columns
                                        : kernels::PackedQConvBytes(g.oc, g.ic / g.groups, g.kh, g.kw, g.groups);
   FCB_RETURN_IF_ERROR(ExpectArray(in, 3, "packed weights", ir::DType::kI8, wbytes));
-  if (Present(in, 4)) return Err("input 4 is reserved (column sums are computed at load)");
+  if (Present(in, 4)) return OpError(kOp, "input 4 is reserved (column sums are computed at load)");
   if (Present(in, 5)) FCB_RETURN_IF_ERROR(ExpectArray(in, 5, "weight zero points", ir::DType::kI32, c.columns));
   if (mode == kScaled || mode == kQdq || mode == kQLinear)
     FCB_RETURN_IF_ERROR(ExpectArray(in, 6, "weight scales", ir::DType::kF32, c.columns));
@@ -143,7 +141,7 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   }
   if (mode == kMultiplier) {
     if (!Present(in, 11) || in[11].dtype != ir::DType::kF32 || (in[11].numel() != 1 && in[11].numel() != g.oc))
-      return Err("mode multiplier needs a float multiplier of 1 or " + std::to_string(g.oc) + " elements");
+      return OpError(kOp, "mode multiplier needs a float multiplier of 1 or " + std::to_string(g.oc) + " elements");
   }
   return c;
 }
@@ -171,7 +169,7 @@ class QConvKernel : public Kernel {
     const int32_t zx = in_.size() > 2 && in[2] ? IntAt(in_[2], in[2], 0) : 0;
     const float sx = (mode == kScaled || mode == kQdq || mode == kQLinear) ? *static_cast<const float*>(in[1]) : 1.f;
     const float sy = (mode == kQdq || mode == kQLinear) ? *static_cast<const float*>(in[9]) : 1.f;
-    if ((mode == kQdq || mode == kQLinear) && !(sy > 0.f)) return Err("y scale must be positive");
+    if ((mode == kQdq || mode == kQLinear) && !(sy > 0.f)) return OpError(kOp, "y scale must be positive");
     const int32_t zy = (mode == kQdq || mode == kQLinear) ? IntAt(in_[10], in[10], 0) : 0;
     const int32_t* colsum = colsum_.data();
     const auto* bzp = in_.size() > 5 && in[5] ? static_cast<const int32_t*>(in[5]) : nullptr;
