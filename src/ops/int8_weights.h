@@ -8,16 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-namespace fcb::ops {
+#include "core/rounding.h"
 
-// Nearest integer, ties to even (as ONNX QuantizeLinear rounds), whatever
-// the floating-point rounding mode.
-inline double RoundHalfEven(double v) {
-  const double f = std::floor(v), d = v - f;
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
-}
+namespace fcb::ops {
 
 // Quantizes one channel of `count` weights, get(k) -> double, symmetrically:
 // scale = max|w| / 127 as float (1 when every weight is zero or the scale
