@@ -14,7 +14,7 @@
 #include "fcb/npy.h"
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
-#include "target_loop.h"
+#include "per_target.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -53,7 +53,7 @@ void ExpectGenerationMatchesOnnxRuntime(
   ASSERT_EQ(want_logits.value().shape, (std::vector<int64_t>{n, kVocab}));
   const float* logits = reinterpret_cast<const float*>(want_logits.value().data.data());
 
-  const int ran = testing::ForEachRunnableTarget(
+  testing::ForEachRunnableTarget(
       file, [&](const std::string&, const std::shared_ptr<const Program>& program) {
         if (each_target) each_target(program);
         for (int threads : {1, 2}) {
@@ -70,7 +70,6 @@ void ExpectGenerationMatchesOnnxRuntime(
           }
         }
       });
-  EXPECT_GE(ran, 1);
 }
 
 class TransformerTest : public ::testing::Test {

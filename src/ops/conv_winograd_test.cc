@@ -33,7 +33,10 @@ Attrs ConvAttrs(int64_t oc, int64_t act, std::array<int64_t, 2> strides = {1, 1}
 // A float32 tensor of that shape whose contents shape inference never reads.
 TensorPtr Z(Shape s) { return ir::TensorData::Make(DType::kF32, std::move(s)); }
 
-TEST(ConvWinogradNhwc, MatchesDirectConvOnEveryTarget) {
+class ConvWinogradOnTarget : public fcb::testing::PerTarget {};
+FCB_INSTANTIATE_PER_TARGET(ConvWinogradOnTarget, fcb::testing::LayerTargets());
+
+TEST_P(ConvWinogradOnTarget, MatchesDirectConv) {
   const int64_t n = 2, h = 9, w = 11, ic = 20, oc = 24;
   auto x = F32({n, h, w, ic}, Rand(n * h * w * ic, 1));
   const auto wt = Rand(oc * ic * 9, 2, -0.5f, 0.5f);
@@ -46,16 +49,13 @@ TEST(ConvWinogradNhwc, MatchesDirectConvOnEveryTarget) {
   auto direct_wt = F32({static_cast<int64_t>(direct_w.size())}, direct_w);
   auto bias = F32({static_cast<int64_t>(pb.size())}, pb);
   const Attrs attrs = ConvAttrs(oc, static_cast<int64_t>(kernels::Act::kRelu));
-  for (const TargetInfo& t : KnownTargets()) {
-    if (!HostCanRun(t.id)) continue;
-    const auto& table = kernels::GetKernelTable(t.id);
-    auto want = RunWith(opname::ConvNhwc, attrs, {x, direct_wt, bias, res}, 1, table, 1);
-    ASSERT_TRUE(want.ok()) << want.status().message();
-    for (int threads : {1, 3}) {
-      auto got = RunWith(opname::ConvWinogradNhwc, attrs, {x, wino_wt, bias, res}, 1, table, threads);
-      ASSERT_TRUE(got.ok()) << got.status().message();
-      EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-4)) << t.name << " threads " << threads;
-    }
+  const auto& table = kernels::GetKernelTable(target_id());
+  auto want = RunWith(opname::ConvNhwc, attrs, {x, direct_wt, bias, res}, 1, table, 1);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (int threads : {1, 3}) {
+    auto got = RunWith(opname::ConvWinogradNhwc, attrs, {x, wino_wt, bias, res}, 1, table, threads);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-4)) << "threads " << threads;
   }
 }
 

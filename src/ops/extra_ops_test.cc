@@ -251,7 +251,7 @@ void MeanVar(const std::vector<double>& v, double* mean, double* var) {
 // Runs on every runnable target with 1 and 3 threads; all must agree bit for bit.
 TensorPtr RunEverywhere(const std::string& op, const Attrs& attrs, const std::vector<TensorPtr>& in) {
   TensorPtr first;
-  for (TargetId t : RunnableTargets())
+  for (TargetId t : fcb::testing::RunnableTargetIds())
     for (int threads : {1, 3}) {
       auto r = RunWith(op, attrs, in, 1, kernels::GetKernelTable(t), threads);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
