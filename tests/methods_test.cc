@@ -160,7 +160,7 @@ TEST_F(MethodsTest, BothShapesMatchOnnxRuntimeOnEveryTarget) {
   const std::string dir = TestDataDir();
   testing::ForEachRunnableTarget(File("two_methods.fcb"), [&](const std::string&,
                                                                 const std::shared_ptr<const Program>& program) {
-    EXPECT_FALSE(program->default_method().ok()) << "two methods: no default";
+    ASSERT_REFUSED(program->default_method(), StatusCode::kInvalidArgument, "the program has several methods; name the one to run") << "two methods: no default";
     for (const auto& [method, side] : {std::pair{"r224", 224}, std::pair{"r320", 320}}) {
       SCOPED_TRACE(method);
       const std::string name = "resnet18_hw_" + std::to_string(side);
@@ -261,7 +261,7 @@ TEST_F(MethodsTest, InspectFileMatchesTheCli) {
   ASSERT_EQ(f.per_method.size(), 2u);
   EXPECT_EQ(f.per_method[0].first, "r224");
   EXPECT_EQ(f.per_method[0].second.weight_bytes_referenced, f.weight_pool.bytes);
-  EXPECT_FALSE(InspectFile(File("missing.fcb")).ok());
+  EXPECT_REFUSED(InspectFile(File("missing.fcb")), StatusCode::kNotFound, "open failed");
 }
 
 TEST_F(MethodsTest, RunAndBenchNeedAMethodWhenThereAreSeveral) {
@@ -275,7 +275,7 @@ TEST_F(MethodsTest, RunAndBenchNeedAMethodWhenThereAreSeveral) {
   auto program = Program::Load(File("two_methods.fcb"));
   ASSERT_TRUE(program.ok()) << program.status().message();
   auto only = program.value()->default_method();
-  ASSERT_FALSE(only.ok());
+  EXPECT_REFUSED(only, StatusCode::kInvalidArgument, "the program has several methods; name the one to run");
   EXPECT_NE(only.status().message().find("r224, r320"), std::string::npos) << only.status().message();
   EXPECT_EQ(only.status().message().find("--"), std::string::npos) << only.status().message();
   r = testing::RunCommand(cli + " bench " + File("two_methods.fcb") + " --method r320 --iterations 1 --json");

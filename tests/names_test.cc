@@ -18,7 +18,7 @@ namespace {
 std::vector<std::string> InternalNames() {
   std::vector<std::string> v;
 #define FCB_NAME_OF_OP(op, def) v.push_back(std::string(fcb::ops::opname::op));
-  FCB_LOWERED_OPS(FCB_NAME_OF_OP)
+  FCB_INTERNAL_OPS(FCB_NAME_OF_OP)
 #undef FCB_NAME_OF_OP
 #define FCB_NAME_OF_ATTR(id, spelling, internal) \
   if (internal) v.push_back(spelling);

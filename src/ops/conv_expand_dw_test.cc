@@ -107,16 +107,16 @@ TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
     return InferOnly(opname::ConvExpandDwNhwc, a, in);
   };
   EXPECT_TRUE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2, b2}).ok());
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, Z({7}), b1, w2, b2}).ok()) << "1x1 weight size";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, Z({31}), w2, b2}).ok()) << "1x1 bias size";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, Z({10}), b2}).ok()) << "depthwise weight size";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2}).ok()) << "four inputs";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {Z({1, 8, 8}), w1, b1, w2, b2}).ok()) << "rank 3";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, Z({7}), b1, w2, b2}), StatusCode::kInvalidArgument, "packed 1x1 weights have shape 7, expected") << "1x1 weight size";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, Z({31}), w2, b2}), StatusCode::kInvalidArgument, "packed 1x1 bias have shape 31, expected") << "1x1 bias size";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, Z({10}), b2}), StatusCode::kInvalidArgument, "packed depthwise weights have shape 10, expected") << "depthwise weight size";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2}), StatusCode::kInvalidArgument, "ConvExpandDwNhwc takes 5 to 5 inputs, got 4") << "four inputs";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {Z({1, 8, 8}), w1, b1, w2, b2}), StatusCode::kInvalidArgument, "input must have rank 4, got shape 1x8x8") << "rank 3";
   const Attrs bad_act = FusedAttrs(t, kernels::Act::kNone, 99);
-  EXPECT_FALSE(infer(bad_act, {x, w1, b1, w2, b2}).ok()) << "expand_activation code";
+  EXPECT_REFUSED(infer(bad_act, {x, w1, b1, w2, b2}), StatusCode::kInvalidArgument, "attribute 'expand_activation' is 99, outside [0, 9]") << "expand_activation code";
   // Rows too wide for the band buffer (3 rows of 4096 x 32 floats).
   auto wide = Z({1, 8, 4096, 4});
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {wide, w1, b1, w2, b2}).ok()) << "rows beyond the band buffer";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {wide, w1, b1, w2, b2}), StatusCode::kInvalidArgument, "3 rows of 131072 floats exceed the band buffer") << "rows beyond the band buffer";
 }
 
 
@@ -204,10 +204,10 @@ TEST_P(ConvOutputSliceOnTarget, WritesTheDenseResultIntoItsChannels) {
       }
     }
     // The slice must lie within the output's channels, and both attributes come together.
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 10).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, -1).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 0), {x, W, B}).ok()) << t.what;
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 10).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}), StatusCode::kInvalidArgument, "do not lie within the output's") << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, -1).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}), StatusCode::kInvalidArgument, "do not lie within the output's") << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 0), {x, W, B}), StatusCode::kInvalidArgument, "attributes 'out_channel_offset' and 'out_pixel_channels' come together") << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}), StatusCode::kInvalidArgument, "attributes 'out_channel_offset' and 'out_pixel_channels' come together") << t.what;
     EXPECT_TRUE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 9).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
   }
 }

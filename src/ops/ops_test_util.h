@@ -16,6 +16,7 @@
 #include "ops/internal/internal.h"
 #include "ops/op.h"
 #include "per_target.h"
+#include "test_util.h"
 
 namespace fcb::ops::testing {
 
