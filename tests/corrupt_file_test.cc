@@ -156,8 +156,7 @@ TEST(DeferredPoolCheck, FailsRunsNotJustLoad) {
 
   const std::string constant = flipped(small, "constant.fcb");
   auto c = Program::Load(constant, opts);
-  ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), StatusCode::kCorruptFile);
+  ASSERT_REFUSED(c, StatusCode::kCorruptFile, "(tensor '/conv1/Conv.b') checksum mismatch");
   EXPECT_NE(c.status().message().find("weight blob " + std::to_string(small)), std::string::npos)
       << c.status().message();
   EXPECT_NE(c.status().message().find("tensor '"), std::string::npos) << c.status().message();
@@ -210,8 +209,7 @@ TEST_F(PlanVersionTest, NewerPlanIsRefusedNamingBothVersions) {
   const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("newer.fcb"),
                                      [](format::FileDesc* d) { d->plan_version += 1; });
   auto p = Program::Load(path);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
+  ASSERT_REFUSED(p, StatusCode::kUnsupported, "holds plans of encoding version 8, newer than this runtime's");
   EXPECT_NE(p.status().message().find("newer than this runtime's version"), std::string::npos) << p.status().message();
 }
 
@@ -219,7 +217,7 @@ TEST_F(PlanVersionTest, UnversionedPlanIsRefused) {
   const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("old.fcb"),
                                      [](format::FileDesc* d) { d->plan_version = 0; });
   auto p = Program::Load(path);
-  ASSERT_FALSE(p.ok());
+  ASSERT_REFUSED(p, StatusCode::kUnsupported, "holds plans of encoding version 0, older than this runtime's");
   EXPECT_NE(p.status().message().find("older than"), std::string::npos) << p.status().message();
 }
 
@@ -228,8 +226,7 @@ TEST_F(PlanVersionTest, TooLittleScratchIsRefused) {
     for (auto& c : d->contexts) c.scratch_bytes = 64;
   });
   auto p = Program::Load(path);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), StatusCode::kCorruptFile);
+  ASSERT_REFUSED(p, StatusCode::kCorruptFile, "method 'main' declares 64 bytes of scratch per thread; its steps need");
   EXPECT_NE(p.status().message().find("scratch"), std::string::npos) << p.status().message();
 }
 
@@ -261,7 +258,7 @@ TEST_F(PlanVersionTest, StepWhoseOutputOverlapsItsInputIsRefused) {
                                      [](format::FileDesc* d) { OverlapFirstStep(d, 0); });
   for (const std::string& path : {shifted, same}) {
     auto p = Program::Load(path);
-    ASSERT_FALSE(p.ok()) << path;
+    ASSERT_REFUSED(p, StatusCode::kCorruptFile, "overlaps input 0") << path;
     EXPECT_EQ(p.status().code(), StatusCode::kCorruptFile);
     const std::string& m = p.status().message();
     EXPECT_NE(m.find("step 0 ("), std::string::npos) << m;
@@ -284,8 +281,7 @@ TEST_F(PlanVersionTest, HugeArenaIsRefusedAtLoadNamingTheLimit) {
     for (auto& c : d->contexts) c.arena_bytes = uint64_t{1} << 40;
   });
   auto p = Program::Load(path);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), StatusCode::kResourceExhausted);
+  ASSERT_REFUSED(p, StatusCode::kResourceExhausted, "needs a 1099511627776-byte arena");
   EXPECT_NE(p.status().message().find(std::to_string(tib) + "-byte arena"), std::string::npos) << p.status().message();
   EXPECT_NE(p.status().message().find("memory limit"), std::string::npos) << p.status().message();
   LoadOptions lo;
@@ -304,8 +300,7 @@ TEST_F(PlanVersionTest, MaxMemoryBytesBoundsLoadAndExecution) {
   LoadOptions lo;
   lo.max_memory_bytes = one - 1;
   auto refused = Program::Load(dir_.File("good.fcb"), lo);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  ASSERT_REFUSED(refused, StatusCode::kResourceExhausted, "more than the memory limit of");
   EXPECT_NE(refused.status().message().find("memory limit of " + std::to_string(one - 1) + " bytes"), std::string::npos)
       << refused.status().message();
   EXPECT_NE(refused.status().message().find("LoadOptions::max_memory_bytes"), std::string::npos);
@@ -322,8 +317,7 @@ TEST_F(PlanVersionTest, MaxMemoryBytesBoundsLoadAndExecution) {
   ASSERT_TRUE(ex.value()->Run().ok());
   if (c.scratch_bytes > 0) {
     auto two = Execution::Create(p.value(), "main", 2);
-    ASSERT_FALSE(two.ok());
-    EXPECT_EQ(two.status().code(), StatusCode::kResourceExhausted);
+    ASSERT_REFUSED(two, StatusCode::kResourceExhausted, "more than the memory limit of");
     EXPECT_NE(two.status().message().find("(2 threads)"), std::string::npos) << two.status().message();
   }
 }
@@ -377,8 +371,7 @@ TEST_F(PlanVersionTest, MetadataThatDecodesPastTheLimitIsRefused) {
   lo.max_memory_bytes = std::max(arena, decoded / 2);  // enough for an execution, not for the load
   ASSERT_LT(lo.max_memory_bytes, decoded);
   auto p = Program::Load(path, lo);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), StatusCode::kResourceExhausted);
+  ASSERT_REFUSED(p, StatusCode::kResourceExhausted, "bytes, more than the memory limit of");
   EXPECT_NE(p.status().message().find("decoding it takes " + std::to_string(decoded) + " bytes"), std::string::npos)
       << p.status().message();
   EXPECT_NE(p.status().message().find("memory limit of " + std::to_string(lo.max_memory_bytes)), std::string::npos);
@@ -398,7 +391,7 @@ TEST_F(PlanVersionTest, WriterRefusesFilesPastTheCountLimits) {
   format::FileDesc many = f.value()->desc();
   many.contexts.resize(limits::kMaxContexts + 1, many.contexts[0]);
   Status s = format::WriteFcbFile(many, pool, dir_.File("many.fcb"));
-  ASSERT_FALSE(s.ok());
+  ASSERT_REFUSED(s, StatusCode::kInvalidArgument, "4097 compiled contexts, more than the limit of 4096 per file");
   EXPECT_NE(s.message().find(std::to_string(limits::kMaxContexts + 1) + " compiled contexts, more than the limit of " +
                              std::to_string(limits::kMaxContexts)),
             std::string::npos)
@@ -407,7 +400,7 @@ TEST_F(PlanVersionTest, WriterRefusesFilesPastTheCountLimits) {
   format::FileDesc deep = f.value()->desc();
   deep.contexts[0].tensors[0].shape.assign(limits::kMaxRank + 1, 1);
   s = format::WriteFcbFile(deep, pool, dir_.File("deep.fcb"));
-  ASSERT_FALSE(s.ok());
+  ASSERT_REFUSED(s, StatusCode::kInvalidArgument, "17 dimensions, more than the limit of 16 (fcb/limits.h)");
   EXPECT_NE(s.message().find(std::to_string(limits::kMaxRank + 1) + " dimensions, more than the limit of " +
                              std::to_string(limits::kMaxRank)),
             std::string::npos)
@@ -454,13 +447,13 @@ TEST_F(CountLimitTest, ShapedLikeTheLimitsButWithinThemLoadsAsFarAsThePlan) {
   // Within every limit the file passes the format's checks (the plan check
   // then refuses a Relu with no inputs): the limits are what refuse below.
   Status s = LoadMeta(Meta(2, 3, 1), "small.fcb");
-  ASSERT_FALSE(s.ok());
+  ASSERT_REFUSED(s, StatusCode::kCorruptFile, "Relu takes 1 to 1 inputs, got 0");
   EXPECT_EQ(s.message().find("limit"), std::string::npos) << s.message();
 }
 
 TEST_F(CountLimitTest, MoreStepsThanAContextMayHold) {
   Status s = LoadMeta(Meta(1, limits::kMaxStepsPerContext + 1, 1), "steps.fcb");
-  ASSERT_FALSE(s.ok());
+  ASSERT_REFUSED(s, StatusCode::kCorruptFile, "context 0 holds 1 tensors and 1048577 steps; the limits are 1048576");
   EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
   EXPECT_NE(s.message().find(std::to_string(limits::kMaxStepsPerContext + 1) + " steps; the limits are"),
             std::string::npos)
@@ -469,7 +462,7 @@ TEST_F(CountLimitTest, MoreStepsThanAContextMayHold) {
 
 TEST_F(CountLimitTest, MoreTensorsThanAContextMayHold) {
   Status s = LoadMeta(Meta(1, 1, limits::kMaxTensorsPerContext + 1), "tensors.fcb");
-  ASSERT_FALSE(s.ok());
+  ASSERT_REFUSED(s, StatusCode::kCorruptFile, "context 0 holds 1048577 tensors and 1 steps; the limits are 1048576");
   EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
   EXPECT_NE(s.message().find("holds " + std::to_string(limits::kMaxTensorsPerContext + 1) + " tensors"),
             std::string::npos)
@@ -478,7 +471,7 @@ TEST_F(CountLimitTest, MoreTensorsThanAContextMayHold) {
 
 TEST_F(CountLimitTest, MoreContextsThanAFileMayHold) {
   Status s = LoadMeta(Meta(limits::kMaxContexts + 1, 1, 1), "contexts.fcb");
-  ASSERT_FALSE(s.ok());
+  ASSERT_REFUSED(s, StatusCode::kCorruptFile, "4097 compiled contexts, more than the limit of 4096 per file");
   EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
   EXPECT_NE(s.message().find(std::to_string(limits::kMaxContexts + 1) + " compiled contexts, more than the limit"),
             std::string::npos)

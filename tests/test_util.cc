@@ -17,6 +17,14 @@
 
 namespace fcb::testing {
 
+::testing::AssertionResult IsRefused(const Status& s, StatusCode code, std::string_view phrase) {
+  if (s.ok()) return ::testing::AssertionFailure() << "succeeded; want " << StatusCodeName(code) << " with \"" << phrase << "\"";
+  if (s.code() != code || s.message().find(phrase) == std::string::npos)
+    return ::testing::AssertionFailure() << "refused with " << StatusCodeName(s.code()) << " \"" << s.message()
+                                         << "\"; want " << StatusCodeName(code) << " with \"" << phrase << "\"";
+  return ::testing::AssertionSuccess() << StatusCodeName(s.code()) << " \"" << s.message() << "\"";
+}
+
 std::string TestDataDir() {
   const char* env = std::getenv("FCB_TESTDATA_DIR");
   return env ? env : FCB_TESTDATA_DIR;

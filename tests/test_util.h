@@ -2,9 +2,14 @@
 // tensors against an oracle.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "fcb/status.h"
 
 namespace fcb::testing {
 
@@ -48,8 +53,21 @@ struct Diff {
 };
 Diff Compare(const std::vector<float>& got, const std::vector<float>& want);
 
+// Whether `s` is a refusal with `code` whose message contains `phrase` (a
+// phrase that names what was refused). Use through EXPECT_REFUSED / ASSERT_REFUSED.
+::testing::AssertionResult IsRefused(const Status& s, StatusCode code, std::string_view phrase);
+template <typename T>
+::testing::AssertionResult IsRefused(const Result<T>& r, StatusCode code, std::string_view phrase) {
+  if (r.ok()) return ::testing::AssertionFailure() << "succeeded; want " << StatusCodeName(code) << " with \"" << phrase << "\"";
+  return IsRefused(r.status(), code, phrase);
+}
+
 bool FileExists(const std::string& path);
 std::vector<uint8_t> ReadBytes(const std::string& path);
 void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace fcb::testing
+
+// `expr` (a Status or a Result) fails with `code` and a message containing `phrase`.
+#define EXPECT_REFUSED(expr, code, phrase) EXPECT_TRUE(::fcb::testing::IsRefused((expr), (code), (phrase)))
+#define ASSERT_REFUSED(expr, code, phrase) ASSERT_TRUE(::fcb::testing::IsRefused((expr), (code), (phrase)))

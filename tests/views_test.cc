@@ -13,7 +13,7 @@
 
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
-#include "target_loop.h"
+#include "per_target.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -108,7 +108,7 @@ TEST(Views, NoStepsAndEveryReaderSeesTheBytes) {
 
   std::vector<float> x(24);
   for (int i = 0; i < 24; ++i) x[i] = std::sin(0.9f * i) * 2;
-  const int ran = testing::ForEachRunnableTarget(
+  testing::ForEachRunnableTarget(
       out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     for (int threads : {1, 2}) {
       auto ex = Execution::Create(program, "main", threads);
@@ -131,7 +131,6 @@ TEST(Views, NoStepsAndEveryReaderSeesTheBytes) {
       }
     }
   });
-  EXPECT_GE(ran, 1);
 }
 
 }  // namespace

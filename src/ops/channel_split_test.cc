@@ -40,7 +40,7 @@ std::vector<float> ConvLoop(const std::vector<float>& x, const std::vector<float
   return y;
 }
 
-void CheckConv(int64_t h, int64_t wd, int64_t ic, int64_t oc, int64_t k) {
+void CheckConv(TargetId target, int64_t h, int64_t wd, int64_t ic, int64_t oc, int64_t k) {
   const int64_t pad = k / 2;
   const auto xv = Rand(h * wd * ic, 11);
   const auto wv = Rand(oc * ic * k * k, 12, -0.5f, 0.5f);
@@ -55,26 +55,25 @@ void CheckConv(int64_t h, int64_t wd, int64_t ic, int64_t oc, int64_t k) {
   const Attrs attrs = A(EncodeParams(p));
   const std::vector<TensorPtr> in = {F32({1, h, wd, ic}, xv), F32({static_cast<int64_t>(pw.size())}, pw),
                                      F32({static_cast<int64_t>(pb.size())}, pb), F32({1, h, wd, oc}, rv)};
-  for (const TargetInfo& t : KnownTargets()) {
-    if (!HostCanRun(t.id)) continue;
-    for (int threads : {1, 2, 3}) {
-      auto got = RunWith(opname::ConvNhwc, attrs, in, 1, kernels::GetKernelTable(t.id), threads);
-      ASSERT_TRUE(got.ok()) << got.status().message();
-      EXPECT_TRUE(Same(*got.value()[0], *want, 1e-4))
-          << t.name << ", " << threads << " threads, " << k << "x" << k << " oc " << oc;
-    }
+  for (int threads : {1, 2, 3}) {
+    auto got = RunWith(opname::ConvNhwc, attrs, in, 1, kernels::GetKernelTable(target), threads);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_TRUE(Same(*got.value()[0], *want, 1e-4)) << threads << " threads, " << k << "x" << k << " oc " << oc;
   }
 }
 
+class ChannelSplit : public fcb::testing::PerTarget {};
+FCB_INSTANTIATE_PER_TARGET(ChannelSplit, fcb::testing::LayerTargets());
+
 // 3x3 on 3x3 pixels: the weights dwarf the input, so threads split channels;
 // 200 = 6 units of 32 + 8.
-TEST(NnSplit, ConvOverChannels3x3) { CheckConv(3, 3, 24, 200, 3); }
+TEST_P(ChannelSplit, ConvOverChannels3x3) { CheckConv(target_id(), 3, 3, 24, 200, 3); }
 
 // 1x1 with 264 channels (the GEMM path at full width, ConvTile per range).
-TEST(NnSplit, ConvOverChannels1x1) { CheckConv(2, 3, 40, 264, 1); }
+TEST_P(ChannelSplit, ConvOverChannels1x1) { CheckConv(target_id(), 2, 3, 40, 264, 1); }
 
 // Many pixels: still split over pixels (the same answer either way).
-TEST(NnSplit, ConvOverPixels) { CheckConv(12, 10, 8, 40, 3); }
+TEST_P(ChannelSplit, ConvOverPixels) { CheckConv(target_id(), 12, 10, 8, 40, 3); }
 
 // GemmPacked's parameters: its column count, no activation.
 Attrs GemmAttrs(int64_t n) {
@@ -85,7 +84,7 @@ Attrs GemmAttrs(int64_t n) {
       .F(attr::kActivationBeta, 0.f);
 }
 
-TEST(NnSplit, GemmOneRowOverColumns) {
+TEST_P(ChannelSplit, GemmOneRowOverColumns) {
   for (int64_t m : {1, 3}) {
     const int64_t k = 37, n = 1000;
     const auto av = Rand(m * k, 21);
@@ -102,13 +101,10 @@ TEST(NnSplit, GemmOneRowOverColumns) {
     const std::vector<TensorPtr> in = {F32({m, k}, av), F32({static_cast<int64_t>(pb.size())}, pb),
                                        F32({n}, biasv)};
     const auto w = F32({m, n}, want);
-    for (const TargetInfo& t : KnownTargets()) {
-      if (!HostCanRun(t.id)) continue;
-      for (int threads : {1, 2, 3}) {
-        auto got = RunWith(opname::GemmPacked, GemmAttrs(n), in, 1, kernels::GetKernelTable(t.id), threads);
-        ASSERT_TRUE(got.ok()) << got.status().message();
-        EXPECT_TRUE(Same(*got.value()[0], *w, 1e-4)) << t.name << ", " << threads << " threads, m " << m;
-      }
+    for (int threads : {1, 2, 3}) {
+      auto got = RunWith(opname::GemmPacked, GemmAttrs(n), in, 1, kernels::GetKernelTable(target_id()), threads);
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      EXPECT_TRUE(Same(*got.value()[0], *w, 1e-4)) << threads << " threads, m " << m;
     }
   }
 }

@@ -46,7 +46,10 @@ A FusedAttrs(const Case& t, kernels::Act act, int64_t expand_act) {
       .F(attr::kExpandActivationBeta, 0.f);
 }
 
-TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
+class ConvExpandDwOnTarget : public fcb::testing::PerTarget {};
+FCB_INSTANTIATE_PER_TARGET(ConvExpandDwOnTarget, fcb::testing::LayerTargets());
+
+TEST_P(ConvExpandDwOnTarget, MatchesTheTwoConvs) {
   const std::vector<Case> cases = {
       {1, 9, 7, 5, 24, 3, 1, 1, 1},      // small: one band
       {2, 13, 11, 8, 40, 3, 2, 1, 1},    // stride 2, batch 2
@@ -81,19 +84,15 @@ TEST(ConvExpandDwNhwc, MatchesTheTwoConvsOnEveryTarget) {
     const Attrs expand = A(EncodeParams(ep));
     const Attrs dw = DwAttrs(t, clip);
     const Attrs fused = FusedAttrs(t, clip, silu);
-    for (const TargetInfo& target : KnownTargets()) {
-      if (!HostCanRun(target.id)) continue;
-      const auto& table = kernels::GetKernelTable(target.id);
-      auto mid = RunWith(opname::ConvNhwc, expand, {x, W1, B1}, 1, table, 1);
-      ASSERT_TRUE(mid.ok()) << mid.status().message();
-      auto want = RunWith(opname::ConvNhwc, dw, {mid.value()[0], W2, B2}, 1, table, 1);
-      ASSERT_TRUE(want.ok()) << want.status().message();
-      for (int threads : {1, 2, 3}) {
-        auto got = RunWith(opname::ConvExpandDwNhwc, fused, {x, W1, B1, W2, B2}, 1, table, threads);
-        ASSERT_TRUE(got.ok()) << got.status().message();
-        EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-5))
-            << what << ", " << target.name << ", threads " << threads;
-      }
+    const auto& table = kernels::GetKernelTable(target_id());
+    auto mid = RunWith(opname::ConvNhwc, expand, {x, W1, B1}, 1, table, 1);
+    ASSERT_TRUE(mid.ok()) << mid.status().message();
+    auto want = RunWith(opname::ConvNhwc, dw, {mid.value()[0], W2, B2}, 1, table, 1);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    for (int threads : {1, 2, 3}) {
+      auto got = RunWith(opname::ConvExpandDwNhwc, fused, {x, W1, B1, W2, B2}, 1, table, threads);
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      EXPECT_TRUE(Same(*got.value()[0], *want.value()[0], 1e-5)) << what << ", threads " << threads;
     }
   }
 }
@@ -108,16 +107,16 @@ TEST(ConvExpandDwNhwc, InferenceRefusesWhatTheKernelCannotRun) {
     return InferOnly(opname::ConvExpandDwNhwc, a, in);
   };
   EXPECT_TRUE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2, b2}).ok());
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, Z({7}), b1, w2, b2}).ok()) << "1x1 weight size";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, Z({31}), w2, b2}).ok()) << "1x1 bias size";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, Z({10}), b2}).ok()) << "depthwise weight size";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2}).ok()) << "four inputs";
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {Z({1, 8, 8}), w1, b1, w2, b2}).ok()) << "rank 3";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, Z({7}), b1, w2, b2}), StatusCode::kInvalidArgument, "packed 1x1 weights have shape 7, expected") << "1x1 weight size";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, Z({31}), w2, b2}), StatusCode::kInvalidArgument, "packed 1x1 bias have shape 31, expected") << "1x1 bias size";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, Z({10}), b2}), StatusCode::kInvalidArgument, "packed depthwise weights have shape 10, expected") << "depthwise weight size";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {x, w1, b1, w2}), StatusCode::kInvalidArgument, "ConvExpandDwNhwc takes 5 to 5 inputs, got 4") << "four inputs";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {Z({1, 8, 8}), w1, b1, w2, b2}), StatusCode::kInvalidArgument, "input must have rank 4, got shape 1x8x8") << "rank 3";
   const Attrs bad_act = FusedAttrs(t, kernels::Act::kNone, 99);
-  EXPECT_FALSE(infer(bad_act, {x, w1, b1, w2, b2}).ok()) << "expand_activation code";
+  EXPECT_REFUSED(infer(bad_act, {x, w1, b1, w2, b2}), StatusCode::kInvalidArgument, "attribute 'expand_activation' is 99, outside [0, 9]") << "expand_activation code";
   // Rows too wide for the band buffer (3 rows of 4096 x 32 floats).
   auto wide = Z({1, 8, 4096, 4});
-  EXPECT_FALSE(infer(FusedAttrs(t, kernels::Act::kNone, 0), {wide, w1, b1, w2, b2}).ok()) << "rows beyond the band buffer";
+  EXPECT_REFUSED(infer(FusedAttrs(t, kernels::Act::kNone, 0), {wide, w1, b1, w2, b2}), StatusCode::kInvalidArgument, "3 rows of 131072 floats exceed the band buffer") << "rows beyond the band buffer";
 }
 
 
@@ -134,7 +133,10 @@ struct SliceCase {
   bool winograd;
 };
 
-TEST(ConvOutputSlice, WritesTheDenseResultIntoItsChannelsOnEveryTarget) {
+class ConvOutputSliceOnTarget : public fcb::testing::PerTarget {};
+FCB_INSTANTIATE_PER_TARGET(ConvOutputSliceOnTarget, fcb::testing::LayerTargets());
+
+TEST_P(ConvOutputSliceOnTarget, WritesTheDenseResultIntoItsChannels) {
   const std::vector<SliceCase> cases = {
       {"pointwise", 6, 7, 12, 20, 1, 1, 0, false},
       {"3x3 dense", 5, 9, 7, 33, 3, 1, 0, false},
@@ -170,45 +172,42 @@ TEST(ConvOutputSlice, WritesTheDenseResultIntoItsChannelsOnEveryTarget) {
     for (bool residual : {false, true}) {
       std::vector<TensorPtr> in = {x, W, B};
       if (residual) in.push_back(R);
-      for (const TargetInfo& target : KnownTargets()) {
-        if (!HostCanRun(target.id)) continue;
-        const auto& table = kernels::GetKernelTable(target.id);
-        auto want = RunWith(op, dense, in, 1, table, 1);
-        ASSERT_TRUE(want.ok()) << t.what << ": " << want.status().message();
-        for (int threads : {1, 2}) {
-          auto got = RunWith(op, slice, in, 1, table, threads);
-          ASSERT_TRUE(got.ok()) << t.what << ": " << got.status().message();
-          const ir::TensorData& g = *got.value()[0];
-          ASSERT_EQ(g.shape, (Shape{1, t.h, t.w, channels})) << t.what;
-          const float* gp = g.data<float>();
-          const float* wp = want.value()[0]->data<float>();
-          int bad = 0;
-          uint32_t untouched;
-          std::memset(&untouched, 0xA5, sizeof(untouched));
-          for (int64_t px = 0; px < t.h * t.w && bad < 5; ++px)
-            for (int64_t ch = 0; ch < channels; ++ch) {
-              const float v = gp[px * channels + ch];
-              if (ch >= offset && ch < offset + t.oc) {
-                const float e = wp[px * t.oc + ch - offset];
-                if (!(std::fabs(v - e) <= 1e-5f * (1 + std::fabs(e))))
-                  ADD_FAILURE() << t.what << " " << target.name << " threads " << threads << " residual " << residual
-                                << ": pixel " << px << " channel " << ch << " is " << v << ", want " << e, ++bad;
-              } else {
-                uint32_t bits;
-                std::memcpy(&bits, &v, sizeof(bits));
-                if (bits != untouched)
-                  ADD_FAILURE() << t.what << " " << target.name << ": channel " << ch << " of pixel " << px
-                                << " outside the slice was written", ++bad;
-              }
+      const auto& table = kernels::GetKernelTable(target_id());
+      auto want = RunWith(op, dense, in, 1, table, 1);
+      ASSERT_TRUE(want.ok()) << t.what << ": " << want.status().message();
+      for (int threads : {1, 2}) {
+        auto got = RunWith(op, slice, in, 1, table, threads);
+        ASSERT_TRUE(got.ok()) << t.what << ": " << got.status().message();
+        const ir::TensorData& g = *got.value()[0];
+        ASSERT_EQ(g.shape, (Shape{1, t.h, t.w, channels})) << t.what;
+        const float* gp = g.data<float>();
+        const float* wp = want.value()[0]->data<float>();
+        int bad = 0;
+        uint32_t untouched;
+        std::memset(&untouched, 0xA5, sizeof(untouched));
+        for (int64_t px = 0; px < t.h * t.w && bad < 5; ++px)
+          for (int64_t ch = 0; ch < channels; ++ch) {
+            const float v = gp[px * channels + ch];
+            if (ch >= offset && ch < offset + t.oc) {
+              const float e = wp[px * t.oc + ch - offset];
+              if (!(std::fabs(v - e) <= 1e-5f * (1 + std::fabs(e))))
+                ADD_FAILURE() << t.what << " " << target_name() << " threads " << threads << " residual " << residual
+                              << ": pixel " << px << " channel " << ch << " is " << v << ", want " << e, ++bad;
+            } else {
+              uint32_t bits;
+              std::memcpy(&bits, &v, sizeof(bits));
+              if (bits != untouched)
+                ADD_FAILURE() << t.what << " " << target_name() << ": channel " << ch << " of pixel " << px
+                              << " outside the slice was written", ++bad;
             }
-        }
+          }
       }
     }
     // The slice must lie within the output's channels, and both attributes come together.
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 10).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, -1).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 0), {x, W, B}).ok()) << t.what;
-    EXPECT_FALSE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 10).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}), StatusCode::kInvalidArgument, "do not lie within the output's") << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, -1).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}), StatusCode::kInvalidArgument, "do not lie within the output's") << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 0), {x, W, B}), StatusCode::kInvalidArgument, "attributes 'out_channel_offset' and 'out_pixel_channels' come together") << t.what;
+    EXPECT_REFUSED(InferOnly(op, A(EncodeParams(p)).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}), StatusCode::kInvalidArgument, "attributes 'out_channel_offset' and 'out_pixel_channels' come together") << t.what;
     EXPECT_TRUE(InferOnly(op, A(EncodeParams(p)).I(attr::kOutChannelOffset, 9).I(attr::kOutPixelChannels, t.oc + 9), {x, W, B}).ok()) << t.what;
   }
 }

@@ -91,9 +91,9 @@ TEST(CoverageOps, TopKTiesGoToTheLowerIndex) {
 
 TEST(CoverageOps, OutOfRangeIndicesFailTheRun) {
   const auto data = F32({2, 2}, {1, 2, 3, 4});
-  EXPECT_FALSE(Fails("GatherElements", A(), {data, I64({2, 2}, {0, 1, 2, 0})}).ok());
-  EXPECT_FALSE(Fails("GatherND", A(), {data, I64({1, 2}, {0, -3})}).ok());
-  EXPECT_FALSE(Fails("ScatterND", A(), {data, I64({1, 1}, {5}), F32({1, 2}, {0, 0})}).ok());
+  EXPECT_REFUSED(Fails("GatherElements", A(), {data, I64({2, 2}, {0, 1, 2, 0})}), StatusCode::kInvalidArgument, "index 2 is out of range for a dimension of size 2");
+  EXPECT_REFUSED(Fails("GatherND", A(), {data, I64({1, 2}, {0, -3})}), StatusCode::kInvalidArgument, "index -3 is out of range for a dimension of size 2");
+  EXPECT_REFUSED(Fails("ScatterND", A(), {data, I64({1, 1}, {5}), F32({1, 2}, {0, 0})}), StatusCode::kInvalidArgument, "index 5 is out of range for a dimension of size 2");
 }
 
 TEST(CoverageOps, ShapeInputsMustBeConstants) {

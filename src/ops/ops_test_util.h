@@ -15,6 +15,8 @@
 #include "core/thread_pool.h"
 #include "ops/internal/internal.h"
 #include "ops/op.h"
+#include "per_target.h"
+#include "test_util.h"
 
 namespace fcb::ops::testing {
 
@@ -163,7 +165,7 @@ inline ::testing::AssertionResult Same(const ir::TensorData& got, const ir::Tens
   return ::testing::AssertionSuccess();
 }
 
-// Runs `op` through Evaluate and every runnable target x {1, 3} threads;
+// Runs `op` through Evaluate and every runnable target (per_target.h) x {1, 3} threads;
 // every run must succeed and match `want` (one tensor per output).
 inline void Check(const std::string& op, const Attrs& attrs, const std::vector<TensorPtr>& inputs,
                   const std::vector<TensorPtr>& want, double tol = 1e-5) {
@@ -175,7 +177,7 @@ inline void Check(const std::string& op, const Attrs& attrs, const std::vector<T
   ASSERT_EQ(ev->size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_TRUE(Same(*(*ev)[i], *want[i], tol)) << "Evaluate output " << i;
-  for (TargetId t : RunnableTargets()) {
+  for (TargetId t : fcb::testing::RunnableTargetIds()) {
     for (int threads : {1, 3}) {
       auto r = RunWith(op, attrs, inputs, static_cast<int>(want.size()), kernels::GetKernelTable(t),
                        threads);

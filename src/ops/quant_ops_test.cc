@@ -64,7 +64,7 @@ void CheckBoth(const std::string& op, const Attrs& attrs, const std::vector<Tens
   Check(op, attrs, inputs, want, 0);
   std::vector<bool> constant(inputs.size(), true);
   for (size_t i = 0; i < runtime.size() && i < constant.size(); ++i) constant[i] = !runtime[i];
-  for (TargetId t : RunnableTargets()) {
+  for (TargetId t : fcb::testing::RunnableTargetIds()) {
     for (int threads : {1, 3}) {
       auto r = RunWith(op, attrs, inputs, static_cast<int>(want.size()), kernels::GetKernelTable(t), threads,
                        constant);

@@ -385,7 +385,7 @@ TEST(QuantizeInt8, RunsAfterBatchNormFoldingAndBeforeActivationFusion) {
   AddNode(g, "Relu", {b}, {y}, "relu");
   g.outputs = {y};
   ir::Graph level0 = g;
-  EXPECT_FALSE(RunDefaultPasses(level0, 0, true).ok());
+  EXPECT_REFUSED(RunDefaultPasses(level0, 0, true), StatusCode::kInvalidArgument, "precision int8 needs optimization_level 1 or higher");
   ASSERT_TRUE(RunDefaultPasses(g, 1, true).ok());
   // FuseQuantized then takes ConvInteger -> Cast -> Mul -> Add -> Relu into
   // one int8 kernel node (the Relu as its epilogue); the Mul computing
