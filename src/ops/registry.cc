@@ -114,9 +114,9 @@ const std::vector<OpDef>& AllOps() {
     RegisterRandomOps(&v);
     RegisterControlFlowOps(&v);
     // The internal operators, one file each (ops/internal/).
-#define FCB_ADD_LOWERED(name, def) v.push_back(def());
-    FCB_INTERNAL_OPS(FCB_ADD_LOWERED)
-#undef FCB_ADD_LOWERED
+#define FCB_ADD_INTERNAL(name, def) v.push_back(def());
+    FCB_INTERNAL_OPS(FCB_ADD_INTERNAL)
+#undef FCB_ADD_INTERNAL
     std::sort(v.begin(), v.end(), [](const OpDef& a, const OpDef& b) { return a.name < b.name; });
     return v;
   }();

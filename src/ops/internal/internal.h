@@ -19,9 +19,9 @@
 
 namespace fcb::ops {
 
-#define FCB_DECLARE_LOWERED(name, def) OpDef def();
-FCB_INTERNAL_OPS(FCB_DECLARE_LOWERED)
-#undef FCB_DECLARE_LOWERED
+#define FCB_DECLARE_INTERNAL(name, def) OpDef def();
+FCB_INTERNAL_OPS(FCB_DECLARE_INTERNAL)
+#undef FCB_DECLARE_INTERNAL
 
 namespace internal {
 
