@@ -17,6 +17,7 @@
 
 #include "core/target.h"
 #include "kernels/bundle.h"
+#include "kernels/kernels_reference.h"
 
 namespace fcb::kernels {
 namespace {
@@ -213,16 +214,15 @@ std::vector<Case> Cases() {
   return all;
 }
 
-TEST(QKernels, EveryTargetAndDotProductCodeMatchesTheDefinition) {
-  int runs = 0;
-  for (const auto& info : KnownTargets()) {
-    if (!HostCanRun(info.id)) continue;
-    for (const QKernelTable& t : QKernelVariantsForTesting(info.id)) {
-      for (const Case& c : Cases()) RunCase(info.id, t, c);
-      ++runs;
-    }
-  }
-  EXPECT_GE(runs, 1);
+// The int8 tests that run once per target this host runs (each target's
+// every dot-product variant, or its bundle's table).
+class QKernelsOnTarget : public ::testing::TestWithParam<TargetId> {};
+
+TEST_P(QKernelsOnTarget, EveryDotProductCodeMatchesTheDefinition) {
+  const std::vector<QKernelTable> variants = QKernelVariantsForTesting(GetParam());
+  ASSERT_FALSE(variants.empty()) << TargetName(GetParam()) << " has no int8 table";
+  for (const QKernelTable& t : variants)
+    for (const Case& c : Cases()) RunCase(GetParam(), t, c);
 }
 
 // The manifest's int8 columns: the Highway target of a row's portable code
@@ -258,26 +258,20 @@ TEST(QKernels, DotProductCodeIsChosenWhereTheHostHasIt) {
   }
 }
 
-TEST(QKernels, TableLookupOfEveryVariantMatchesTheTable) {
+TEST_P(QKernelsOnTarget, TableLookupOfEveryVariantMatchesTheTable) {
   std::mt19937 rng(7);
   std::vector<uint8_t> table(256), x(1000);
   for (auto& v : table) v = static_cast<uint8_t>(rng());
   for (auto& v : x) v = static_cast<uint8_t>(rng());
-  int runs = 0;
-  for (const auto& info : KnownTargets()) {
-    if (!HostCanRun(info.id)) continue;
-    for (const QKernelTable& t : QKernelVariantsForTesting(info.id))
-      for (uint8_t flip : {0, 0x80})
-        for (int64_t n : {0, 1, 63, 64, 65, 130, 1000}) {
-          std::vector<uint8_t> y(static_cast<size_t>(n) + 1, 0xEE);
-          t.lookup(x.data(), table.data(), y.data(), n, flip);
-          for (int64_t i = 0; i < n; ++i)
-            ASSERT_EQ(y[i], table[x[i] ^ flip]) << info.name << " " << t.dot << " n " << n << " i " << i;
-          EXPECT_EQ(y[n], 0xEE) << "wrote past the end";
-          ++runs;
-        }
-  }
-  EXPECT_GT(runs, 0);
+  for (const QKernelTable& t : QKernelVariantsForTesting(GetParam()))
+    for (uint8_t flip : {0, 0x80})
+      for (int64_t n : {0, 1, 63, 64, 65, 130, 1000}) {
+        std::vector<uint8_t> y(static_cast<size_t>(n) + 1, 0xEE);
+        t.lookup(x.data(), table.data(), y.data(), n, flip);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(y[i], table[x[i] ^ flip]) << TargetName(GetParam()) << " " << t.dot << " n " << n << " i " << i;
+        EXPECT_EQ(y[n], 0xEE) << "wrote past the end";
+      }
 }
 
 // quantize() of every target against the definition with a true division:
@@ -286,12 +280,12 @@ TEST(QKernels, TableLookupOfEveryVariantMatchesTheTable) {
 // multiply-add; values within an ulp or two of every half-integer quotient,
 // infinities, quotients that overflow, and scales whose reciprocal is
 // subnormal or infinite check that it still rounds exactly as the division.
-TEST(QKernels, QuantizeOfEveryTargetEqualsTheDivisionDefinition) {
+TEST_P(QKernelsOnTarget, QuantizeEqualsTheDivisionDefinition) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const float scales[] = {1.f, 0.0173f, 3.7e-3f, 0.5f, 0.1f, 255.f / 7.f, 6.1e-5f, 1e-30f, 0x1p-130f, 3e38f, 2e-39f};
-  for (const auto& info : KnownTargets()) {
-    if (!HostCanRun(info.id)) continue;
+  {  // one block, so that the body reads as it did over every target
+    const TargetInfo& info = TargetInfoOf(GetParam());
     const QKernelTable& t = GetKernelBundle(info.id).i8;
     for (float scale : scales)
       for (auto [to_signed, zp] : {std::pair{false, 0}, {false, 3}, {false, 128}, {false, 255}, {true, -128},
@@ -331,11 +325,11 @@ TEST(QKernels, QuantizeOfEveryTargetEqualsTheDivisionDefinition) {
 
 // minmax() of every target: the smallest and largest non-NaN value, NaN
 // anywhere (first, last, inside the unrolled part, in the tail) never counts.
-TEST(QKernels, MinMaxOfEveryTargetSkipsNaN) {
+TEST_P(QKernelsOnTarget, MinMaxSkipsNaN) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-50.f, 50.f);
-  for (const auto& info : KnownTargets()) {
-    if (!HostCanRun(info.id)) continue;
+  {  // one block, so that the body reads as it did over every target
+    const TargetInfo& info = TargetInfoOf(GetParam());
     const QKernelTable& t = GetKernelBundle(info.id).i8;
     for (int64_t n : {1, 3, 16, 63, 64, 65, 200, 1031}) {
       for (int nan_at : {-1, 0, 1, 17, 40, 63, 64, 130, 1030}) {
@@ -374,4 +368,10 @@ TEST(QKernels, PackingIsTargetNeutralAndPadsWithZeros) {
 }
 
 }  // namespace
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, QKernelsOnTarget, ::testing::ValuesIn(test_support::RunnableHere()),
+                         [](const ::testing::TestParamInfo<TargetId>& info) {
+                           return test_support::TargetTestName(info.param);
+                         });
+
 }  // namespace fcb::kernels
