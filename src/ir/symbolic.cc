@@ -624,6 +624,24 @@ std::string SymShapeToString(const SymShape& s, const SymbolTable* symbols) {
   return out;
 }
 
+SymShape ToSymShape(const std::vector<int64_t>& shape) { return SymShape(shape.begin(), shape.end()); }
+
+std::optional<std::vector<int64_t>> StaticShape(const SymShape& s) {
+  std::vector<int64_t> out;
+  out.reserve(s.size());
+  for (const DimExpr& d : s) {
+    if (!d.IsConstant()) return std::nullopt;
+    out.push_back(d.constant_value());
+  }
+  return out;
+}
+
+DimExpr SymNumElements(const SymShape& s) {
+  DimExpr n(1);
+  for (const DimExpr& d : s) n = n * d;
+  return n;
+}
+
 // ---- Symbols, evaluation and bounds
 
 namespace {

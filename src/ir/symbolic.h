@@ -179,6 +179,11 @@ struct DimExprHash {
 // A shape whose dimensions may be symbolic.
 using SymShape = std::vector<DimExpr>;
 std::string SymShapeToString(const SymShape& s, const SymbolTable* symbols = nullptr);  // "1x(past+1)x64"
+SymShape ToSymShape(const std::vector<int64_t>& shape);
+// The static shape when every dimension is a constant.
+std::optional<std::vector<int64_t>> StaticShape(const SymShape& s);
+// The product of the dimensions (1 for rank 0).
+DimExpr SymNumElements(const SymShape& s);
 
 // Expressions compiled for evaluation at run time: all outputs in one
 // linear pass over fixed-width instructions, each writing one slot; shared

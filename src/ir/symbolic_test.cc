@@ -147,6 +147,10 @@ TEST(Symbolic, ToString) {
   EXPECT_EQ(SymShapeToString({1, past + 1, 64}, &t), "1x(past+1)x64");
   EXPECT_EQ(SymShapeToString({seq, 3}, &t), "seqx3");
   EXPECT_EQ(SymShapeToString({}, &t), "scalar");
+  EXPECT_EQ(SymNumElements({2, past + 1, 3}), 6 * past + 6);
+  EXPECT_EQ(SymNumElements({}), DimExpr(1));
+  EXPECT_EQ(StaticShape(ToSymShape({1, 3, 224})), (std::vector<int64_t>{1, 3, 224}));
+  EXPECT_EQ(StaticShape({1, seq}), std::nullopt);
   DimExpr big = past;
   for (int i = 0; i < 40; ++i) big = big + FloorDiv(past, i + 2);
   ASSERT_TRUE(big.valid()) << big.error();
