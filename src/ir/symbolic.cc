@@ -871,6 +871,89 @@ Result<DimRange> DimExpr::Bounds(const SymbolTable& symbols) const {
   return r;
 }
 
+namespace {
+
+// Rebuilds an expression atom by atom, resolving the atoms the symbol ranges
+// decide (DimExpr::Simplify). Atoms are memoised: a shared subexpression is
+// rewritten once.
+class RangeSimplifier {
+ public:
+  explicit RangeSimplifier(const SymbolTable& t) : t_(t) {}
+
+  DimExpr Expr(const DimExpr& e) {
+    const DimNode* n = e.node();
+    if (!n || !n->error.empty()) return e;
+    DimExpr sum(n->constant);
+    for (const Term& term : n->terms) {
+      DimExpr p(term.coef);
+      for (const Atom& a : term.atoms) p = p * AtomExpr(a);
+      sum = sum + p;
+    }
+    return sum;
+  }
+
+ private:
+  std::optional<DimRange> RangeOf(const DimExpr& e) {
+    DimRange r;
+    if (!Range(e, t_, &r).ok()) return std::nullopt;
+    return r;
+  }
+
+  DimExpr AtomExpr(const Atom& a) {
+    if (auto it = memo_.find(a.get()); it != memo_.end()) return it->second;
+    DimExpr out = Rewrite(*a);
+    memo_.emplace(a.get(), out);
+    return out;
+  }
+
+  DimExpr Rewrite(const AtomNode& a) {
+    if (a.kind == AtomKind::kSymbol) return DimExpr::Symbol(a.symbol);
+    const DimExpr x = Expr(a.a);
+    const DimExpr y = Expr(a.b);
+    switch (a.kind) {
+      case AtomKind::kMin:
+      case AtomKind::kMax: {
+        const std::optional<DimRange> rx = RangeOf(x), ry = RangeOf(y);
+        if (rx && ry) {
+          const bool x_le_y = rx->hi <= ry->lo, y_le_x = ry->hi <= rx->lo;
+          if (x_le_y) return a.kind == AtomKind::kMin ? x : y;
+          if (y_le_x) return a.kind == AtomKind::kMin ? y : x;
+        }
+        return a.kind == AtomKind::kMin ? Min(x, y) : Max(x, y);
+      }
+      case AtomKind::kFloorDiv:
+      case AtomKind::kMod: {
+        const DimExpr whole = a.kind == AtomKind::kFloorDiv ? FloorDiv(x, y) : Mod(x, y);
+        if (!y.IsConstant() || y.constant_value() <= 0) return whole;
+        const int64_t k = y.constant_value();
+        const std::optional<DimRange> rx = RangeOf(x);
+        int64_t qlo, qhi;
+        if (!rx || !FloorDivChecked(rx->lo, k, &qlo) || !FloorDivChecked(rx->hi, k, &qhi) || qlo != qhi) {
+          return whole;
+        }
+        // x stays in [q*k, q*k + k - 1]: floor(x/k) = q, x mod k = x - q*k.
+        if (a.kind == AtomKind::kFloorDiv) return DimExpr(qlo);
+        const DimExpr rest = x - DimExpr(qlo) * k;
+        return rest.valid() ? rest : whole;
+      }
+      case AtomKind::kSymbol: break;
+    }
+    return DimExpr::Symbol(a.symbol);
+  }
+
+  const SymbolTable& t_;
+  std::unordered_map<const AtomNode*, DimExpr> memo_;
+};
+
+}  // namespace
+
+DimExpr DimExpr::Simplify(const SymbolTable& symbols) const {
+  for (int id : Symbols()) {
+    if (static_cast<size_t>(id) >= symbols.size()) return *this;
+  }
+  return RangeSimplifier(symbols).Expr(*this);
+}
+
 std::vector<int> DimExpr::Symbols() const {
   std::unordered_set<const AtomNode*> seen;
   std::vector<int> ids;

@@ -132,6 +132,15 @@ class DimExpr {
   // the table, a divisor is always zero, or the expression is invalid.
   Result<DimRange> Bounds(const SymbolTable& symbols) const;
 
+  // The expression rewritten with what the table's ranges decide: a min or
+  // max whose operands' bounds do not overlap is that operand, a floor or
+  // mod by a positive constant whose dividend stays within one quotient
+  // block is a sum (max(seq-1, 0) is seq-1 when seq >= 1). For symbol values
+  // within the ranges it gives the value of the original wherever the
+  // original evaluates without error; unchanged when the table has no entry
+  // for one of its symbols.
+  DimExpr Simplify(const SymbolTable& symbols) const;
+
   // The ids of the symbols it reads, ascending, each once.
   std::vector<int> Symbols() const;
 

@@ -252,6 +252,30 @@ TEST(Symbolic, Bounds) {
   EXPECT_REFUSED((x * 2).Bounds(huge), StatusCode::kInvalidArgument, "overflows");
 }
 
+TEST(Symbolic, SimplifyWithRanges) {
+  SymbolTable t;
+  DimExpr seq = t.Expr(t.Add("seq", 1, 512).value());
+  DimExpr h = t.Expr(t.Add("H", 10, 20).value());
+  DimExpr z = t.Expr(t.Add("z", -3, 3).value());
+  EXPECT_EQ(Max(seq - 1, 0).Simplify(t), seq - 1);
+  EXPECT_EQ(Min(seq, 1024).Simplify(t), seq);
+  EXPECT_EQ(Min(seq, 512).Simplify(t), seq);
+  EXPECT_EQ(FloorDiv(seq, 1024).Simplify(t), DimExpr(0));
+  EXPECT_EQ(FloorDiv(h + 11, 32).Simplify(t), DimExpr(0));
+  EXPECT_EQ(FloorDiv(h + 12, 32).Simplify(t), FloorDiv(h + 12, 32));  // 22..32 crosses 32
+  EXPECT_EQ(FloorDiv(h + 20, 32).Simplify(t), FloorDiv(h + 20, 32));  // 30..40 crosses 32
+  EXPECT_EQ(Mod(seq, 1024).Simplify(t), seq);
+  EXPECT_EQ(Mod(h + 30, 64).Simplify(t), h + 30);
+  EXPECT_EQ(Mod(h + 70, 64).Simplify(t), h + 6);
+  EXPECT_EQ(Min(Max(h - 5, 0), h).Simplify(t), h - 5);
+  EXPECT_EQ((2 * Max(h, 0) + Min(h, 3) + seq).Simplify(t), 2 * h + 3 + seq);
+  EXPECT_EQ(Max(z, 0).Simplify(t), Max(z, 0));  // undecided: kept
+  EXPECT_EQ(Mod(seq, h).Simplify(t), Mod(seq, h));
+  SymbolTable none;
+  EXPECT_EQ(Max(seq - 1, 0).Simplify(none), Max(seq - 1, 0));
+  EXPECT_EQ(DimExpr(7).Simplify(t), DimExpr(7));
+}
+
 // ---------------------------------------------------------------------------
 // Random expressions against an independent evaluator
 
@@ -393,7 +417,7 @@ std::vector<std::vector<int64_t>> AllPoints(const SymbolTable& t) {
 
 TEST(SymbolicProperty, RandomExpressionsAgreeWithDirectEvaluation) {
   std::mt19937_64 rng(20261205);
-  int64_t checked_points = 0, rejected_points = 0, constant_exprs = 0;
+  int64_t checked_points = 0, rejected_points = 0, constant_exprs = 0, simplified = 0;
   for (int num_syms = 2; num_syms <= 3; ++num_syms) {
     SymbolTable table;
     table.Add("a", 1, 9).value();
@@ -428,6 +452,10 @@ TEST(SymbolicProperty, RandomExpressionsAgreeWithDirectEvaluation) {
       std::vector<int64_t> scratch(again->num_slots()), out(1);
 
       const Result<DimRange> bounds = e.Bounds(table);
+      const DimExpr simple = e.Simplify(table);
+      ASSERT_TRUE(simple.valid()) << simple.error();
+      const Result<DimRange> simple_bounds = simple.Bounds(table);
+      simplified += simple != e;
       bool any_ok = false;
       for (const auto& p : points) {
         const std::optional<int64_t> want = Direct(*tree, p);
@@ -448,6 +476,12 @@ TEST(SymbolicProperty, RandomExpressionsAgreeWithDirectEvaluation) {
         ASSERT_TRUE(bounds->Contains(got.value()))
             << got.value() << " at " << ::testing::PrintToString(p) << " outside [" << bounds->lo << ", "
             << bounds->hi << "]";
+        const Result<int64_t> s = simple.Evaluate(p);
+        ASSERT_TRUE(s.ok()) << simple.ToString(&table) << " at " << ::testing::PrintToString(p) << ": "
+                            << s.status().ToString();
+        ASSERT_EQ(s.value(), got.value()) << simple.ToString(&table) << " at " << ::testing::PrintToString(p);
+        ASSERT_TRUE(simple_bounds.ok()) << simple_bounds.status().ToString();
+        ASSERT_TRUE(simple_bounds->Contains(got.value())) << simple.ToString(&table);
       }
       if (!any_ok) EXPECT_FALSE(e.IsConstant());
     }
@@ -473,6 +507,7 @@ TEST(SymbolicProperty, RandomExpressionsAgreeWithDirectEvaluation) {
   EXPECT_GT(checked_points, 200000);
   EXPECT_GT(rejected_points, 1000);
   EXPECT_LT(constant_exprs, 400);
+  EXPECT_GT(simplified, 20);
 }
 
 // ---------------------------------------------------------------------------
