@@ -1211,12 +1211,21 @@ namespace {
 
 Status DimProgram::Evaluate(std::span<const int64_t> symbol_values, std::span<int64_t> scratch,
                             std::span<int64_t> outputs) const {
-  if (symbol_values.size() < num_symbols_ || scratch.size() < code_.size() || outputs.size() < outputs_.size()) {
-    return InvalidArgument("dimension program: " + std::to_string(symbol_values.size()) + " symbol values, " +
-                           std::to_string(scratch.size()) + " scratch slots and " +
-                           std::to_string(outputs.size()) + " outputs given; it needs " +
-                           std::to_string(num_symbols_) + ", " + std::to_string(code_.size()) + " and " +
+  if (outputs.size() < outputs_.size()) {
+    return InvalidArgument("dimension program: " + std::to_string(outputs.size()) + " outputs given; it has " +
                            std::to_string(outputs_.size()));
+  }
+  FCB_RETURN_IF_ERROR(Evaluate(symbol_values, scratch));
+  const int64_t* s = scratch.data();
+  for (size_t j = 0; j < outputs_.size(); ++j) outputs[j] = s[outputs_[j]];
+  return Status::Ok();
+}
+
+Status DimProgram::Evaluate(std::span<const int64_t> symbol_values, std::span<int64_t> scratch) const {
+  if (symbol_values.size() < num_symbols_ || scratch.size() < code_.size()) {
+    return InvalidArgument("dimension program: " + std::to_string(symbol_values.size()) + " symbol values and " +
+                           std::to_string(scratch.size()) + " scratch slots given; it needs " +
+                           std::to_string(num_symbols_) + " and " + std::to_string(code_.size()));
   }
   int64_t* s = scratch.data();
   const int64_t* sym = symbol_values.data();
@@ -1255,7 +1264,6 @@ Status DimProgram::Evaluate(std::span<const int64_t> symbol_values, std::span<in
     }
     s[i] = r;
   }
-  for (size_t j = 0; j < outputs_.size(); ++j) outputs[j] = s[outputs_[j]];
   return Status::Ok();
 }
 

@@ -244,6 +244,11 @@ class DimProgram {
   // instruction) or buffers that are too small; outputs are then unspecified.
   Status Evaluate(std::span<const int64_t> symbol_values, std::span<int64_t> scratch,
                   std::span<int64_t> outputs) const;
+  // The same without copying the outputs: output i is then
+  // scratch[output_slot(i)] (a caller that reads a few outputs per step
+  // keeps their slots).
+  Status Evaluate(std::span<const int64_t> symbol_values, std::span<int64_t> scratch) const;
+  size_t output_slot(size_t i) const { return static_cast<size_t>(outputs_[i]); }
 
  private:
   struct Instr {

@@ -537,6 +537,11 @@ TEST(DimProgram, SharesSubexpressionsAndEvaluates) {
   for (size_t i = 0; i < exprs.size(); ++i) EXPECT_EQ(out[i], Eval(exprs[i], {7, 100})) << i;
   EXPECT_EQ(out[2], 64 * 107);
   EXPECT_EQ(out[3], 4);
+  std::vector<int64_t> slots(p->num_slots());
+  ASSERT_TRUE(p->Evaluate(v, slots).ok());
+  for (size_t i = 0; i < exprs.size(); ++i) EXPECT_EQ(slots[p->output_slot(i)], out[i]) << i;
+  std::vector<int64_t> few_outputs(p->num_outputs() - 1);
+  EXPECT_REFUSED(p->Evaluate(v, scratch, few_outputs), StatusCode::kInvalidArgument, "299 outputs given");
   std::vector<int64_t> small(p->num_slots() - 1);
   EXPECT_REFUSED(p->Evaluate(v, small, out), StatusCode::kInvalidArgument, "scratch");
   const int64_t one_value[] = {7};
