@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -267,10 +268,63 @@ struct DimBuilder {
     return FromPoly(std::move(r));
   }
 
+  // den's atoms removed from num's (multisets as sorted lists); nullopt when
+  // num lacks one of them.
+  static std::optional<std::vector<Atom>> DivideMonomial(const std::vector<Atom>& num,
+                                                         const std::vector<Atom>& den) {
+    std::vector<Atom> out;
+    size_t j = 0;
+    for (size_t i = 0; i < num.size(); ++i) {
+      const int c = j < den.size() ? CompareAtoms(*num[i], *den[j]) : -1;
+      if (c > 0) return std::nullopt;  // den[j] is not in num
+      if (c == 0) {
+        ++j;
+      } else {
+        out.push_back(num[i]);
+      }
+    }
+    if (j != den.size()) return std::nullopt;
+    return out;
+  }
+
+  // Q with a == b*Q as polynomials (so floor(a/b) = Q and a mod b = 0
+  // wherever b != 0), for a non-constant b, by polynomial long division:
+  // divide the remainder's leading term by b's (the term order is graded,
+  // so the leading term drops at every step); nullopt when a term does not
+  // divide or a remainder is left.
+  static std::optional<DimExpr> ExactQuotient(const DimExpr& a, const DimExpr& b) {
+    const DimNode* nb = b.node();
+    if (!a.node() || !nb) return std::nullopt;
+    const Term& lead = nb->terms.back();
+    DimExpr q(0), r = a;
+    for (size_t step = 0; step <= DimExpr::kMaxTerms; ++step) {
+      if (IsInvalid(r) || IsInvalid(q)) return std::nullopt;
+      const DimNode* nr = r.node();
+      if (!nr) {
+        if (r.constant_value() != 0) return std::nullopt;
+        if (!(Mul(b, q) == a)) return std::nullopt;  // a == b*q, whatever the order
+        return q;
+      }
+      const Term& t = nr->terms.back();
+      if (lead.coef == -1 ? t.coef == kI64Min : t.coef % lead.coef != 0) return std::nullopt;
+      std::optional<std::vector<Atom>> atoms = DivideMonomial(t.atoms, lead.atoms);
+      if (!atoms) return std::nullopt;
+      Poly p;
+      p.push_back(Term{t.coef / lead.coef, std::move(*atoms)});
+      const DimExpr qt = FromPoly(std::move(p));
+      q = Add(q, qt);
+      r = Add(r, Scale(Mul(b, qt), -1));
+    }
+    return std::nullopt;
+  }
+
   static DimExpr FloorDiv(const DimExpr& a, const DimExpr& b) {
     if (IsInvalid(a)) return a;
     if (IsInvalid(b)) return b;
-    if (!b.IsConstant()) return FromAtom(MakeAtom(AtomKind::kFloorDiv, -1, a, b));
+    if (!b.IsConstant()) {
+      if (std::optional<DimExpr> q = ExactQuotient(a, b)) return *q;
+      return FromAtom(MakeAtom(AtomKind::kFloorDiv, -1, a, b));
+    }
     int64_t k = b.constant_value();
     if (k == 0) return FromAtom(MakeAtom(AtomKind::kFloorDiv, -1, a, b));
     if (k == 1) return a;
@@ -329,7 +383,10 @@ struct DimBuilder {
   static DimExpr Mod(const DimExpr& a, const DimExpr& b) {
     if (IsInvalid(a)) return a;
     if (IsInvalid(b)) return b;
-    if (!b.IsConstant()) return FromAtom(MakeAtom(AtomKind::kMod, -1, a, b));
+    if (!b.IsConstant()) {
+      if (ExactQuotient(a, b)) return DimExpr(0);
+      return FromAtom(MakeAtom(AtomKind::kMod, -1, a, b));
+    }
     const int64_t k = b.constant_value();
     if (k == 0) return FromAtom(MakeAtom(AtomKind::kMod, -1, a, b));
     if (a.IsConstant()) return DimExpr(FloorMod(a.constant_value(), k));

@@ -106,6 +106,23 @@ TEST(Symbolic, FloorDivRules) {
   EXPECT_EQ(out, FloorDiv(h + 3, 4));  // floor((floor((h-1)/2)+1-1)/2)+1 = floor((h-1)/4)+1
 }
 
+TEST(Symbolic, ExactDivisionByExpressions) {
+  Syms s;
+  EXPECT_EQ(FloorDiv(768 * s.a, s.a), DimExpr(768));
+  EXPECT_EQ(FloorDiv(s.a * s.b * 768, s.b * s.a), DimExpr(768));
+  EXPECT_EQ(FloorDiv(s.a * s.b * 768, 2 * s.a), 384 * s.b);
+  EXPECT_EQ(FloorDiv(768 * (s.a + s.b), s.a + s.b), DimExpr(768));
+  EXPECT_EQ(FloorDiv(12 * s.c * (s.a + 1), 12 * s.c), s.a + 1);
+  EXPECT_EQ(FloorDiv((s.a + s.b) * (s.a - s.b), s.a - s.b), s.a + s.b);
+  EXPECT_EQ(Mod(768 * (s.a + s.b), s.a + s.b), DimExpr(0));
+  EXPECT_EQ(Mod(s.a * s.b, s.b), DimExpr(0));
+  // Not exact: kept.
+  EXPECT_FALSE(FloorDiv(s.a + 1, s.a).IsConstant());
+  EXPECT_FALSE(FloorDiv(3 * s.a, 2 * s.a).IsConstant());
+  EXPECT_FALSE(FloorDiv(s.a * s.a + s.b, s.a).IsConstant());
+  EXPECT_FALSE(Mod(s.a * s.a + 1, s.a).IsConstant());
+}
+
 TEST(Symbolic, ModRules) {
   Syms s;
   EXPECT_EQ(Mod(2 * s.a + 5, 2), DimExpr(1));
@@ -322,6 +339,17 @@ TreePtr Divisor(std::mt19937_64& rng, int num_syms, int depth) {
 TreePtr RandomTree(std::mt19937_64& rng, int num_syms, int depth) {
   if (depth == 0 || rng() % 4 == 0) return Leaf(rng, num_syms);
   auto t = std::make_shared<Tree>();
+  if (rng() % 12 == 0) {
+    // (p*q) / q or (p*q) mod q: exact divisions by an expression.
+    auto product = std::make_shared<Tree>();
+    product->kind = Tree::kMul;
+    product->x = RandomTree(rng, num_syms, depth - 1);
+    product->y = RandomTree(rng, num_syms, depth - 1);
+    t->kind = rng() % 3 == 0 ? Tree::kMod : Tree::kFloorDiv;
+    t->x = product;
+    t->y = rng() % 2 ? product->y : product->x;
+    return t;
+  }
   t->kind = static_cast<Tree::Kind>(2 + rng() % 9);
   t->x = RandomTree(rng, num_syms, depth - 1);
   if (t->kind == Tree::kFloorDiv || t->kind == Tree::kCeilDiv || t->kind == Tree::kMod) {
