@@ -176,7 +176,7 @@ inline DimExpr& operator+=(DimExpr& a, const DimExpr& b) { return a = a + b; }
 inline DimExpr& operator-=(DimExpr& a, const DimExpr& b) { return a = a - b; }
 inline DimExpr& operator*=(DimExpr& a, const DimExpr& b) { return a = a * b; }
 DimExpr FloorDiv(const DimExpr& a, const DimExpr& b);
-DimExpr CeilDiv(const DimExpr& a, const DimExpr& b);  // -FloorDiv(-a, b)
+DimExpr CeilDiv(const DimExpr& a, const DimExpr& b);  // ceil(a/b) = -floor(-a/b)
 DimExpr Mod(const DimExpr& a, const DimExpr& b);
 DimExpr Min(const DimExpr& a, const DimExpr& b);
 DimExpr Max(const DimExpr& a, const DimExpr& b);
