@@ -4,7 +4,9 @@
 #   DIR/<model>.input.npy      a fixed float32 input (seeded normal values)
 #   DIR/<model>.ref/<out>.npy  ONNX Runtime's outputs for that input
 # and the same for the quantized models of scripts/export_quant_models.py.
-# plus the same input/ref pair for models/demo_cnn.onnx (as DIR/demo_cnn.*).
+# plus the same input/ref pair for models/demo_cnn.onnx (as DIR/demo_cnn.*),
+# and the models with run-time dimensions of scripts/export_dynamic_models.py
+# (DIR/<case>.feeds/<input>.npy -> DIR/<case>.ref/<output>.npy).
 # Idempotent: models are re-exported only when export_models.py changed, and
 # references are recomputed only when missing or older than their model/input.
 # Extra arguments are passed to export_models.py (e.g. --with-resnet50).
@@ -182,4 +184,37 @@ if [ ! -f "$dir/tiny_decoder.merged.ref/.done" ]; then
   node "$oracle/ort_generate.js" --merged "$dir/tiny_decoder.merged.onnx" \
     "$dir/tiny_decoder.prompt.npy" 16 "$dir/tiny_decoder.merged.ref" >/dev/null
   touch "$dir/tiny_decoder.merged.ref/.done"
+fi
+
+# Models with dimensions chosen at each run (scripts/export_dynamic_models.py,
+# whose header lists models, dims and files): bert_dyn (sequence), resnet18_dyn
+# (height, width) and decoder_merged (an optimum-style merged decoder), each run
+# by ONNX Runtime on its cases' feeds (DIR/CASE.feeds -> DIR/CASE.ref), and the
+# merged decoder's greedy generation of 48 tokens (DIR/decoder_merged.gen.ref).
+dstamp="$dir/.export_dynamic.stamp"
+dwant="$(sha256sum "$repo/scripts/export_dynamic_models.py" "$repo/scripts/export_models.py" \
+  "$oracle/ort_generate.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$dstamp" ] || [ "$(cat "$dstamp")" != "$dwant" ]; then
+  "$py" "$repo/scripts/export_dynamic_models.py" --out "$dir" >/dev/null
+  rm -rf "$dir/decoder_merged.gen.ref"
+  printf '%s' "$dwant" >"$dstamp"
+fi
+for e in $("$py" "$repo/scripts/export_dynamic_models.py" --list-cases); do
+  case_name="${e%%:*}"
+  model="$dir/${e#*:}.onnx"
+  ref="$dir/$case_name.ref"
+  if [ ! -f "$ref/.done" ] || [ "$model" -nt "$ref/.done" ] || [ "$dstamp" -nt "$ref/.done" ]; then
+    feeds=()
+    for f in "$dir/$case_name.feeds"/*.npy; do feeds+=("$(basename "$f" .npy)=$f"); done
+    rm -rf "$ref"
+    node "$oracle/ort_run.js" "$model" "$ref" "${feeds[@]}"
+    touch "$ref/.done"
+  fi
+done
+gref="$dir/decoder_merged.gen.ref"
+if [ ! -f "$gref/.done" ] || [ "$dir/decoder_merged.onnx" -nt "$gref/.done" ]; then
+  rm -rf "$gref"
+  node "$oracle/ort_generate.js" --past-key-values "$dir/decoder_merged.onnx" \
+    "$dir/decoder_merged.prompt.npy" 48 "$gref" >/dev/null
+  touch "$gref/.done"
 fi

@@ -4,11 +4,22 @@
 //
 //   node ort_generate.js PREFILL.onnx DECODE.onnx PROMPT.npy N OUTDIR
 //   node ort_generate.js --merged MERGED.onnx PROMPT.npy N OUTDIR
+//   node ort_generate.js --past-key-values MERGED.onnx PROMPT.npy N OUTDIR [--dummy-past P]
 //
 // PROMPT.npy is int64 [1, T]. Prefill gives logits [1, T, V] and the KV cache;
 // token 0 is argmax of the last row. Token i > 0 comes from decode(token i-1,
 // pos T+i-1, cache). Writes OUTDIR/tokens.npy (int64 [N]) and
 // OUTDIR/logits.npy (float32 [N, V], the row each token was chosen from).
+//
+// --past-key-values takes a decoder merged the way Hugging Face optimum merges
+// one (scripts/export_dynamic_models.py, decoder_merged): inputs input_ids,
+// attention_mask, past_key_values.{i}.key/.value [B, H, past, Dh] and
+// use_cache_branch; outputs logits and present.{i}.key/.value. Prefill runs
+// the prompt with use_cache_branch false, a mask of ones [1, T] and a dummy
+// past of zeros P long (default 1; that branch reads no past); each decode
+// step runs the previous token with use_cache_branch true, the presents as
+// past and a mask of ones [1, past+1]. It also writes
+// OUTDIR/prefill_logits.npy (float32 [1, T, V], all of the prefill's logits).
 // Exit status 0 on success, else 1 with "error: ..." on stderr.
 'use strict';
 
@@ -57,6 +68,7 @@ function argmaxRow(data, row, v) {
 
 async function main() {
   const args = process.argv.slice(2);
+  if (args[0] === '--past-key-values') return generatePastKeyValues(args.slice(1));
   const merged = args[0] === '--merged';
   if (merged) args.shift();
   const [prefillPath, decodePath, promptPath, nArg, outDir] = merged ? [args[0], args[0], ...args.slice(1)] : args;
@@ -104,6 +116,73 @@ async function main() {
     v = merged ? out.present_v : out.v_cache_out;
   }
   fs.mkdirSync(outDir, { recursive: true });
+  writeNpy(path.join(outDir, 'tokens.npy'), '<i8', tokens, [n]);
+  writeNpy(path.join(outDir, 'logits.npy'), '<f4', logits, [n, vocab]);
+  process.stdout.write(`tokens: ${Array.from(tokens).join(' ')}\n`);
+}
+
+// Greedy decoding over an optimum-style merged decoder (see the header).
+async function generatePastKeyValues(args) {
+  let dummyPast = 1;
+  const pos = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--dummy-past') dummyPast = Number(args[++i]);
+    else pos.push(args[i]);
+  }
+  const [modelPath, promptPath, nArg, outDir] = pos;
+  if (!outDir || pos.length !== 4) {
+    fail('usage: node ort_generate.js --past-key-values MERGED.onnx PROMPT.npy N OUTDIR [--dummy-past P]');
+  }
+  const n = Number(nArg);
+  if (!Number.isInteger(n) || n < 1) fail(`N must be a positive integer, got '${nArg}'`);
+  if (!Number.isInteger(dummyPast) || dummyPast < 0) fail('--dummy-past needs a non-negative integer');
+  const opts = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
+  const session = await ort.InferenceSession.create(modelPath, opts);
+  const pastNames = session.inputNames.filter((x) => x.startsWith('past_key_values.'));
+  const presentName = (x) => x.replace(/^past_key_values\./, 'present.');
+  for (const want of ['input_ids', 'attention_mask', 'use_cache_branch']) {
+    if (!session.inputNames.includes(want)) fail(`${modelPath}: no input '${want}'`);
+  }
+  if (pastNames.length === 0) fail(`${modelPath}: no past_key_values.* inputs`);
+  for (const p of pastNames) {
+    if (!session.outputNames.includes(presentName(p))) fail(`${modelPath}: no output '${presentName(p)}' for '${p}'`);
+  }
+  const prompt = readInt64Npy(promptPath);
+  if (prompt.dims.length !== 2 || prompt.dims[0] !== 1) fail(`${promptPath}: expected shape [1, T], got [${prompt.dims}]`);
+  const t = prompt.dims[1];
+  const flag = (b) => new ort.Tensor('bool', Uint8Array.of(b ? 1 : 0), [1]);
+  const ones = (len) => new ort.Tensor('int64', new BigInt64Array(len).fill(1n), [1, len]);
+
+  // The dummy past's head count and head size: the model's declared past
+  // shape [batch, heads, past, head_dim], which must give them as numbers.
+  const zeros = (dims) => new ort.Tensor('float32', new Float32Array(dims.reduce((a, b) => a * b, 1)), dims);
+  const feeds = { input_ids: new ort.Tensor('int64', prompt.data, prompt.dims), attention_mask: ones(t),
+                  use_cache_branch: flag(false) };
+  for (const p of pastNames) {
+    const m = session.inputMetadata.find((x) => x.name === p);
+    if (!m || m.shape.length !== 4 || !Number.isInteger(m.shape[1]) || !Number.isInteger(m.shape[3])) {
+      fail(`${modelPath}: '${p}' needs a declared shape [batch, heads, past, head_dim] with numeric heads and head_dim`);
+    }
+    feeds[p] = zeros([1, m.shape[1], dummyPast, m.shape[3]]);
+  }
+  let out = await session.run(feeds);
+  const vocab = Number(out.logits.dims[2]);
+  fs.mkdirSync(outDir, { recursive: true });
+  writeNpy(path.join(outDir, 'prefill_logits.npy'), '<f4', out.logits.data, out.logits.dims.map(Number));
+  const tokens = new BigInt64Array(n);
+  const logits = new Float32Array(n * vocab);
+  logits.set(out.logits.data.subarray((t - 1) * vocab, t * vocab), 0);
+  tokens[0] = BigInt(argmaxRow(out.logits.data, t - 1, vocab));
+  for (let i = 1; i < n; i++) {
+    const step = { input_ids: new ort.Tensor('int64', BigInt64Array.of(tokens[i - 1]), [1, 1]),
+                   attention_mask: ones(t + i), use_cache_branch: flag(true) };
+    for (const p of pastNames) step[p] = out[presentName(p)];
+    const past = Number(step[pastNames[0]].dims[2]);
+    if (past !== t + i - 1) fail(`step ${i}: present is ${past} long, expected ${t + i - 1}`);
+    out = await session.run(step);
+    logits.set(out.logits.data.subarray(0, vocab), i * vocab);
+    tokens[i] = BigInt(argmaxRow(out.logits.data, 0, vocab));
+  }
   writeNpy(path.join(outDir, 'tokens.npy'), '<i8', tokens, [n]);
   writeNpy(path.join(outDir, 'logits.npy'), '<f4', logits, [n, vocab]);
   process.stdout.write(`tokens: ${Array.from(tokens).join(' ')}\n`);
