@@ -351,7 +351,7 @@ Status Importer::BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inp
       continue;
     }
     if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(dims.size())) continue;
-    const std::string entry = (from_value ? "input_values['" : "input_shapes['") + name + "']";
+    const std::string entry = from_value ? "input_values['" + name + "']" : ShapeEntry(name, dims);
     for (int i = 0; i < static_cast<int>(dims.size()); ++i) {
       const auto* d = tt.has_shape() ? &tt.shape().dim(i) : nullptr;
       const ir::InputDim& x = dims[i];
@@ -371,7 +371,8 @@ Status Importer::BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inp
       auto [it, fresh] = bounds_.emplace(sym, Bound{x.lo, x.hi, name, i, from_value});
       const Bound& b = it->second;
       if (fresh || (b.lo == x.lo && b.hi == x.hi)) continue;
-      const std::string first = (b.from_value ? "input_values['" : "input_shapes['") + b.input + "']";
+      const std::string first = b.from_value ? "input_values['" + b.input + "']"
+                                             : ShapeEntry(b.input, opts_.input_shapes.at(b.input));
       return InvalidArgument(entry + " gives dim " + std::to_string(i) + " of input '" + name + "' ('" + sym +
                              "') " + SizeText(x.lo, x.hi) + ", but " + first + " gives dim " + std::to_string(b.dim) +
                              " of input '" + b.input + "' " + SizeText(b.lo, b.hi) + ": both are the symbol '" + sym +
