@@ -65,7 +65,8 @@ Result<std::vector<InputDim>> ParseDims(const std::string& s, const std::string&
       if (!is_number(part)) return InvalidArgument(what + " " + form);
     } else if (!is_number(part.substr(0, dots)) || !is_number(part.substr(dots + 2))) {
       return InvalidArgument(what + ": dim " + std::to_string(i) + " '" + part +
-                             "' is not a range; write a range as LO..HI with both ends positive integers, e.g. 1x1..512");
+                             "' is not a range; write a range as LO..HI with both ends positive integers, "
+                             "e.g. 1x1..512");
     }
   }
   std::vector<InputDim> dims;
