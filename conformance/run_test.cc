@@ -175,7 +175,7 @@ RunOutcome RunSets(const std::string& name, const fs::path& plain_model, const o
       }
       CompileSpec spec;
       spec.targets = opt.targets;
-      spec.input_shapes = shapes;
+      for (const auto& [in, dims] : shapes) spec.input_shapes[in].assign(dims.begin(), dims.end());
       auto c = Compile(model_path, spec, fcb_path.string());
       std::error_code ec;
       fs::remove(baked, ec);

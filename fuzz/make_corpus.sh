@@ -74,6 +74,12 @@ J
 cat > "$out/spec/shapes.json" <<'J'
 {"targets": ["all"], "input_shapes": {"input": [1, 3, 224, 224], "decode:ids": [1, 1]}, "weight_sharing": false}
 J
+cat > "$out/spec/ranges.json" <<'J'
+{"targets": "generic", "input_shapes": {"input_ids": [1, [1, 512]], "dec:pixels": [1, 3, [64, 1024], [64, 1024]], "same": [[5, 5], 2]}}
+J
+cat > "$out/spec/bad_ranges.json" <<'J'
+{"targets": "generic", "input_shapes": {"a": [1, [512, 1]], "b": [1, [5]], "c": [1, [1, 2, 3]], "d": ["1..5"], "e": [[0, 4]]}}
+J
 cat > "$out/spec/options.json" <<'J'
 {"targets": ["x86-64-v4"], "target_options": {"precision": "bf16", "optimization_level": 3}}
 J

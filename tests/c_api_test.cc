@@ -192,7 +192,11 @@ TEST_F(CApiTest, SpecErrorsCarryTheCppMessage) {
       {R"({"targets": ["generik"]})", "unknown target 'generik'"},
       {R"({"targets": "generic", "target_options": {"optimisation_level": 1}})", "unknown option 'optimisation_level'"},
       {R"({"targets": ["generic", "generic"]})", "target 'generic' is listed more than once"},
-      {"not json", "the spec is not valid JSON"}};
+      {"not json", "the spec is not valid JSON"},
+      {R"({"targets": "generic", "input_shapes": {"input": [[8, 1], 3, 64, 64]}})",
+       "input_shapes['input'] dim 0 is the range [8, 1], whose low end is above its high end"},
+      {R"({"targets": "generic", "input_shapes": {"input": [[1], 3, 64, 64]}})",
+       "input_shapes['input'] dim 0 is [1]: a range is a list of two integers [lo, hi]"}};
   for (const auto& [spec, why] : specs) {
     SCOPED_TRACE(spec);
     StatusPtr s(fcb_compile(names, models, 1, spec, dir_->File("never.fcb").c_str(), nullptr));
@@ -202,6 +206,13 @@ TEST_F(CApiTest, SpecErrorsCarryTheCppMessage) {
     EXPECT_EQ(s.message(), cpp.status().message());
     EXPECT_FALSE(testing::FileExists(dir_->File("never.fcb")));
   }
+  // A valid range reaches the import, which refuses it as not compiled yet.
+  StatusPtr range(fcb_compile(names, models, 1, R"({"targets": "generic", "input_shapes": {"input": [[1, 8], 3, 64, 64]}})",
+                              dir_->File("never.fcb").c_str(), nullptr));
+  EXPECT_EQ(range.code(), FCB_STATUS_UNSUPPORTED);
+  EXPECT_NE(range.message().find("input 'input' dim 0 is the symbol 'batch' with the range 1..8"), std::string::npos)
+      << range.message();
+  EXPECT_FALSE(testing::FileExists(dir_->File("never.fcb")));
   const char* twice[] = {"a", "a"};
   const char* two_models[] = {models[0], models[0]};
   StatusPtr dup(fcb_compile(twice, two_models, 2, kSpec, dir_->File("never.fcb").c_str(), nullptr));

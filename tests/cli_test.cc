@@ -2,6 +2,8 @@
 // and "error: ..." messages.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "fcb/inspect.h"
@@ -167,6 +169,46 @@ TEST(Cli, SymbolicInputWithoutShapeNamesTheFix) {
   EXPECT_NE(r.err.find("--input-shape input="), std::string::npos) << "the CLI names its flag: " << r.err;
   EXPECT_EQ(r.err.find("input_shapes"), std::string::npos) << r.err;
   EXPECT_FALSE(testing::FileExists(tmp.File("x.fcb"))) << "a failed compile leaves no file";
+  // Both ways out, in flag form: fix the dim, or bound it.
+  EXPECT_NE(r.err.find("fix it with --input-shape, e.g. --input-shape input=1x3x64x64, or bound it, e.g. "
+                       "--input-shape input=1..512x3x64x64"),
+            std::string::npos)
+      << r.err;
+}
+
+// --input-shape with ranges: a degenerate range is the fixed size (the same
+// file byte for byte); a range on a dim the model fixes names the model's
+// size; a valid range is refused as not compiled yet, naming input, dim,
+// symbol and range. Messages use the flag's words.
+TEST(Cli, InputShapeRanges) {
+  TempDir tmp;
+  auto r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("fixed.fcb") + " --target generic --input-shape input=2x3x64x64"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("same.fcb") + " --target generic --input-shape input=2..2x3x64..64x64"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadBytes(tmp.File("fixed.fcb")), testing::ReadBytes(tmp.File("same.fcb")));
+
+  r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --target generic --input-shape input=1x3x32..64x64"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--input-shape input=1x3x32..64x64 gives dim 2 of input 'input' the range 32..64, but the model "
+                       "fixes that dim to 64; give it that size, e.g. --input-shape input=1x3x64x64"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("input_shapes"), std::string::npos) << r.err;
+
+  r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --target generic --input-shape main:input=1..8x3x64x64"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("input 'input' dim 0 is the symbol 'batch' with the range 1..8: ranges are validated but not "
+                       "compiled yet"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(testing::FileExists(tmp.File("x.fcb")));
+
+  // The same through a JSON spec file.
+  std::ofstream(tmp.File("spec.json")) << R"({"targets": "generic", "input_shapes": {"input": [[1, 8], 3, 64, 64]}})";
+  r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --spec " + tmp.File("spec.json")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the symbol 'batch' with the range 1..8"), std::string::npos) << r.err;
 }
 
 TEST(Cli, WrongInputShapeIsAnError) {

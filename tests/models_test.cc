@@ -77,9 +77,7 @@ void CheckEveryTarget(const std::string& name, const std::string& model) {
   const std::string out = tmp.File("model.fcb");
   CompileSpec spec;
   spec.targets = {"all"};
-  std::vector<int64_t> dims;
-  for (int64_t d : input.value().shape) dims.push_back(d);
-  spec.input_shapes["input"] = dims;
+  spec.input_shapes["input"].assign(input.value().shape.begin(), input.value().shape.end());
   auto report = Compile(model, spec, out);
   ASSERT_TRUE(report.ok()) << report.status().message();
 
@@ -172,7 +170,7 @@ TEST(ModelLevel0, DemoAndResnet18MatchOnnxRuntime) {
     TargetOptions o;
     o.optimization_level = 0;
     spec.target_options = {o, o};
-    spec.input_shapes["input"] = input.value().shape;
+    spec.input_shapes["input"].assign(input.value().shape.begin(), input.value().shape.end());
     auto report = Compile(model, spec, tmp.File("m.fcb"));
     ASSERT_TRUE(report.ok()) << report.status().message();
     for (const auto& t : spec.targets) {

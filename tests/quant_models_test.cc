@@ -69,7 +69,7 @@ TEST_P(QuantModelTest, EveryTargetMatchesOnnxRuntime) {
   const std::string out = tmp.File("model.fcb");
   CompileSpec spec;
   spec.targets = {"all"};
-  spec.input_shapes["input"] = input.value().shape;
+  spec.input_shapes["input"].assign(input.value().shape.begin(), input.value().shape.end());
   auto report = Compile(model, spec, out);
   ASSERT_TRUE(report.ok()) << report.status().message();
 

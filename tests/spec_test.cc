@@ -67,6 +67,23 @@ const Rule kRules[] = {
      {"precision int8", "optimization_level to 1 or higher", "precision fp32", "target 'x86-64-v3'"}},
     {"UnknownSpecKey", R"({"target": ["generic"]})", "", {"unknown spec key 'target'", "did you mean 'targets'"}},
     {"AllWithOthers", R"({"targets": ["all", "generic"]})", "--target all --target generic", {"'all'", "alone"}},
+    // Dimension ranges: each mistake names the dim and shows a correct JSON form.
+    {"RangeLowAboveHigh", R"({"targets": "generic", "input_shapes": {"input_ids": [1, [512, 1]]}})", "",
+     {"input_shapes['input_ids'] dim 1 is the range [512, 1]", "low end is above its high end", "[1, 512]"}},
+    {"RangeStartsBelowOne", R"({"targets": "generic", "input_shapes": {"input_ids": [1, [0, 512]]}})", "",
+     {"input_shapes['input_ids'] dim 1 is the range [0, 512]", "dimensions start at 1", "[1, 512]"}},
+    {"RangeWithOneEnd", R"({"targets": "generic", "input_shapes": {"input_ids": [1, [5]]}})", "",
+     {"input_shapes['input_ids'] dim 1 is [5]", "two integers [lo, hi]", "[1, [1, 512]]"}},
+    {"RangeWithThreeEnds", R"({"targets": "generic", "input_shapes": {"input_ids": [1, [1, 2, 3]]}})", "",
+     {"input_shapes['input_ids'] dim 1 is [1,2,3]", "two integers [lo, hi]", "[1, [1, 512]]"}},
+    {"RangeOfFloats", R"({"targets": "generic", "input_shapes": {"input_ids": [1, [1.5, 4]]}})", "",
+     {"input_shapes['input_ids'] dim 1 is [1.5,4]", "two integers [lo, hi]"}},
+    {"DimAsString", R"({"targets": "generic", "input_shapes": {"input_ids": [1, "1..512"]}})", "",
+     {"dim 1 is \"1..512\"", "a size (an integer) or a range [lo, hi]", "[1, [1, 512]]"}},
+    {"DimZero", R"({"targets": "generic", "input_shapes": {"input_ids": [1, 0]}})", "",
+     {"input_shapes['input_ids'] must be a list of positive integers", "dim 1 is 0", "dimensions start at 1"}},
+    {"ShapeNotAList", R"({"targets": "generic", "input_shapes": {"input_ids": 5}})", "",
+     {"input_shapes['input_ids'] must be a non-empty list", "[1, [1, 512]]"}},
 };
 
 class SpecRuleTest : public ::testing::TestWithParam<Rule> {};
@@ -178,7 +195,7 @@ TEST(Spec, ValidSpecsParse) {
   EXPECT_EQ(s.value().target_options[1].precision, "bf16");
   EXPECT_EQ(s.value().target_options[0].optimization_level, 2) << "documented default";
   EXPECT_FALSE(s.value().weight_sharing);
-  EXPECT_EQ(s.value().input_shapes.at("input"), (std::vector<int64_t>{1, 3, 64, 64}));
+  EXPECT_EQ(s.value().input_shapes.at("input"), (std::vector<InputDim>{1, 3, 64, 64}));
   auto i8 = ParseSpecJson(R"({"targets": ["generic", "x86-64-v4"],
                               "target_options": [{"precision": "int8", "optimization_level": 1}, {"precision": "int8"}]})");
   ASSERT_TRUE(i8.ok()) << i8.status().message();
@@ -187,6 +204,71 @@ TEST(Spec, ValidSpecsParse) {
   auto one = ParseTargetOptionsJson(R"({"precision": "int8"})");
   ASSERT_TRUE(one.ok()) << one.status().message();
   EXPECT_TRUE(ValidateSpec(CompileSpec{{"x86-64-v3"}, {one.value()}}).ok());
+}
+
+TEST(Spec, RangesParse) {
+  auto s = ParseSpecJson(R"({"targets": "generic", "input_shapes": {"input_ids": [1, [1, 512]],
+                             "dec:pixels": [1, 3, [64, 1024], [64, 1024]], "same": [[5, 5], 2]}})");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const auto& shapes = s.value().input_shapes;
+  EXPECT_EQ(shapes.at("input_ids"), (std::vector<InputDim>{1, {1, 512}}));
+  EXPECT_TRUE(shapes.at("input_ids")[1].is_range());
+  EXPECT_EQ(shapes.at("input_ids")[1].lo, 1);
+  EXPECT_EQ(shapes.at("input_ids")[1].hi, 512);
+  EXPECT_EQ(shapes.at("dec:pixels"), (std::vector<InputDim>{1, 3, {64, 1024}, {64, 1024}}));
+  EXPECT_EQ(shapes.at("same"), (std::vector<InputDim>{5, 2})) << "a degenerate range is that size";
+  EXPECT_FALSE(shapes.at("same")[0].is_range());
+}
+
+// The C++ brace forms: sizes as before, a pair for a range, in a map too.
+TEST(Spec, RangeBraceFormsInCpp) {
+  CompileSpec spec;
+  spec.targets = {"generic"};
+  spec.input_shapes["input"] = {1, 3, 224, 224};
+  spec.input_shapes["input_ids"] = {1, {1, 512}};
+  EXPECT_EQ(spec.input_shapes["input"].size(), 4u);
+  ASSERT_EQ(spec.input_shapes["input_ids"].size(), 2u);
+  EXPECT_EQ(spec.input_shapes["input_ids"][0], InputDim(1));
+  EXPECT_EQ(spec.input_shapes["input_ids"][1], InputDim(1, 512));
+  EXPECT_TRUE(ValidateSpec(spec).ok());
+  CompileSpec braced{{"generic"}, {}, true, {{"ids", {1, {1, 512}}}, {"x", {2, 3}}}};
+  EXPECT_EQ(braced.input_shapes.at("ids")[1].hi, 512);
+  EXPECT_EQ(braced.input_shapes.at("x"), (std::vector<InputDim>{2, 3}));
+
+  spec.input_shapes["input_ids"] = {1, {0, 512}};
+  EXPECT_REFUSED(ValidateSpec(spec), StatusCode::kInvalidArgument,
+                 "input shape for 'input_ids' has the range 0..512 at dim 1, which starts below 1; dimensions start at 1, e.g. 1..512");
+  spec.input_shapes["input_ids"] = {1, {512, 1}};
+  EXPECT_REFUSED(ValidateSpec(spec), StatusCode::kInvalidArgument,
+                 "input shape for 'input_ids' has the range 512..1 at dim 1, whose low end is above its high end; write it 1..512");
+  spec.input_shapes["input_ids"] = {1, 0};
+  EXPECT_REFUSED(ValidateSpec(spec), StatusCode::kInvalidArgument, "input shape for 'input_ids' has a dimension < 1");
+}
+
+// The flag form: LO..HI; each mistake shows a correct flag value.
+TEST(Spec, RangeFlagsAreChecked) {
+  struct Case {
+    const char* dims;
+    std::vector<const char*> must_mention;
+  };
+  const Case cases[] = {
+      {"1x..5", {"dims '1x..5': dim 1 '..5' is not a range", "LO..HI with both ends", "e.g. 1x1..512"}},
+      {"1x5..", {"dims '1x5..': dim 1 '5..' is not a range", "e.g. 1x1..512"}},
+      {"1x5..3x", {"dims '1x5..3x' must be positive integers joined by 'x', e.g. 1x3x224x224", "LO..HI, e.g. 1x1..512"}},
+      {"1x5..3", {"dim 1 is the range 5..3, whose low end is above its high end; write 1x3..5"}},
+      {"1x0..5", {"dim 1 is the range 0..5, which starts below 1; dimensions start at 1, e.g. 1x1..5"}},
+      {"1x0", {"dims '1x0' must all be >= 1 (dimensions start at 1)"}},
+      {"1x1.5", {"dims '1x1.5' must be positive integers joined by 'x'"}},
+      {"1x1...5", {"dim 1 '1...5' is not a range"}},
+  };
+  for (const Case& c : cases) {
+    TempDir tmp;
+    auto res = RunCommand(CliPath() + " compile /nonexistent/model.onnx -o " + tmp.File("out.fcb") +
+                          " --target generic --input-shape input_ids=" + c.dims);
+    EXPECT_EQ(res.exit_code, 1) << c.dims << ": " << res.err;
+    EXPECT_EQ(res.err.rfind("error: --input-shape dims '", 0), 0u) << res.err;
+    for (const char* m : c.must_mention) EXPECT_NE(res.err.find(m), std::string::npos) << c.dims << ": '" << m << "' not in: " << res.err;
+  }
 }
 
 std::vector<uint8_t> CompileWithSpec(const TempDir& tmp, const std::string& name, const std::string& json) {

@@ -36,14 +36,32 @@ struct TargetOptions {
   bool operator==(const TargetOptions&) const = default;
 };
 
+// One dimension of an input shape in CompileSpec::input_shapes: a fixed size,
+// or a range lo..hi bounded at compile time whose size is chosen at each run.
+// An integer converts implicitly, so {1, 3, 224, 224} is four fixed sizes and
+// {1, {1, 512}} a fixed 1 and the range 1..512. lo == hi is that fixed size.
+// Sizes start at 1; ValidateSpec refuses lo < 1 and lo > hi.
+struct InputDim {
+  int64_t lo = 1, hi = 1;
+  InputDim() = default;
+  InputDim(int64_t size) : lo(size), hi(size) {}  // NOLINT: implicit by design
+  InputDim(int64_t lo_, int64_t hi_) : lo(lo_), hi(hi_) {}
+  bool is_range() const { return lo != hi; }
+  bool operator==(const InputDim&) const = default;
+};
+
 struct CompileSpec {
   // Ordered target names ("generic", "x86-64-v2", "x86-64-v3", "x86-64-v4"; "all" = every known).
   std::vector<std::string> targets;
   // Empty (every target uses defaults), or exactly one per target, position i for target i.
   std::vector<TargetOptions> target_options;
   bool weight_sharing = true;
-  // "NAME" applies to every method, "METHOD:NAME" to one; dims fix symbolic input shapes.
-  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // "NAME" applies to every method, "METHOD:NAME" to one; dims fix symbolic
+  // input dims, or bound them (a range). A symbolic dim (ONNX dim_param) is
+  // one size at run time: a size or range given for it in one input applies
+  // to every input using it. Ranges are validated against the model but not
+  // compiled yet: the import refuses a range with lo < hi as unsupported.
+  std::map<std::string, std::vector<InputDim>> input_shapes;
   // "NAME" applies to every method, "METHOD:NAME" to one (it wins over "NAME"
   // for that method). Fixes a graph input to a constant: it is no longer an
   // input of that method and is folded like any constant (a flag selecting

@@ -91,6 +91,8 @@ FCB_C_API void fcb_string_destroy(char* s);
  * spec_json: a compile spec as JSON text, the format of `fcb compile --spec`
  * (README "Compile specs"), e.g.
  *   {"targets": ["generic", "x86-64-v3"], "input_shapes": {"input": [1, 3, 224, 224]}}
+ * (a dim may be a range [lo, hi], e.g. "input_ids": [1, [1, 512]]; ranges are
+ * validated but not compiled yet: one with lo < hi is FCB_STATUS_UNSUPPORTED)
  * or NULL for every known target with default options.
  * report_json: NULL, or receives the compile report (release it with
  * fcb_string_destroy):

@@ -98,7 +98,7 @@ def compile(
     targets: Union[str, Sequence[str]] = "all",
     target_options: Union[None, Mapping[str, Any], Sequence[Mapping[str, Any]]] = None,
     weight_sharing: bool = True,
-    input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    input_shapes: Optional[Mapping[str, Sequence[Union[int, Sequence[int]]]]] = None,
     input_values: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[str, str, str], None]] = None,
 ) -> CompileReport:
@@ -120,7 +120,12 @@ def compile(
         weight_sharing: False stores a separate copy of the weights for every
             context (for comparison).
         input_shapes: fixes symbolic input dimensions: {"NAME": [1, 3, 224, 224]}
-            for every method, {"METHOD:NAME": [...]} for one.
+            for every method, {"METHOD:NAME": [...]} for one. A dim may be a
+            range (lo, hi) or [lo, hi] bounded at compile time, e.g.
+            {"input_ids": [1, (1, 512)]}; a symbolic dim shared by several
+            inputs is one size, so what one input gives it applies to all.
+            Ranges are validated against the model but not compiled yet: a
+            range with lo < hi raises fcb.UnsupportedError naming it.
         input_values: fixes inputs to constants: {"NAME": value} for every
             method, {"METHOD:NAME": value} for one; a value is a NumPy array,
             a nested list or a scalar, converted to the input's type when

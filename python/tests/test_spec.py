@@ -44,6 +44,52 @@ def test_invalid_specs_raise_value_error_with_the_clis_message(kwargs, spec, fix
     assert r.stderr.strip() == f"error: spec '{spec_path}': {message}"
 
 
+# Dimension ranges: [lo, hi] (or a tuple) for a bounded dim; each mistake
+# names the dim and shows a correct form.
+RANGE_INVALID = [
+    ([[8, 1], 3, 64, 64], "input_shapes['input'] dim 0 is the range [8, 1], whose low end is above its high end; "
+                          "write it [1, 8]"),
+    ([(0, 8), 3, 64, 64], "input_shapes['input'] dim 0 is the range [0, 8], which starts below 1: dimensions start at 1"),
+    ([[1], 3, 64, 64], "input_shapes['input'] dim 0 is [1]: a range is a list of two integers [lo, hi], e.g. [1, [1, 512]]"),
+    ([[1, 2, 3], 3, 64, 64], "dim 0 is [1,2,3]: a range is a list of two integers [lo, hi]"),
+    (["1..8", 3, 64, 64], "a dim is a size (an integer) or a range [lo, hi], e.g. [1, [1, 512]]"),
+    ([0, 3, 64, 64], "dimensions start at 1"),
+]
+
+
+@pytest.mark.parametrize("dims,fix", RANGE_INVALID, ids=[str(d[0]) for d, _ in RANGE_INVALID])
+def test_invalid_ranges_raise_value_error_with_the_clis_message(dims, fix, demo_model, cli, tmp_path):
+    out = tmp_path / "never.fcb"
+    with pytest.raises(ValueError) as e:
+        fcb.compile(demo_model, out, targets="generic", input_shapes={"input": dims})
+    message = str(e.value)
+    assert fix in message, message
+    assert not out.exists()
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps({"targets": "generic", "input_shapes": {"input": dims}}))
+    r = run_cli(cli, "compile", demo_model, "-o", out, "--spec", spec_path, check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip() == f"error: spec '{spec_path}': {message}"
+
+
+def test_ranges_are_validated_against_the_model(demo_model, tmp_path):
+    # A degenerate range is the fixed size: the same file byte for byte.
+    fixed, same = tmp_path / "fixed.fcb", tmp_path / "same.fcb"
+    fcb.compile(demo_model, fixed, targets="generic", input_shapes={"input": [2, 3, 64, 64]})
+    fcb.compile(demo_model, same, targets="generic", input_shapes={"input": [(2, 2), 3, [64, 64], 64]})
+    assert fixed.read_bytes() == same.read_bytes()
+    # A range on a dim the model fixes names the model's size.
+    with pytest.raises(ValueError, match=r"gives dim 2 of input 'input' the range 32\.\.64, but the model fixes "
+                                         r"that dim to 64; give it that size, e.g. input_shapes\['input'\] = "
+                                         r"\[1, 3, 64, 64\]"):
+        fcb.compile(demo_model, tmp_path / "x.fcb", targets="generic", input_shapes={"input": [1, 3, (32, 64), 64]})
+    # A valid range passes validation; compiling it is not implemented yet.
+    with pytest.raises(fcb.UnsupportedError, match=r"input 'input' dim 0 is the symbol 'batch' with the range "
+                                                   r"1\.\.8: ranges are validated but not compiled yet"):
+        fcb.compile(demo_model, tmp_path / "x.fcb", targets="generic", input_shapes={"input": [(1, 8), 3, 64, 64]})
+    assert not (tmp_path / "x.fcb").exists()
+
+
 def test_scalar_and_one_element_list_give_identical_files(demo_model, tmp_path):
     a, b = tmp_path / "scalar.fcb", tmp_path / "list.fcb"
     fcb.compile(demo_model, a, targets="x86-64-v2", target_options={"optimization_level": 1}, input_shapes=SHAPES)

@@ -61,8 +61,8 @@ std::string Json(const nlohmann::ordered_json& j, int indent = -1);
 
 // Splits "NAME=VALUE" at the last '=' ... first '='; errors name the flag.
 Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, const std::string& flag);
-// "1x3x224x224" -> dims.
-Result<std::vector<int64_t>> ParseDims(const std::string& s, const std::string& flag);
+// "1x3x224x224" -> dims; a range is LO..HI, e.g. "1x1..512".
+Result<std::vector<InputDim>> ParseDims(const std::string& s, const std::string& flag);
 
 // Shared by run and bench: loads the program and picks the method.
 struct Loaded {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -32,18 +33,61 @@ Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, co
   return std::make_pair(s.substr(0, eq), s.substr(eq + 1));
 }
 
-Result<std::vector<int64_t>> ParseDims(const std::string& s, const std::string& flag) {
-  std::vector<int64_t> dims;
-  size_t pos = 0;
-  while (pos <= s.size()) {
+Result<std::vector<InputDim>> ParseDims(const std::string& s, const std::string& flag) {
+  const std::string what = flag + " dims '" + s + "'";
+  const std::string form = "must be positive integers joined by 'x', e.g. 1x3x224x224, where a bounded dim is "
+                           "a range LO..HI, e.g. 1x1..512";
+  // The parts between the 'x's; an example is the user's dims with one part replaced.
+  std::vector<std::string> parts;
+  for (size_t pos = 0;;) {
     const size_t x = s.find('x', pos);
-    const std::string part = s.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12)
-      return InvalidArgument(flag + " dims '" + s + "' must be positive integers joined by 'x', e.g. 1x3x224x224");
-    dims.push_back(std::stoll(part));
-    if (dims.back() < 1) return InvalidArgument(flag + " dims '" + s + "' must all be >= 1");
+    parts.push_back(s.substr(pos, x == std::string::npos ? std::string::npos : x - pos));
     if (x == std::string::npos) break;
     pos = x + 1;
+  }
+  auto with = [&](size_t i, const std::string& part) {
+    std::string out;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (k) out += 'x';
+      out += k == i ? part : parts[k];
+    }
+    return out;
+  };
+  auto is_number = [](const std::string& t) {
+    return !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  // The form of every part first, so that an example built from the user's
+  // dims is itself well-formed; then the values.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    const size_t dots = part.find("..");
+    if (dots == std::string::npos) {
+      if (!is_number(part)) return InvalidArgument(what + " " + form);
+    } else if (!is_number(part.substr(0, dots)) || !is_number(part.substr(dots + 2))) {
+      return InvalidArgument(what + ": dim " + std::to_string(i) + " '" + part +
+                             "' is not a range; write a range as LO..HI with both ends positive integers, "
+                             "e.g. 1x1..512");
+    }
+  }
+  std::vector<InputDim> dims;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    const size_t dots = part.find("..");
+    if (dots == std::string::npos) {
+      dims.emplace_back(std::stoll(part));
+      if (dims.back().lo < 1) return InvalidArgument(what + " must all be >= 1 (dimensions start at 1)");
+      continue;
+    }
+    const std::string lo_text = part.substr(0, dots), hi_text = part.substr(dots + 2);
+    const int64_t lo = std::stoll(lo_text), hi = std::stoll(hi_text);
+    if (lo < 1)
+      return InvalidArgument(what + ": dim " + std::to_string(i) + " is the range " + part +
+                             ", which starts below 1; dimensions start at 1, e.g. " +
+                             with(i, "1.." + std::to_string(std::max<int64_t>(hi, 1))));
+    if (lo > hi)
+      return InvalidArgument(what + ": dim " + std::to_string(i) + " is the range " + part +
+                             ", whose low end is above its high end; write " + with(i, hi_text + ".." + lo_text));
+    dims.emplace_back(lo, hi);
   }
   return dims;
 }

@@ -22,24 +22,41 @@ void ShowProgress(void* user, const std::string& stage, const std::string& metho
 }
 
 // The library names an input shape as the spec entry that sets it,
-// "input_shapes['NAME'] = [1, 3, 224, 224]"; on the command line that is
-// the flag --input-shape NAME=1x3x224x224 (and input_values['NAME'] is
+// "input_shapes['NAME'] = [1, [1, 512], 224]" (a range is [lo, hi]); on the
+// command line that is the flag --input-shape NAME=1x1..512x224, and a bare
+// input_shapes['NAME'] is --input-shape NAME (input_values['NAME'] is
 // --input-value NAME).
 Status FlagWords(const Status& s) {
   std::string m = s.message();
   const std::string key = "input_shapes['";
   size_t at = 0;
   while ((at = m.find(key, at)) != std::string::npos) {
-    const size_t name_end = m.find("'] = [", at + key.size());
-    const size_t dims_end = name_end == std::string::npos ? name_end : m.find(']', name_end + 6);
-    if (dims_end == std::string::npos) break;
-    std::string dims = m.substr(name_end + 6, dims_end - name_end - 6);
-    std::string flag_dims;
-    for (char c : dims)
-      if (c == ',') flag_dims += 'x';
-      else if (c != ' ') flag_dims += c;
-    const std::string flag = "--input-shape " + m.substr(at + key.size(), name_end - at - key.size()) + "=" + flag_dims;
-    m.replace(at, dims_end + 1 - at, flag);
+    const size_t name_end = m.find("']", at + key.size());
+    if (name_end == std::string::npos) break;
+    std::string flag = "--input-shape " + m.substr(at + key.size(), name_end - at - key.size());
+    size_t end = name_end + 2;
+    if (m.compare(end, 4, " = [") == 0) {
+      // The dims up to the matching ']': ", " joins dims at depth 1 and a range's ends at depth 2.
+      std::string flag_dims;
+      int depth = 0;
+      size_t i = end + 3;
+      for (; i < m.size(); ++i) {
+        const char c = m[i];
+        if (c == '[') {
+          ++depth;
+        } else if (c == ']') {
+          if (--depth == 0) break;
+        } else if (c == ',') {
+          flag_dims += depth == 1 ? "x" : "..";
+        } else if (c != ' ') {
+          flag_dims += c;
+        }
+      }
+      if (i == m.size()) break;
+      flag += "=" + flag_dims;
+      end = i + 1;
+    }
+    m.replace(at, end - at, flag);
     at += flag.size();
   }
   const std::string vkey = "input_values['";

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   compile->add_option("--target-options", ca.target_options, "JSON options, once per --target, same order, e.g. '{\"optimization_level\": 2, "
                       "\"precision\": \"int8\"}' (precision: fp32, bf16 or int8)");
   compile->add_option("--spec", ca.spec_path, "JSON compile spec (flags given too override its fields)");
-  compile->add_option("--input-shape", ca.input_shapes, "[METHOD:]NAME=1x3x224x224 (repeatable)");
+  compile->add_option("--input-shape", ca.input_shapes,
+                      "[METHOD:]NAME=1x3x224x224; LO..HI bounds a dim, e.g. NAME=1x1..512 (repeatable)");
   compile->add_option("--input-value", ca.input_values,
                       "[METHOD:]NAME=FILE.npy: fix an input to a constant (repeatable)");
   compile->add_option("--method", ca.methods, "NAME=MODEL.onnx (repeatable)");

@@ -53,7 +53,7 @@ void PerMethod(const std::map<std::string, T>& given, const std::string& method,
 
 ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& method) {
   ir::ImportOptions o;
-  PerMethod(spec.input_shapes, method, [](const std::vector<int64_t>& d) { return d; }, &o.input_shapes);
+  PerMethod(spec.input_shapes, method, [](const std::vector<InputDim>& d) { return d; }, &o.input_shapes);
   PerMethod(spec.input_values, method, [](const NpyArray& a) -> ir::TensorPtr {
     auto t = std::make_shared<ir::TensorData>();
     t->dtype = static_cast<ir::DType>(a.dtype);  // NumPy codes are ONNX's (fcb/npy.h)

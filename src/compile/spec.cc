@@ -73,14 +73,51 @@ Result<TargetOptions> ParseOptions(const json& j, const std::string& where) {
   return o;
 }
 
-Result<std::vector<int64_t>> ParseDims(const json& j, const std::string& name) {
+// A JSON element shown in a message, cut short when long.
+std::string Shown(const json& j) {
+  std::string t = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return t.size() > 40 ? t.substr(0, 37) + "..." : t;
+}
+
+// One dim: a size (an integer >= 1) or a range [lo, hi] (1 <= lo <= hi).
+// Errors show a correct example in the JSON form.
+Result<InputDim> ParseDim(const json& d, const std::string& name, size_t i) {
+  const std::string where = "input_shapes['" + name + "'] dim " + std::to_string(i);
+  if (d.is_number_integer()) {
+    if (d.get<int64_t>() < 1 || (d.is_number_unsigned() && d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+      return InvalidArgument("input_shapes['" + name + "'] must be a list of positive integers, e.g. [1, 3, 224, 224]; " +
+                             "dim " + std::to_string(i) + " is " + Shown(d) + " (dimensions start at 1)");
+    return InputDim(d.get<int64_t>());
+  }
+  if (!d.is_array())
+    return InvalidArgument("input_shapes['" + name + "'] must be a list of positive integers, e.g. [1, 3, 224, 224]; " +
+                           "dim " + std::to_string(i) + " is " + Shown(d) +
+                           ": a dim is a size (an integer) or a range [lo, hi], e.g. [1, [1, 512]]");
+  if (d.size() != 2 || !d[0].is_number_integer() || !d[1].is_number_integer())
+    return InvalidArgument(where + " is " + Shown(d) +
+                           ": a range is a list of two integers [lo, hi], e.g. [1, [1, 512]] for 1 to 512");
+  for (const json& e : d)
+    if (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      return InvalidArgument(where + " is " + Shown(d) + ": its ends must fit int64, e.g. [1, [1, 512]]");
+  const int64_t lo = d[0].get<int64_t>(), hi = d[1].get<int64_t>();
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (lo < 1)
+    return InvalidArgument(where + " is the range " + range + ", which starts below 1: dimensions start at 1, e.g. [1, " +
+                           std::to_string(std::max<int64_t>(hi, 1)) + "]");
+  if (lo > hi)
+    return InvalidArgument(where + " is the range " + range + ", whose low end is above its high end; write it [" +
+                           std::to_string(hi) + ", " + std::to_string(lo) + "]");
+  return InputDim(lo, hi);
+}
+
+Result<std::vector<InputDim>> ParseDims(const json& j, const std::string& name) {
   if (!j.is_array() || j.empty())
-    return InvalidArgument("input_shapes['" + name + "'] must be a non-empty list of positive integers, e.g. [1, 3, 224, 224]");
-  std::vector<int64_t> dims;
+    return InvalidArgument("input_shapes['" + name + "'] must be a non-empty list of positive integers, e.g. [1, 3, 224, 224]" +
+                           ", where a bounded dim is a range [lo, hi], e.g. [1, [1, 512]]");
+  std::vector<InputDim> dims;
   for (const auto& d : j) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 1)
-      return InvalidArgument("input_shapes['" + name + "'] must be a list of positive integers, e.g. [1, 3, 224, 224]");
-    dims.push_back(d.get<int64_t>());
+    FCB_ASSIGN_OR_RETURN(InputDim x, ParseDim(d, name, dims.size()));
+    dims.push_back(x);
   }
   return dims;
 }
@@ -187,8 +224,20 @@ Status ValidateSpec(const CompileSpec& spec) {
       return InvalidArgument("an input shape has an empty input name; write NAME=1x3x224x224 or METHOD:NAME=...");
     if (dims.empty())
       return InvalidArgument("input shape for '" + name + "' has no dimensions; write e.g. " + name + "=1x3x224x224");
-    for (int64_t d : dims)
-      if (d < 1) return InvalidArgument("input shape for '" + name + "' has a dimension < 1; all dims must be positive");
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const InputDim& d = dims[i];
+      const std::string range = std::to_string(d.lo) + ".." + std::to_string(d.hi);
+      if (!d.is_range() && d.lo < 1)
+        return InvalidArgument("input shape for '" + name + "' has a dimension < 1; all dims must be positive");
+      if (d.lo < 1)
+        return InvalidArgument("input shape for '" + name + "' has the range " + range + " at dim " +
+                               std::to_string(i) + ", which starts below 1; dimensions start at 1, e.g. 1.." +
+                               std::to_string(std::max<int64_t>(d.hi, 1)));
+      if (d.lo > d.hi)
+        return InvalidArgument("input shape for '" + name + "' has the range " + range + " at dim " +
+                               std::to_string(i) + ", whose low end is above its high end; write it " +
+                               std::to_string(d.hi) + ".." + std::to_string(d.lo));
+    }
   }
   for (const auto& [name, value] : spec.input_values) {
     if (name.empty() || name.back() == ':')
@@ -250,7 +299,8 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
       spec.weight_sharing = it->get<bool>();
     } else if (key == "input_shapes") {
       if (!it->is_object())
-        return InvalidArgument("\"input_shapes\" must be an object mapping input name to dims, e.g. {\"input\": [1, 3, 224, 224]}");
+        return InvalidArgument("\"input_shapes\" must be an object mapping input name to dims, e.g. {\"input\": [1, 3, 224, 224]}"
+                               " (a bounded dim is a range [lo, hi]: {\"input_ids\": [1, [1, 512]]})");
       for (auto s = it->begin(); s != it->end(); ++s) {
         FCB_ASSIGN_OR_RETURN(spec.input_shapes[s.key()], ParseDims(*s, s.key()));
       }

@@ -99,11 +99,47 @@ std::string OldOpsetProblem(const ir::Node& n, int64_t opset) {
 // How an input shape is named in messages: as the entry of
 // ImportOptions::input_shapes / CompileSpec::input_shapes that sets it, e.g.
 // "input_shapes['input'] = [1, 3, 224, 224]" (the CLI rewrites it as its flag).
-std::string ShapeEntry(const std::string& name, const std::vector<int64_t>& d) {
+// A range is written [lo, hi] there: "input_shapes['ids'] = [1, [1, 512]]".
+std::string ShapeEntry(const std::string& name, const std::vector<ir::InputDim>& d) {
   std::string dims;
-  for (int64_t x : d) dims += (dims.empty() ? "" : ", ") + std::to_string(x);
+  for (const ir::InputDim& x : d) {
+    if (!dims.empty()) dims += ", ";
+    if (!x.is_range()) {
+      dims += std::to_string(x.lo);
+      continue;
+    }
+    dims += '[';
+    dims += std::to_string(x.lo);
+    dims += ", ";
+    dims += std::to_string(x.hi);
+    dims += ']';
+  }
   return "input_shapes['" + name + "'] = [" + dims + "]";
 }
+
+// A size or a range in prose: "4", "1..512".
+std::string SizeText(int64_t lo, int64_t hi) {
+  return lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+}
+
+// Dims as ir::ShapeToString writes a shape, ranges as lo..hi: "1x1..512".
+std::string DimsText(const std::vector<ir::InputDim>& d) {
+  std::string out;
+  for (const ir::InputDim& x : d) {
+    if (!out.empty()) out += 'x';
+    out += SizeText(x.lo, x.hi);
+  }
+  return out.empty() ? "scalar" : out;
+}
+
+// The symbol of dim `i` of input `input`: its dim_param, or "<input>.<i>"
+// for an unnamed one (`d` null: the model gives the input no shape).
+std::string SymbolOf(const std::string& input, const onnx::TensorShapeProto::Dimension* d, int i) {
+  if (d && d->has_dim_param() && !d->dim_param().empty()) return d->dim_param();
+  return input + "." + std::to_string(i);
+}
+
+bool FixedByModel(const onnx::TensorShapeProto::Dimension* d) { return d && d->has_dim_value() && d->dim_value() >= 0; }
 
 // Converts attributes; subgraphs and sparse tensors have no IR form.
 Status ConvertAttrs(const onnx::NodeProto& p, const std::string& base_dir, ir::Node* n,
@@ -238,6 +274,7 @@ Status Importer::AddInputs() {
                       (all.empty() ? "(none)" : all));
     if (!t) return InvalidArgument("input_values['" + name + "'] has no data");
   }
+  FCB_RETURN_IF_ERROR(BindSymbols(runtime));
   // An initializer that is also an input (older IR versions) is a default
   // ONNX Runtime lets a feed override; input_values overrides it here.
   for (const auto& vi : g_.input()) {
@@ -268,9 +305,10 @@ Status Importer::AddInputs() {
       else
         declared = ir::Shape(given->second->shape.size(), -1);
       auto shape_given = opts_.input_shapes.find(name);
-      if (shape_given != opts_.input_shapes.end() && shape_given->second != given->second->shape)
+      if (shape_given != opts_.input_shapes.end() &&
+          shape_given->second != std::vector<ir::InputDim>(given->second->shape.begin(), given->second->shape.end()))
         return InvalidArgument("input_values['" + name + "'] has shape " + ir::ShapeToString(given->second->shape) +
-                               " but input_shapes gives " + ir::ShapeToString(shape_given->second) +
+                               " but input_shapes gives " + DimsText(shape_given->second) +
                                "; give one of them");
       FCB_ASSIGN_OR_RETURN(auto t, FitInputValue(name, *given->second, dtype, declared, given->second->shape));
       FCB_ASSIGN_OR_RETURN(int id, s_.AddNamed(name));
@@ -288,6 +326,80 @@ Status Importer::AddInputs() {
     v.shape = std::move(shape);
     v.has_shape = true;
     s_.g.inputs.push_back(id);
+  }
+  return RefuseRanges();
+}
+
+// Every input's entry (input_values first: a value fixes its input's dims)
+// binds the symbols of the dims the model leaves free. A symbol is one size
+// at run time, so two entries must agree on it; a range on a dim the model
+// fixes is refused here too. Rank and fixed-size contradictions are refused
+// per input (DeclaredInputShape, FitInputValue), so they are skipped here.
+Status Importer::BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inputs) {
+  for (const auto* vi : inputs) {
+    const std::string& name = vi->name();
+    if (!vi->type().has_tensor_type()) continue;
+    const auto& tt = vi->type().tensor_type();
+    std::vector<ir::InputDim> dims;
+    bool from_value = false;
+    if (auto v = opts_.input_values.find(name); v != opts_.input_values.end() && v->second) {
+      dims.assign(v->second->shape.begin(), v->second->shape.end());
+      from_value = true;
+    } else if (auto sh = opts_.input_shapes.find(name); sh != opts_.input_shapes.end()) {
+      dims = sh->second;
+    } else {
+      continue;
+    }
+    if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(dims.size())) continue;
+    const std::string entry = from_value ? "input_values['" + name + "']" : ShapeEntry(name, dims);
+    for (int i = 0; i < static_cast<int>(dims.size()); ++i) {
+      const auto* d = tt.has_shape() ? &tt.shape().dim(i) : nullptr;
+      const ir::InputDim& x = dims[i];
+      if (FixedByModel(d)) {
+        if (x.is_range()) {
+          std::vector<ir::InputDim> fixed = dims;
+          fixed[i] = d->dim_value();
+          return InvalidArgument(ShapeEntry(name, dims) + " gives dim " + std::to_string(i) + " of input '" + name +
+                                 "' the range " + SizeText(x.lo, x.hi) + ", but the model fixes that dim to " +
+                                 std::to_string(d->dim_value()) + "; give it that size, e.g. " +
+                                 ShapeEntry(name, fixed));
+        }
+        continue;
+      }
+      if (x.lo < 0 || x.lo > x.hi) continue;  // refused with the input's shape (DeclaredInputShape)
+      const std::string sym = SymbolOf(name, d, i);
+      auto [it, fresh] = bounds_.emplace(sym, Bound{x.lo, x.hi, name, i, from_value});
+      const Bound& b = it->second;
+      if (fresh || (b.lo == x.lo && b.hi == x.hi)) continue;
+      const std::string first = b.from_value ? "input_values['" + b.input + "']"
+                                             : ShapeEntry(b.input, opts_.input_shapes.at(b.input));
+      return InvalidArgument(entry + " gives dim " + std::to_string(i) + " of input '" + name + "' ('" + sym +
+                             "') " + SizeText(x.lo, x.hi) + ", but " + first + " gives dim " + std::to_string(b.dim) +
+                             " of input '" + b.input + "' " + SizeText(b.lo, b.hi) + ": both are the symbol '" + sym +
+                             "', which is one size at run time; give it the same size or range in both (a size or "
+                             "range given in one input applies to every input using the symbol)");
+    }
+  }
+  return Status::Ok();
+}
+
+// The compiler plans every shape at one size today: a range that passed
+// validation (lo < hi) is refused here, the one place, naming where it is.
+// Symbolic shapes planned at the bound replace this refusal.
+Status Importer::RefuseRanges() const {
+  for (const ir::SymbolBinding& sym : s_.g.symbols) {
+    if (sym.lo == sym.hi || sym.uses.empty()) continue;
+    const ir::SymbolBinding::Use& u = sym.uses.front();
+    std::string others;
+    for (size_t k = 1; k < sym.uses.size(); ++k) {
+      if (!others.empty()) others += ", ";
+      others += "'" + sym.uses[k].input + "' dim " + std::to_string(sym.uses[k].dim);
+    }
+    return Unsupported("input '" + u.input + "' dim " + std::to_string(u.dim) + " is the symbol '" + sym.name +
+                       "' with the range " + SizeText(sym.lo, sym.hi) +
+                       (others.empty() ? "" : " (also used by input " + others + ")") +
+                       ": ranges are validated but not compiled yet; give the dim one size for now (e.g. " +
+                       std::to_string(sym.hi) + ") and compile one method per size");
   }
   return Status::Ok();
 }
@@ -362,45 +474,73 @@ Result<ir::Shape> Importer::InputShape(const onnx::ValueInfoProto& vi) {
   return shape;
 }
 
+// Each dim: the model's size where it fixes one; else the size or the upper
+// bound of the range its symbol is bound to (BindSymbols), recorded in
+// Graph::symbols. A free dim no entry binds is refused, saying how to fix or
+// bound it.
 Result<ir::Shape> Importer::DeclaredInputShape(const onnx::ValueInfoProto& vi) {
   const std::string& name = vi.name();
   const auto& tt = vi.type().tensor_type();
   auto given = opts_.input_shapes.find(name);
   const bool has_given = given != opts_.input_shapes.end();
   if (has_given)
-    for (int64_t d : given->second)
-      if (d < 0) return InvalidArgument(ShapeEntry(name, given->second) + ": dims must not be negative");
-  if (!tt.has_shape()) {
-    if (has_given) return ir::Shape(given->second);
+    for (const ir::InputDim& d : given->second) {
+      if (d.lo < 0) return InvalidArgument(ShapeEntry(name, given->second) + ": dims must not be negative");
+      if (d.lo > d.hi)
+        return InvalidArgument(ShapeEntry(name, given->second) + " has the range " + SizeText(d.lo, d.hi) +
+                               ", whose low end is above its high end; write it " + SizeText(d.hi, d.lo));
+    }
+  const int rank = tt.has_shape() ? tt.shape().dim_size() : has_given ? static_cast<int>(given->second.size()) : -1;
+  if (rank < 0)
     return InvalidArgument("input '" + name + "' has no shape in the model; give it one in input_shapes, e.g. " +
                            ShapeEntry(name, {1, 3, 224, 224}));
-  }
-  const auto& dims = tt.shape().dim();
-  if (has_given && static_cast<int>(given->second.size()) != dims.size())
+  if (has_given && static_cast<int>(given->second.size()) != rank)
     return InvalidArgument(ShapeEntry(name, given->second) + " has rank " +
                            std::to_string(given->second.size()) + ", but the model's input has rank " +
-                           std::to_string(dims.size()));
+                           std::to_string(rank));
   ir::Shape shape;
-  for (int i = 0; i < dims.size(); ++i) {
-    const auto& d = dims[i];
-    if (d.has_dim_value() && d.dim_value() >= 0) {
-      if (has_given && given->second[i] != d.dim_value())
+  for (int i = 0; i < rank; ++i) {
+    const auto* d = tt.has_shape() ? &tt.shape().dim(i) : nullptr;
+    if (FixedByModel(d)) {
+      if (has_given && given->second[i] != ir::InputDim(d->dim_value()))
         return InvalidArgument(ShapeEntry(name, given->second) + " contradicts the model: dim " +
                                std::to_string(i) + " is fixed to " +
-                               std::to_string(d.dim_value()));
-      shape.push_back(d.dim_value());
-    } else if (has_given) {
-      shape.push_back(given->second[i]);
-    } else {
-      // Suggest a full shape: the fixed dims, 1 for the free ones.
-      std::vector<int64_t> example;
-      for (const auto& e : dims) example.push_back(e.has_dim_value() && e.dim_value() > 0 ? e.dim_value() : 1);
-      const std::string kind = d.has_dim_param() ? "symbolic dim " + std::to_string(i) + " ('" +
-                                                       d.dim_param() + "')"
-                                                 : "unknown dim " + std::to_string(i);
-      return InvalidArgument("input '" + name + "' has " + kind + "; fix it in input_shapes, e.g. " +
-                             ShapeEntry(name, example) + " (with the dims you need)");
+                               std::to_string(d->dim_value()));
+      shape.push_back(d->dim_value());
+      continue;
     }
+    const std::string sym = SymbolOf(name, d, i);
+    auto bound = bounds_.find(sym);
+    if (bound == bounds_.end()) {
+      // Suggest full shapes: the fixed dims, what binds the other free ones
+      // (else 1), and this dim fixed to 1 or bounded to 1..512.
+      // (The model gives this input a shape: without one every dim is bound.)
+      std::vector<ir::InputDim> fixed;
+      for (int k = 0; k < rank; ++k) {
+        const auto* e = &tt.shape().dim(k);
+        auto b = bounds_.find(SymbolOf(name, e, k));
+        if (FixedByModel(e) && e->dim_value() > 0) fixed.push_back(e->dim_value());
+        else if (b != bounds_.end()) fixed.push_back({b->second.lo, b->second.hi});
+        else fixed.push_back(1);
+      }
+      std::vector<ir::InputDim> ranged = fixed;
+      ranged[i] = {1, 512};
+      const std::string kind = d->has_dim_param() ? "symbolic dim " + std::to_string(i) + " ('" +
+                                                        d->dim_param() + "')"
+                                                  : "unknown dim " + std::to_string(i);
+      return InvalidArgument("input '" + name + "' has " + kind + "; fix it in input_shapes, e.g. " +
+                             ShapeEntry(name, fixed) + ", or bound it, e.g. " + ShapeEntry(name, ranged) +
+                             " (with the dims you need)");
+    }
+    // The bound: the size of a fixed symbol, the upper end of a range.
+    shape.push_back(bound->second.hi);
+    auto sym_it = std::find_if(s_.g.symbols.begin(), s_.g.symbols.end(),
+                               [&](const ir::SymbolBinding& b) { return b.name == sym; });
+    if (sym_it == s_.g.symbols.end()) {
+      s_.g.symbols.push_back({sym, bound->second.lo, bound->second.hi, {}});
+      sym_it = std::prev(s_.g.symbols.end());
+    }
+    sym_it->uses.push_back({name, i});
   }
   return shape;
 }

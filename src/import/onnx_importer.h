@@ -44,6 +44,10 @@ class Importer {
                                              const ir::Shape& declared, const ir::Shape& shape);
   Result<ir::Shape> InputShape(const onnx::ValueInfoProto& vi);
   Result<ir::Shape> DeclaredInputShape(const onnx::ValueInfoProto& vi);
+  // Symbolic dims: what the spec gives each symbol, checked for agreement
+  // across inputs (BindSymbols), then the refusal of ranges (RefuseRanges).
+  Status BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inputs);
+  Status RefuseRanges() const;
   Status AddOutputs();
 
   // Nodes: order, names in scope, conversion (onnx_import.cc).
@@ -76,6 +80,14 @@ class Importer {
   const onnx::GraphProto& g_;
   const std::string base_dir_;
   const ImportOptions& opts_;
+  // What the spec gives a symbol, and which input's entry gave it first.
+  struct Bound {
+    int64_t lo = 1, hi = 1;
+    std::string input;
+    int dim = 0;
+    bool from_value = false;  // input_values fixed it, else input_shapes
+  };
+  std::map<std::string, Bound> bounds_;  // symbol name -> its size or range
   ImportState s_;
   int64_t model_opset_ = 0;  // as declared; s_.opset is what canonicalization assumes
   uint64_t expanded_ = 0;    // ONNX nodes imported so far, unrolled bodies counted per iteration

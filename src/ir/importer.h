@@ -13,15 +13,26 @@
 #include <string>
 #include <vector>
 
+#include "fcb/fcb.h"
 #include "fcb/status.h"
 #include "ir/ir.h"
 
 namespace fcb::ir {
 
+// A size or a range lo..hi (fcb/fcb.h).
+using ::fcb::InputDim;
+
 struct ImportOptions {
-  // Graph input name -> dims. Fixes symbolic/unknown dims; must agree with
-  // every dim the model fixes.
-  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Graph input name -> dims. Fixes or bounds symbolic/unknown dims; must
+  // agree with every dim the model fixes (a range on one is refused). A
+  // symbolic dim (dim_param) is one symbol across all inputs: what one entry
+  // gives it applies to every input using it, and two entries giving it
+  // different sizes or ranges are refused. An unnamed unknown dim is the
+  // symbol "<input>.<dim index>". The import records every symbol with its
+  // size or range and its uses in Graph::symbols; the compiler does not plan
+  // ranges yet, so a range with lo < hi is refused as unsupported (the one
+  // place: Importer::RefuseRanges in src/import/onnx_import.cc).
+  std::map<std::string, std::vector<InputDim>> input_shapes;
   // Graph input name -> a value that fixes it: the input becomes a constant
   // (folded like any other) and leaves the graph's inputs. The value is
   // converted to the input's declared type when every element is

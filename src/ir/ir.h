@@ -94,12 +94,28 @@ struct Node {
   std::string Describe() const;
 };
 
+// A symbolic input dimension after import: an ONNX dim_param, or for an
+// unnamed unknown dim "<input>.<dim index>", with the size or range the
+// compile spec gives it (lo == hi: one fixed size). A symbol is one size at
+// run time, shared by every input dim that uses it (ImportOptions).
+struct SymbolBinding {
+  std::string name;
+  int64_t lo = 1, hi = 1;
+  struct Use {
+    std::string input;  // graph input name
+    int dim = 0;
+  };
+  std::vector<Use> uses;  // the graph inputs' dims that are this symbol, in input order
+};
+
 struct Graph {
   std::vector<Value> values;
   std::vector<Node> nodes;  // topological order
   std::vector<int> inputs;  // graph inputs (non-constant values fed at run time)
   std::vector<int> outputs;
   int64_t opset = 13;       // default-domain opset the model was exported with
+  // The symbols of the inputs' free dims, in order of first use (set by the import).
+  std::vector<SymbolBinding> symbols;
 
   int AddValue(Value v);
   int AddConstant(const std::string& name, TensorPtr t);
