@@ -147,6 +147,7 @@ Status ResolveSkip(const InferContext& c, SkipPlan* p) {
   FCB_RETURN_IF_ERROR(SupportedF32(c.op, gamma, "gamma"));
   if (x.shape.empty()) return OpError(c.op, "input must have rank >= 1");
   p->hidden = x.shape.back();
+  if (p->hidden <= 0) return OpError(c.op, "input's last dimension must be > 0");
   p->rows = SafeProduct(x.shape, 0, x.shape.size() - 1);
   if (!IsTrailingPart(skip.shape, x.shape) || skip.shape.empty() || skip.shape.back() != p->hidden)
     return OpError(c.op, "skip " + ir::ShapeToString(skip.shape) + " must be input's shape " +

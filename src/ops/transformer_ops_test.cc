@@ -37,6 +37,8 @@ TEST(TransformerOps, InferenceRefusesWhatTheKernelsCannotRun) {
                  "gamma 7 must have input's last dimension [8]");
   EXPECT_REFUSED(InferOnly(kSkip, A(), {x, F32({3, 4}, Rand(12, 3)), g8}), StatusCode::kInvalidArgument,
                  "skip 3x4 must be input's shape 2x3x8 or a trailing part of it");
+  EXPECT_REFUSED(InferOnly(kSkip, A(), {F32({2, 0}, {}), F32({2, 0}, {}), F32({0}, {})}),
+                 StatusCode::kInvalidArgument, "input's last dimension must be > 0");
   EXPECT_REFUSED(InferOnly(kSkipRms, A(), {x, x, g8, F32({4}, Rand(4, 3))}), StatusCode::kInvalidArgument,
                  "bias 4 must have input's last dimension");
   EXPECT_REFUSED(InferOnly(kSkip, A(), {F64({2, 8}, std::vector<double>(16, 1.0)), F64({2, 8}, std::vector<double>(16, 1.0)),
