@@ -77,6 +77,22 @@ for e in $("$py" "$repo/scripts/export_graph_models.py" --list-control-flow); do
   fi
 done
 
+# ONNX Runtime's transformer operators (tests/contrib_ops_test.cc): each case
+# runs its model on its own inputs, DIR/CASE.feeds/NAME.npy; ONNX Runtime's
+# outputs go to DIR/CASE.ref. Re-exported and re-run when the exporter changed.
+tstamp="$dir/.export_contrib.stamp"
+twant="$(sha256sum "$repo/scripts/export_contrib_models.py" | cut -d' ' -f1)"
+if [ ! -f "$tstamp" ] || [ "$(cat "$tstamp")" != "$twant" ]; then
+  "$py" "$repo/scripts/export_contrib_models.py" --out "$dir"
+  for case_name in $("$py" "$repo/scripts/export_contrib_models.py" --list); do
+    feeds=()
+    for f in "$dir/$case_name.feeds"/*.npy; do feeds+=("$(basename "$f" .npy)=$f"); done
+    rm -rf "$dir/$case_name.ref"
+    node "$oracle/ort_run.js" "$dir/$case_name.onnx" "$dir/$case_name.ref" "${feeds[@]}"
+  done
+  printf '%s' "$twant" >"$tstamp"
+fi
+
 # Recurrent models run as 10-call streams (state outputs fed back as inputs):
 # their reference is the stream under ONNX Runtime (tools/oracle/ort_stream.js).
 rstamp="$dir/.export_recurrent.stamp"

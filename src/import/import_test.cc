@@ -722,8 +722,33 @@ TEST(Import, AllUnsupportedNodesAreReportedTogether) {
   EXPECT_NE(msg.find("3 unsupported operators"), std::string::npos) << msg;
   EXPECT_NE(msg.find("node 'n1' (NonMaxSuppression)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("node 'n7' (Loop)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("node 'n9' (FusedGemm): operator domain 'com.microsoft'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'n9' (com.microsoft.FusedGemm): operator com.microsoft.FusedGemm is not supported"),
+            std::string::npos)
+      << msg;
   EXPECT_EQ(msg.find("n10"), std::string::npos) << msg;
+}
+
+// A com.microsoft node becomes its registry operator "com.microsoft.<op>",
+// distinct from the default domain's operator of the same op_type.
+TEST(Import, MicrosoftDomainOperatorsGetTheirRegistryName) {
+  auto m = MakeModel(18);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  AddInput(m, "x", {2, 3});
+  AddNode(m, "Gelu", {"x"}, {"g"}, "ms_gelu")->set_domain("com.microsoft");
+  AddNode(m, "Relu", {"g"}, {"y"}, "relu");
+  AddOutput(m, "y");
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->nodes.size(), 2u);
+  EXPECT_EQ(g->nodes[0].op_type, "com.microsoft.Gelu");
+  EXPECT_EQ(g->nodes[0].domain, "");
+  EXPECT_EQ(g->nodes[1].op_type, "Relu");
+
+  ms->set_version(2);  // a version whose operators fcb does not know
+  ASSERT_REFUSED(Import(m), StatusCode::kUnsupported,
+                 "node 'ms_gelu' (com.microsoft.Gelu): the model imports opset 2 of domain 'com.microsoft'");
 }
 
 TEST(Import, UndefinedInputIsAnError) {

@@ -23,6 +23,7 @@
 #include "import/import_state.h"
 #include "import/onnx_importer.h"
 #include "import/tensor_proto.h"
+#include "ops/names.h"
 #include "ops/op.h"
 
 namespace fcb::import {
@@ -229,6 +230,8 @@ Status Importer::CheckModel() {
   FCB_ASSIGN_OR_RETURN(model_opset_, DefaultOpset(m_));
   // Nodes of older models that pass OldOpsetProblem mean what they mean at 7.
   s_.opset = std::max(model_opset_, kBaseOpset);
+  for (const auto& o : m_.opset_import())
+    if (o.domain() == ops::domain::kMicrosoft) microsoft_opset_ = o.version();
   if (!m_.has_graph()) return InvalidArgument("model has no graph");
   if (g_.output_size() == 0) return InvalidArgument("model graph has no outputs");
   return Status::Ok();
@@ -699,6 +702,20 @@ Status Importer::AddNode(const onnx::NodeProto& p, int index, Scope* scope) {
 
   std::string why;
   const bool onnx_domain = n.domain.empty() || n.domain == "ai.onnx";
+  if (n.domain == ops::domain::kMicrosoft) {
+    // ONNX Runtime's contrib operators: the registry names them
+    // "com.microsoft.<op_type>" (ops/names.h), from canonicalization on.
+    n.op_type = ops::RegistryName(n.domain, n.op_type);
+    n.domain.clear();
+    // Every com.microsoft operator is at version 1; another version would be
+    // read with meanings fcb does not know.
+    if (microsoft_opset_ > 1) {
+      s_.unsupported.push_back(n.Describe() + ": the model imports opset " + std::to_string(microsoft_opset_) +
+                               " of domain 'com.microsoft'; fcb knows its operators at version 1");
+      for (int o : n.outputs) s_.MarkUnknown(o);
+      return Status::Ok();
+    }
+  }
   if (onnx_domain && model_opset_ < kBaseOpset) {
     const std::string problem = OldOpsetProblem(n, model_opset_);
     if (!problem.empty()) {

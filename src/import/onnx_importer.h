@@ -90,6 +90,7 @@ class Importer {
   std::map<std::string, Bound> bounds_;  // symbol name -> its size or range
   ImportState s_;
   int64_t model_opset_ = 0;  // as declared; s_.opset is what canonicalization assumes
+  int64_t microsoft_opset_ = 0;  // the model's opset_import of com.microsoft; 0 when absent
   uint64_t expanded_ = 0;    // ONNX nodes imported so far, unrolled bodies counted per iteration
 };
 

@@ -52,4 +52,11 @@ void RegisterRandomOps(std::vector<OpDef>* ops);           // random.cc: Bernoul
 // Control flow.
 void RegisterControlFlowOps(std::vector<OpDef>* ops);      // control_flow.cc: If, Loop, Scan (expanded at import, never steps)
 
+// ONNX Runtime's transformer operators (its exporters and transformer
+// optimizer write them): com.microsoft ones are registered as
+// "com.microsoft.<Op>" (RegistryName in op.h).
+void RegisterTransformerNormOps(std::vector<OpDef>* ops);        // transformer_norm.cc: SimplifiedLayerNormalization (ORT's default-domain RMSNorm), com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization
+void RegisterTransformerActivationOps(std::vector<OpDef>* ops);  // transformer_activations.cc: com.microsoft Gelu, FastGelu, BiasGelu, QuickGelu
+void RegisterRotaryOps(std::vector<OpDef>* ops);                 // rotary.cc: com.microsoft RotaryEmbedding
+
 }  // namespace fcb::ops

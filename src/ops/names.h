@@ -73,6 +73,15 @@ namespace fcb::ops {
 //   7: ConvNhwc input_nchw: a few-channel conv reads an NCHW input directly
 inline constexpr uint32_t kPlanVersion = 7;
 
+// Operator domains. The registry names an operator of the default ONNX domain
+// ("" or "ai.onnx") by its op_type, and one of another domain fcb implements
+// by "<domain>.<op_type>" (RegistryName, ops/op.h): ONNX op types contain no
+// '.', so ONNX Runtime's com.microsoft Gelu ("com.microsoft.Gelu") never
+// collides with ONNX's own Gelu, and a plan step records the qualified name.
+namespace domain {
+inline constexpr std::string_view kMicrosoft = "com.microsoft";
+}  // namespace domain
+
 namespace opname {
 #define FCB_OPNAME(name, def) inline constexpr std::string_view name = #name;
 FCB_INTERNAL_OPS(FCB_OPNAME)

@@ -160,7 +160,7 @@ enum OpTraits : uint32_t {
 };
 
 struct OpDef {
-  std::string name;       // ONNX op_type, or an internal name (ops/names.h)
+  std::string name;       // ONNX op_type, "<domain>.<op_type>" (RegistryName), or an internal name (ops/names.h)
   bool internal = false;  // true: created by passes, not accepted from ONNX
   int min_inputs = 1, max_inputs = 1;
   int min_outputs = 1, max_outputs = 1;
@@ -204,6 +204,11 @@ struct OpDef {
   bool (*write_channel_slice)(format::StepDesc* s, int64_t offset, int64_t channels) = nullptr;
   bool (*read_nchw_input)(format::StepDesc* s, const ir::Shape& nchw) = nullptr;
 };
+
+// The registry's name of operator `op_type` of ONNX domain `domain`: op_type
+// itself for the default domain ("" or "ai.onnx"), "<domain>.<op_type>" for
+// another (ops/names.h, namespace domain).
+std::string RegistryName(std::string_view domain, std::string_view op_type);
 
 // nullptr if unknown.
 const OpDef* FindOp(std::string_view name);

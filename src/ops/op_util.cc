@@ -18,6 +18,11 @@ Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what) {
   return op.empty() ? InvalidArgument(msg) : OpError(op, msg);
 }
 
+Status SupportedF32(std::string_view op, const TensorInfo& t, const char* what) {
+  if (t.dtype == ir::DType::kF32) return Status::Ok();
+  return OpUnsupported(op, std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
+}
+
 int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end && i < s.size(); ++i) {

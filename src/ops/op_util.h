@@ -34,6 +34,10 @@ Status OpUnsupported(std::string_view op, const std::string& msg);
 // "what must be float32, got <dtype>" unless t is float32; prefixed "op: "
 // when op is not empty.
 Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
+// The same message as Unsupported: for an operator the model may give other
+// float types that fcb's kernel does not implement (the import then lists it
+// with the unsupported operators).
+Status SupportedF32(std::string_view op, const TensorInfo& t, const char* what);
 
 // Every dim >= 0 and the element count <= kMaxElements, without overflow.
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);

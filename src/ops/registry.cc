@@ -113,6 +113,9 @@ const std::vector<OpDef>& AllOps() {
     RegisterSignalOps(&v);
     RegisterRandomOps(&v);
     RegisterControlFlowOps(&v);
+    RegisterTransformerNormOps(&v);
+    RegisterTransformerActivationOps(&v);
+    RegisterRotaryOps(&v);
     // The internal operators, one file each (ops/internal/).
 #define FCB_ADD_INTERNAL(name, def) v.push_back(def());
     FCB_INTERNAL_OPS(FCB_ADD_INTERNAL)
@@ -121,6 +124,11 @@ const std::vector<OpDef>& AllOps() {
     return v;
   }();
   return kOps;
+}
+
+std::string RegistryName(std::string_view domain, std::string_view op_type) {
+  if (domain.empty() || domain == "ai.onnx") return std::string(op_type);
+  return std::string(domain) + "." + std::string(op_type);
 }
 
 const OpDef* FindOp(std::string_view name) {

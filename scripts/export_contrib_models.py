@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Writes small models of ONNX Runtime's transformer operators (the ones its
+exporters and transformer optimizer write into CPU models) for
+tests/contrib_ops_test.cc, which compiles each with fcb for every target and
+compares with ONNX Runtime's outputs:
+
+  DIR/contrib_CASE.onnx           one node (or a chain), opset 18 + com.microsoft 1
+  DIR/contrib_CASE.feeds/NAME.npy its inputs, seeded from the case name
+  DIR/contrib_CASE.ref/NAME.npy   ONNX Runtime's outputs (scripts/prepare_testdata.sh
+                                  runs tools/oracle/ort_run.js)
+
+Cases cover the attribute variants and odd sizes (hidden 7, 64, 576; batch and
+sequence > 1): SimplifiedLayerNormalization (axis, epsilon, inv_std_var),
+SkipSimplifiedLayerNormalization and SkipLayerNormalization (bias, beta, the
+optional mean / inv_std_var / sum outputs), Gelu, BiasGelu, FastGelu (with and
+without bias), QuickGelu (alpha), RotaryEmbedding (3-D and 4-D inputs,
+interleaved or not, partial rotary dimension, position ids per token or one
+offset), and one chain through all of them.
+
+  --out DIR   where to write (default build/testdata)
+  --list      print the case names, one per line
+"""
+import argparse
+import os
+import zlib
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+MS = "com.microsoft"
+
+
+def rng_for(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def rope_caches(positions, half, base=10000.0):
+    inv_freq = 1.0 / base ** (np.arange(half, dtype=np.float64) / half)
+    ang = np.arange(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+class Case:
+    """One model: graph inputs with their feeds, initializers, nodes, outputs."""
+
+    def __init__(self, name):
+        self.name = name
+        self.rng = rng_for(name)
+        self.inputs, self.feeds, self.inits, self.nodes, self.outputs = [], {}, [], [], []
+
+    def feed(self, name, shape, dtype=np.float32, values=None):
+        v = values if values is not None else self.rng.standard_normal(shape).astype(dtype)
+        self.feeds[name] = v
+        et = TensorProto.INT64 if v.dtype == np.int64 else TensorProto.FLOAT
+        self.inputs.append(helper.make_tensor_value_info(name, et, list(v.shape)))
+        return name
+
+    def const(self, name, values):
+        self.inits.append(numpy_helper.from_array(values, name))
+        return name
+
+    def weight(self, name, shape, scale=1.0, offset=0.0):
+        return self.const(name, (offset + scale * self.rng.standard_normal(shape)).astype(np.float32))
+
+    def node(self, op, inputs, outputs, domain="", **attrs):
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=f"{op}_{len(self.nodes)}", domain=domain, **attrs))
+
+    def output(self, *names):
+        for n in names:
+            self.outputs.append(helper.make_tensor_value_info(n, TensorProto.FLOAT, None))
+
+    def save(self, out):
+        g = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(MS, 1)],
+                              producer_name="fcb export_contrib_models.py")
+        m.ir_version = 8
+        onnx.save(m, os.path.join(out, f"contrib_{self.name}.onnx"))
+        feeds = os.path.join(out, f"contrib_{self.name}.feeds")
+        os.makedirs(feeds, exist_ok=True)
+        for k, v in self.feeds.items():
+            np.save(os.path.join(feeds, k + ".npy"), v)
+
+
+def simplified_ln(name, shape, axis=-1, eps=1e-5, inv=False):
+    c = Case(name)
+    x = c.feed("x", shape)
+    ax = axis % len(shape)
+    s = c.weight("scale", shape[ax:], 0.5, 1.0)
+    outs = ["y", "inv_std_var"] if inv else ["y"]
+    c.node("SimplifiedLayerNormalization", [x, s], outs, axis=axis, epsilon=eps, stash_type=1)
+    c.output(*outs)
+    return c
+
+
+def skip_ln(name, shape, simplified, beta=True, bias=True, outputs=("y",), eps=1e-5):
+    c = Case(name)
+    h = shape[-1]
+    ins = [c.feed("input", shape), c.feed("skip", shape), c.weight("gamma", [h], 0.5, 1.0)]
+    if simplified:
+        if bias:
+            ins.append(c.weight("bias", [h], 0.1))
+        op = "SkipSimplifiedLayerNormalization"
+    else:
+        ins.append(c.weight("beta", [h], 0.1) if beta else "")
+        if bias:
+            ins.append(c.weight("bias", [h], 0.1))
+        while ins and ins[-1] == "":
+            ins.pop()
+        op = "SkipLayerNormalization"
+    # outputs: names for (output, mean, inv_std_var, input_skip_bias_sum); "" = not asked for.
+    c.node(op, ins, list(outputs), domain=MS, epsilon=eps)
+    c.output(*[o for o in outputs if o])
+    return c
+
+
+def activation(name, op, shape, bias=False, **attrs):
+    c = Case(name)
+    ins = [c.feed("x", shape, values=(2.5 * c.rng.standard_normal(shape)).astype(np.float32))]
+    if bias:
+        ins.append(c.weight("bias", [shape[-1]], 0.5))
+    c.node(op, ins, ["y"], domain=MS, **attrs)
+    c.output("y")
+    return c
+
+
+def rope(name, shape, heads, head, positions, interleaved=0, rot_dim=0, offset=None, pass_heads=True):
+    """shape: input shape (3-D [b, s, heads*head] or 4-D [b, heads, s, head])."""
+    c = Case(name)
+    b, s = shape[0], shape[2] if len(shape) == 4 else shape[1]
+    x = c.feed("x", shape)
+    if offset is None:
+        ids = np.stack([c.rng.choice(positions, size=s, replace=False) for _ in range(b)]).astype(np.int64)
+    else:
+        ids = np.array([offset], dtype=np.int64)
+    p = c.feed("position_ids", ids.shape, values=ids)
+    cos, sin = rope_caches(positions, (rot_dim or head) // 2)
+    attrs = {"interleaved": interleaved}
+    if rot_dim:
+        attrs["rotary_embedding_dim"] = rot_dim
+    if pass_heads or rot_dim:
+        attrs["num_heads"] = heads
+    c.node("RotaryEmbedding", [x, p, c.const("cos_cache", cos), c.const("sin_cache", sin)], ["y"], domain=MS, **attrs)
+    c.output("y")
+    return c
+
+
+def chain(name):
+    """hidden 64, 4 heads of 16: RMSNorm -> RoPE -> FastGelu -> SkipLayerNorm
+    (skip = the input) -> QuickGelu -> BiasGelu -> Gelu ->
+    SkipSimplifiedLayerNorm (skip = the first norm's output), whose sum is an
+    output too."""
+    c = Case(name)
+    b, s, h = 2, 5, 64
+    x = c.feed("x", [b, s, h])
+    ids = c.feed("position_ids", [b, s], values=np.tile(np.arange(2, 2 + s, dtype=np.int64), (b, 1)))
+    cos, sin = rope_caches(16, 8)
+    c.node("SimplifiedLayerNormalization", [x, c.weight("g0", [h], 0.2, 1.0)], ["n0"], epsilon=1e-6)
+    c.node("RotaryEmbedding", ["n0", ids, c.const("cos", cos), c.const("sin", sin)], ["r0"], domain=MS, num_heads=4)
+    c.node("FastGelu", ["r0", c.weight("fb", [h], 0.2)], ["f0"], domain=MS)
+    c.node("SkipLayerNormalization", ["f0", x, c.weight("g1", [h], 0.2, 1.0), c.weight("b1", [h], 0.1)], ["l1"],
+           domain=MS, epsilon=1e-5)
+    c.node("QuickGelu", ["l1"], ["q0"], domain=MS, alpha=1.5)
+    c.node("BiasGelu", ["q0", c.weight("bb", [h], 0.3)], ["bg"], domain=MS)
+    c.node("Gelu", ["bg"], ["g"], domain=MS)
+    c.node("SkipSimplifiedLayerNormalization", ["g", "n0", c.weight("g2", [h], 0.2, 1.0)], ["y", "", "", "sum"],
+           domain=MS, epsilon=1e-6)
+    c.output("y", "sum")
+    return c
+
+
+def cases():
+    return [
+        simplified_ln("sln_h7", [2, 3, 7], inv=True),
+        simplified_ln("sln_h576", [1, 5, 576], eps=1e-6),
+        simplified_ln("sln_axis1", [2, 4, 8], axis=1),
+        skip_ln("sskip_h64", [2, 3, 64], True, outputs=("y", "", "", "sum"), eps=1e-6),
+        skip_ln("sskip_h576_nobias", [1, 4, 576], True, bias=False),
+        skip_ln("sskip_h7_stats", [2, 3, 7], True, outputs=("y", "mean", "inv_std_var", "sum")),
+        skip_ln("skip_h7_all", [2, 3, 7], False, outputs=("y", "mean", "inv_std_var", "sum")),
+        skip_ln("skip_h64_nobeta", [3, 5, 64], False, beta=False, bias=False),
+        skip_ln("skip_h576_bias", [2, 2, 576], False, beta=True, bias=True, outputs=("y", "", "", "sum"), eps=1e-12),
+        activation("gelu", "Gelu", [2, 3, 7]),
+        activation("biasgelu_h64", "BiasGelu", [3, 5, 64], bias=True),
+        activation("fastgelu_h576", "FastGelu", [2, 3, 576], bias=True),
+        activation("fastgelu_nobias", "FastGelu", [7, 9]),
+        activation("quickgelu", "QuickGelu", [2, 3, 64]),
+        activation("quickgelu_alpha1", "QuickGelu", [5, 7], alpha=1.0),
+        rope("rope3d", [2, 5, 64], 4, 16, 16),
+        rope("rope3d_interleaved", [2, 5, 64], 4, 16, 16, interleaved=1, pass_heads=False),
+        rope("rope4d_offset", [2, 3, 5, 16], 3, 16, 12, offset=3),
+        rope("rope4d_interleaved", [1, 2, 4, 32], 2, 32, 8, interleaved=1),
+        rope("rope3d_partial", [1, 4, 96], 3, 32, 8, rot_dim=16),
+        rope("rope4d_partial_interleaved", [2, 2, 3, 32], 2, 32, 6, interleaved=1, rot_dim=8, offset=1),
+        chain("chain"),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="build/testdata")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    all_cases = cases()
+    if a.list:
+        print("\n".join("contrib_" + c.name for c in all_cases))
+        return
+    os.makedirs(a.out, exist_ok=True)
+    for c in all_cases:
+        c.save(a.out)
+
+
+if __name__ == "__main__":
+    main()

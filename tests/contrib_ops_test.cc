@@ -1,0 +1,103 @@
+// ONNX Runtime's transformer operators (com.microsoft SkipLayerNormalization,
+// SkipSimplifiedLayerNormalization, Gelu, BiasGelu, FastGelu, QuickGelu,
+// RotaryEmbedding and the default-domain SimplifiedLayerNormalization):
+// the models of scripts/export_contrib_models.py, each compiled into one .fcb
+// for every target; every target the host runs matches ONNX Runtime on the
+// case's inputs (CASE.feeds/NAME.npy) within 1e-5 relative L2 per output
+// (CASE.ref/NAME.npy, from scripts/prepare_testdata.sh).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "fcb/fcb.h"
+#include "fcb/npy.h"
+#include "per_target.h"
+#include "test_util.h"
+
+namespace fcb {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+using testing::TestDataDir;
+
+std::map<std::string, NpyArray> ReadFolder(const std::string& dir) {
+  std::map<std::string, NpyArray> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".npy") continue;
+    auto a = ReadNpy(e.path().string());
+    EXPECT_TRUE(a.ok()) << a.status().message();
+    if (a.ok()) out[e.path().stem().string()] = std::move(a).value();
+  }
+  return out;
+}
+
+class ContribModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ContribModel, EveryTargetMatchesOnnxRuntime) {
+  const std::string name = std::string("contrib_") + GetParam();
+  const std::string dir = TestDataDir();
+  const std::string model = dir + "/" + name + ".onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  const auto feeds = ReadFolder(dir + "/" + name + ".feeds");
+  const auto want = ReadFolder(dir + "/" + name + ".ref");
+  ASSERT_FALSE(feeds.empty()) << "no inputs for " << name << ": run scripts/prepare_testdata.sh";
+  ASSERT_FALSE(want.empty()) << "no reference for " << name << ": run scripts/prepare_testdata.sh";
+
+  TempDir tmp;
+  const std::string out = tmp.File("model.fcb");
+  CompileSpec spec;
+  spec.targets = {"all"};
+  auto report = Compile(model, spec, out);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+
+  int runs = 0;
+  testing::ForEachRunnableTarget(
+      out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
+        for (int threads : {1, 3}) {
+          auto ex = Execution::Create(program, "main", threads);
+          ASSERT_TRUE(ex.ok()) << ex.status().message();
+          const MethodInfo& info = ex.value()->info();
+          ASSERT_EQ(info.inputs.size(), feeds.size());
+          for (const auto& [in, a] : feeds) {
+            Status s = ex.value()->SetInput(in, a.data.data(), a.data.size());
+            ASSERT_TRUE(s.ok()) << in << ": " << s.message();
+          }
+          Status s = ex.value()->Run();
+          ASSERT_TRUE(s.ok()) << s.message();
+          ASSERT_EQ(info.outputs.size(), want.size());
+          for (size_t i = 0; i < info.outputs.size(); ++i) {
+            const auto& o = info.outputs[i];
+            auto w = want.find(o.name);
+            ASSERT_NE(w, want.end()) << "output " << o.name << " has no reference";
+            ASSERT_EQ(o.shape, w->second.shape) << o.name;
+            ASSERT_EQ(o.dtype, DType::kF32) << o.name;
+            const float* p = static_cast<const float*>(ex.value()->output_data(i));
+            std::vector<float> got(p, p + o.bytes() / 4), ref(w->second.data.size() / 4);
+            std::memcpy(ref.data(), w->second.data.data(), ref.size() * 4);
+            auto d = testing::Compare(got, ref);
+            EXPECT_LE(d.rel_l2, 1e-5) << name << " output " << o.name << " on " << target << ", " << threads
+                                      << " threads";
+          }
+          ++runs;
+        }
+      });
+  EXPECT_GT(runs, 0) << "no target ran " << name;
+}
+
+// The cases of scripts/export_contrib_models.py (--list prints them with the
+// contrib_ prefix).
+INSTANTIATE_TEST_SUITE_P(
+    Ort, ContribModel,
+    ::testing::Values("sln_h7", "sln_h576", "sln_axis1", "sskip_h64", "sskip_h576_nobias", "sskip_h7_stats",
+                      "skip_h7_all", "skip_h64_nobeta", "skip_h576_bias", "gelu", "biasgelu_h64",
+                      "fastgelu_h576", "fastgelu_nobias", "quickgelu", "quickgelu_alpha1", "rope3d",
+                      "rope3d_interleaved", "rope4d_offset", "rope4d_interleaved", "rope3d_partial",
+                      "rope4d_partial_interleaved", "chain"),
+    [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+
+}  // namespace
+}  // namespace fcb
