@@ -251,3 +251,12 @@ if [ ! -f "$wstamp" ] || [ "$(cat "$wstamp")" != "$wwant" ]; then
   done
   printf '%s' "$wwant" >"$wstamp"
 fi
+
+# WAV files written by Python's wave module for the WAV reader's tests
+# (tools/transcribe/wav_test.cc), remade when the script changed.
+vstamp="$dir/.wav_fixtures.stamp"
+vwant="$(sha256sum "$repo/scripts/make_wav_fixtures.py" | cut -d' ' -f1)"
+if [ ! -f "$vstamp" ] || [ "$(cat "$vstamp")" != "$vwant" ]; then
+  "$py" "$repo/scripts/make_wav_fixtures.py" --out "$dir/wav"
+  printf '%s' "$vwant" >"$vstamp"
+fi
