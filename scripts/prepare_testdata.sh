@@ -234,3 +234,29 @@ if [ ! -f "$gref/.done" ] || [ "$dir/decoder_merged.onnx" -nt "$gref/.done" ]; t
     "$dir/decoder_merged.prompt.npy" 48 "$gref" >/dev/null
   touch "$gref/.done"
 fi
+
+# Whisper's log-mel front end (scripts/make_whisper_frontend.py): the ONNX
+# graph, its test signals (DIR/whisper_frontend.feeds/CASE/audio.npy), the
+# script's numpy reference (DIR/whisper_frontend.numpy_ref/CASE) and ONNX
+# Runtime's outputs (DIR/whisper_frontend.ort_ref/CASE), for
+# tests/whisper_frontend_test.cc. Remade when the script or the oracle changed.
+wstamp="$dir/.whisper_frontend.stamp"
+wwant="$(sha256sum "$repo/scripts/make_whisper_frontend.py" "$oracle/ort_run.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$wstamp" ] || [ "$(cat "$wstamp")" != "$wwant" ]; then
+  rm -rf "$dir/whisper_frontend.feeds" "$dir/whisper_frontend.numpy_ref" "$dir/whisper_frontend.ort_ref"
+  "$py" "$repo/scripts/make_whisper_frontend.py" --out "$dir"
+  for case_name in $("$py" "$repo/scripts/make_whisper_frontend.py" --list); do
+    node "$oracle/ort_run.js" "$dir/whisper_frontend.onnx" "$dir/whisper_frontend.ort_ref/$case_name" \
+      "audio=$dir/whisper_frontend.feeds/$case_name/audio.npy"
+  done
+  printf '%s' "$wwant" >"$wstamp"
+fi
+
+# WAV files written by Python's wave module for the WAV reader's tests
+# (tools/transcribe/wav_test.cc), remade when the script changed.
+vstamp="$dir/.wav_fixtures.stamp"
+vwant="$(sha256sum "$repo/scripts/make_wav_fixtures.py" | cut -d' ' -f1)"
+if [ ! -f "$vstamp" ] || [ "$(cat "$vstamp")" != "$vwant" ]; then
+  "$py" "$repo/scripts/make_wav_fixtures.py" --out "$dir/wav"
+  printf '%s' "$vwant" >"$vstamp"
+fi
