@@ -19,21 +19,8 @@
 namespace fcb {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::TempDir;
 using testing::TestDataDir;
-
-std::map<std::string, NpyArray> ReadFolder(const std::string& dir) {
-  std::map<std::string, NpyArray> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".npy") continue;
-    auto a = ReadNpy(e.path().string());
-    EXPECT_TRUE(a.ok()) << a.status().message();
-    if (a.ok()) out[e.path().stem().string()] = std::move(a).value();
-  }
-  return out;
-}
 
 class ContribModel : public ::testing::TestWithParam<const char*> {};
 
@@ -42,8 +29,8 @@ TEST_P(ContribModel, EveryTargetMatchesOnnxRuntime) {
   const std::string dir = TestDataDir();
   const std::string model = dir + "/" + name + ".onnx";
   ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
-  const auto feeds = ReadFolder(dir + "/" + name + ".feeds");
-  const auto want = ReadFolder(dir + "/" + name + ".ref");
+  const auto feeds = testing::ReadNpyFolder(dir + "/" + name + ".feeds");
+  const auto want = testing::ReadNpyFolder(dir + "/" + name + ".ref");
   ASSERT_FALSE(feeds.empty()) << "no inputs for " << name << ": run scripts/prepare_testdata.sh";
   ASSERT_FALSE(want.empty()) << "no reference for " << name << ": run scripts/prepare_testdata.sh";
 

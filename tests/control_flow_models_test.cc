@@ -18,7 +18,6 @@
 namespace fcb {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::TempDir;
 using testing::TestDataDir;
 
@@ -29,25 +28,13 @@ struct Case {
 
 class ControlFlowModel : public ::testing::TestWithParam<Case> {};
 
-std::map<std::string, NpyArray> ReadFolder(const std::string& dir) {
-  std::map<std::string, NpyArray> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".npy") continue;
-    auto a = ReadNpy(e.path().string());
-    EXPECT_TRUE(a.ok()) << a.status().message();
-    if (a.ok()) out[e.path().stem().string()] = std::move(a).value();
-  }
-  return out;
-}
-
 TEST_P(ControlFlowModel, EveryTargetMatchesOnnxRuntime) {
   const Case& c = GetParam();
   const std::string dir = TestDataDir();
   const std::string model = dir + "/" + c.model + ".onnx";
   ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
-  const auto feeds = ReadFolder(dir + "/" + c.name + ".feeds");
-  const auto want = ReadFolder(dir + "/" + c.name + ".ref");
+  const auto feeds = testing::ReadNpyFolder(dir + "/" + c.name + ".feeds");
+  const auto want = testing::ReadNpyFolder(dir + "/" + c.name + ".ref");
   ASSERT_FALSE(feeds.empty()) << "no inputs for " << c.name << ": run scripts/prepare_testdata.sh";
   ASSERT_FALSE(want.empty()) << "no reference for " << c.name << ": run scripts/prepare_testdata.sh";
 

@@ -24,21 +24,8 @@
 namespace fcb {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::TempDir;
 using testing::TestDataDir;
-
-std::map<std::string, NpyArray> ReadFolder(const std::string& dir) {
-  std::map<std::string, NpyArray> out;
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".npy") continue;
-    auto a = ReadNpy(e.path().string());
-    EXPECT_TRUE(a.ok()) << a.status().message();
-    if (a.ok()) out[e.path().stem().string()] = std::move(a).value();
-  }
-  return out;
-}
 
 struct Model {
   const char* name;                          // the .onnx file's stem
@@ -74,7 +61,7 @@ class DynamicModel : public ::testing::TestWithParam<Model> {
     CompileSpec spec;
     spec.targets = std::move(targets);
     for (const auto& [method, stem] : methods) {
-      const auto feeds = ReadFolder(dir_ + "/" + stem + ".feeds");
+      const auto feeds = testing::ReadNpyFolder(dir_ + "/" + stem + ".feeds");
       EXPECT_FALSE(feeds.empty()) << "no inputs for " << stem << ": run scripts/prepare_testdata.sh";
       for (const auto& [name, a] : feeds) {
         if (name == "use_cache_branch") {
@@ -103,8 +90,8 @@ TEST_P(DynamicModel, EveryMethodOnEveryTargetMatchesOnnxRuntime) {
   testing::ForEachRunnableTarget(out, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
     for (const auto& [method, stem] : cases) {
       SCOPED_TRACE(method + " on " + target);
-      const auto feeds = ReadFolder(dir_ + "/" + stem + ".feeds");
-      const auto want = ReadFolder(dir_ + "/" + stem + ".ref");
+      const auto feeds = testing::ReadNpyFolder(dir_ + "/" + stem + ".feeds");
+      const auto want = testing::ReadNpyFolder(dir_ + "/" + stem + ".ref");
       ASSERT_FALSE(want.empty()) << "no reference for " << stem << ": run scripts/prepare_testdata.sh";
       auto ex = Execution::Create(program, method, 1);
       ASSERT_TRUE(ex.ok()) << ex.status().message();

@@ -115,4 +115,16 @@ void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
+std::map<std::string, NpyArray> ReadNpyFolder(const std::string& dir) {
+  std::map<std::string, NpyArray> out;
+  if (!std::filesystem::is_directory(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".npy") continue;
+    auto a = ReadNpy(e.path().string());
+    EXPECT_TRUE(a.ok()) << a.status().message();
+    if (a.ok()) out[e.path().stem().string()] = std::move(a).value();
+  }
+  return out;
+}
+
 }  // namespace fcb::testing

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fcb/npy.h"
 #include "fcb/status.h"
 
 namespace fcb::testing {
@@ -63,6 +65,10 @@ template <typename T>
 }
 
 bool FileExists(const std::string& path);
+// Every DIR/NAME.npy as NAME -> array (empty when DIR does not exist); a file
+// that does not read is a test failure. The CASE.feeds / CASE.ref folders of
+// scripts/prepare_testdata.sh.
+std::map<std::string, NpyArray> ReadNpyFolder(const std::string& dir);
 std::vector<uint8_t> ReadBytes(const std::string& path);
 void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
