@@ -140,8 +140,18 @@ FCB_API Status ValidateSpec(const CompileSpec& spec);
 struct TensorSpec {
   std::string name;
   DType dtype = DType::kF32;
+  // The shape the method was planned for: for an input or output whose dims
+  // are chosen at each run (a range in the compile spec), the largest one
+  // (every symbol at its upper bound).
   std::vector<int64_t> shape;
-  FCB_API uint64_t bytes() const;
+  // Inputs only, per dim: the smallest size a run may give it (equal to
+  // `shape` where the dim is fixed) and the name of the symbol it is ("" where
+  // fixed; dims with one symbol take one size in a run). Empty for outputs
+  // and for inputs whose dims are all fixed.
+  std::vector<int64_t> min_shape;
+  std::vector<std::string> symbols;
+  bool dynamic() const { return !min_shape.empty(); }
+  FCB_API uint64_t bytes() const;  // of `shape`
 };
 
 // One step of a profiled run (Execution::RunProfiled).
@@ -215,14 +225,30 @@ class FCB_API Execution {
   const MethodInfo& info() const;
   // Copies `bytes` bytes into input `name`; the size must match its spec.
   // An input keeps its value until it is set again: Run reads the inputs and
-  // never overwrites them, so only the inputs that change need setting.
+  // never overwrites them, so only the inputs that change need setting. An
+  // input with dims chosen at each run keeps the shape it was last given
+  // (at first the largest, TensorSpec::shape).
   Status SetInput(const std::string& name, const void* data, size_t bytes);
+  // The same with the input's shape for this run: any shape within the
+  // ranges the method was compiled for (TensorSpec::min_shape .. shape).
+  // A shape outside them is refused (InvalidArgument naming the input, the
+  // dim, its symbol and its range) and nothing is written; the execution
+  // stays usable. Dims that are one symbol must agree across inputs, which
+  // Run checks. The first run at a new combination of sizes resolves every
+  // step's shapes once (kept for the next runs at those sizes).
+  Status SetInput(const std::string& name, const void* data, size_t bytes, const std::vector<int64_t>& shape);
+  // The shape input i has now.
+  const std::vector<int64_t>& input_shape(size_t i) const;
   Status Run();
   // Run, timing every step: `steps` gets one entry per step, in order. The
   // same kernels and results as Run, plus a clock read per step.
   Status RunProfiled(std::vector<StepTiming>* steps);
   // Pointer to output i's bytes, valid until the next Run or destruction.
   const void* output_data(size_t i) const;
+  // Output i's shape in the last run (before any run: the planned shape),
+  // and its bytes (densely laid out at output_data).
+  const std::vector<int64_t>& output_shape(size_t i) const;
+  uint64_t output_bytes(size_t i) const;
 
  private:
   FCB_INTERNAL explicit Execution(std::unique_ptr<ExecutionImpl> impl);

@@ -19,6 +19,8 @@ inline constexpr uint64_t kMaxContexts = 4096;
 // Tensors, and steps, in one context (one method's plan for one target).
 inline constexpr uint64_t kMaxTensorsPerContext = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxStepsPerContext = uint64_t{1} << 20;
+// Symbols (dimensions chosen at each run) of one context.
+inline constexpr uint64_t kMaxSymbols = 256;
 // Dimensions of one tensor.
 inline constexpr int kMaxRank = 16;
 // Elements of one tensor, and its bytes (so element count x element size and

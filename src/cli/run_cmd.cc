@@ -52,6 +52,13 @@ Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool qui
       for (const auto& in : ex.info().inputs) names += (names.empty() ? "" : ", ") + in.name;
       return NotFound("--input '" + kv.first + "': method '" + ex.info().name + "' has no such input; its inputs are: " + names);
     }
+    if (spec->dynamic() && a.dtype == static_cast<int32_t>(spec->dtype)) {
+      // Any shape within the ranges; SetInput names a dim outside them.
+      Status s = ex.SetInput(kv.first, a.data.data(), a.data.size(), a.shape);
+      if (!s.ok()) return s.Annotate("--input '" + kv.first + "' from " + kv.second);
+      bound.push_back(kv.first);
+      continue;
+    }
     if (a.dtype != static_cast<int32_t>(spec->dtype) || a.shape != spec->shape) {
       std::string dims;
       for (auto d : a.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
@@ -98,13 +105,13 @@ int CmdRun(const RunArgs& a) {
   for (size_t i = 0; i < outs.size(); ++i) {
     NpyArray arr;
     arr.dtype = static_cast<int32_t>(outs[i].dtype);
-    arr.shape = outs[i].shape;
+    arr.shape = ex.value()->output_shape(i);  // this run's: sizes chosen per run change it
     const auto* p = static_cast<const uint8_t*>(ex.value()->output_data(i));
-    arr.data.assign(p, p + outs[i].bytes());
+    arr.data.assign(p, p + ex.value()->output_bytes(i));
     const std::string path = (std::filesystem::path(a.output_dir) / (SafeName(outs[i].name) + ".npy")).string();
     if (Status s = WriteNpy(path, arr); !s.ok()) return Fail(s);
     std::string dims;
-    for (auto d : outs[i].shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    for (auto d : arr.shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
     std::cout << "output: " << Shown(outs[i].name) << " " << DTypeName(outs[i].dtype) << " " << dims << " -> " << Shown(path) << "\n";
   }
   return 0;

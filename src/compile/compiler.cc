@@ -358,6 +358,10 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     return Status(failure_code, msg);
   }
   Progress(hooks, "write", "", "");
+  // Version 8 only where a method has ranges: fixed-shape files stay readable by runtimes of version 7.
+  desc.plan_version = ops::kPlanVersionFixedShapes;
+  for (const auto& c : desc.contexts)
+    if (c.dynamic()) desc.plan_version = ops::kPlanVersion;
   FCB_RETURN_IF_ERROR(format::WriteFcbFile(desc, pool, out_path));
   std::error_code size_error;
   report.file_size = std::filesystem::file_size(out_path, size_error);

@@ -62,6 +62,7 @@ class Lowerer final : public ops::LowerContext {
     }
     for (int v : g_.outputs) ctx_.outputs.push_back(OutputTensor(v));
     FoldNchwTransposes();
+    RecordSymbols();
     PlanArena();
     FCB_RETURN_IF_ERROR(CheckPlan());
     return std::move(ctx_);
@@ -164,6 +165,8 @@ class Lowerer final : public ops::LowerContext {
     const ops::OpDef* def = ops::FindOp(n.op_type);
     if (!def || !(def->traits & ops::kTraitView) || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
       return false;
+    // With ranges a view's shape is chosen per run, by its step: it stays one.
+    if (g_.dynamic()) return false;
     const int x = n.inputs[0], y = n.outputs[0];
     const ir::Value& xv = g_.values[x];
     const ir::Value& yv = g_.values[y];
@@ -197,7 +200,7 @@ class Lowerer final : public ops::LowerContext {
   bool LowerConcatInPlace(const Node& n) {
     const ops::OpDef* def = ops::FindOp(n.op_type);
     if (!def || !(def->traits & ops::kTraitConcat) || n.outputs.size() != 1 || n.inputs.size() < 2 ||
-        opt_.options.optimization_level == 0)
+        opt_.options.optimization_level == 0 || g_.dynamic())
       return false;
     const ir::Value& yv = g_.values[n.outputs[0]];
     int64_t axis = n.GetInt("axis", 0);
@@ -315,7 +318,63 @@ class Lowerer final : public ops::LowerContext {
     auto checked = ops::CheckPlan(ctx_, w);
     if (!checked.ok()) return Internal("the lowered plan does not check: " + checked.status().message());
     ctx_.scratch_bytes = checked.value().scratch_bytes;
+    if (!ctx_.dynamic()) return Status::Ok();
+    // A plan with ranges must also hold at other sizes: it is resolved, as a
+    // run would, with every symbol at its low end and at its midpoint; a step
+    // that cannot take those sizes, or outgrows what was planned at the
+    // bound, is refused now rather than at run time. Scratch is the most any
+    // of them needs.
+    for (int probe = 0; probe < 2; ++probe) {
+      std::vector<int64_t> at;
+      std::string where;
+      for (const auto& sym : ctx_.symbols) {
+        at.push_back(probe == 0 ? sym.lo : sym.lo + (sym.hi - sym.lo) / 2);
+        where += (where.empty() ? "" : ", ") + sym.name + " = " + std::to_string(at.back());
+      }
+      auto resolved = ops::CheckPlan(ctx_, w, &InputShapesAt(at));
+      if (!resolved.ok())
+        return Unsupported("the plan compiled at the bound does not hold at " + where + ": " +
+                           resolved.status().message());
+      ctx_.scratch_bytes = std::max(ctx_.scratch_bytes, resolved.value().scratch_bytes);
+    }
     return Status::Ok();
+  }
+
+  // The method inputs' shapes with every symbol at `at` (one size per symbol).
+  const std::vector<ir::Shape>& InputShapesAt(const std::vector<int64_t>& at) {
+    probe_shapes_.clear();
+    size_t k = 0;
+    for (int32_t t : ctx_.inputs) {
+      ir::Shape s = ctx_.tensors[t].shape;
+      for (auto& d : s) {
+        const int32_t sym = ctx_.input_symbols[k++];
+        if (sym >= 0) d = at[sym];
+      }
+      probe_shapes_.push_back(std::move(s));
+    }
+    return probe_shapes_;
+  }
+
+  // The graph's ranges (symbols with lo < hi) and which input dims are them.
+  void RecordSymbols() {
+    if (!g_.dynamic()) return;
+    std::vector<int> index(g_.symbols.size(), -1);
+    for (size_t k = 0; k < g_.symbols.size(); ++k) {
+      const auto& sym = g_.symbols[k];
+      if (sym.lo == sym.hi) continue;
+      index[k] = static_cast<int>(ctx_.symbols.size());
+      ctx_.symbols.push_back({sym.name, sym.lo, sym.hi});
+    }
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      const std::string& name = g_.values[g_.inputs[i]].name;
+      for (size_t d = 0; d < g_.values[g_.inputs[i]].shape.size(); ++d) {
+        int32_t sym = -1;
+        for (size_t k = 0; k < g_.symbols.size(); ++k)
+          for (const auto& u : g_.symbols[k].uses)
+            if (u.input == name && u.dim == static_cast<int>(d)) sym = index[k];
+        ctx_.input_symbols.push_back(sym);
+      }
+    }
   }
 
   void PlanArena() {
@@ -363,6 +422,7 @@ class Lowerer final : public ops::LowerContext {
   format::WeightPoolBuilder& pool_;
   std::vector<int32_t> tensor_of_;
   std::vector<int32_t> alias_of_;  // per tensor: the tensor whose bytes a view uses, or -1
+  std::vector<ir::Shape> probe_shapes_;
   ContextDesc ctx_;
   Status error_;  // first allocation failure, reported with the node being lowered
 };

@@ -62,6 +62,18 @@ struct ContextDesc {
   // Per-thread scratch bytes (64-byte multiple) kernels use; the execution
   // allocates one slice per thread beside its arena.
   uint64_t scratch_bytes = 0;
+  // Dimensions chosen at each run. Empty when every dim is fixed. Shapes
+  // above (tensors, arena, scratch) are planned at every symbol's hi;
+  // input_symbols has one entry per dim of each input in order: the index of
+  // the symbol that dim is, or -1 where the dim is fixed.
+  struct Symbol {
+    std::string name;
+    int64_t lo = 1, hi = 1;
+    bool operator==(const Symbol&) const = default;
+  };
+  std::vector<Symbol> symbols;
+  std::vector<int32_t> input_symbols;
+  bool dynamic() const { return !symbols.empty(); }
 };
 
 // A blob of the weight pool. `offset` is relative to the start of the pool.

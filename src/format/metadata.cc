@@ -88,8 +88,16 @@ Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c, 
   auto options = Str(fbb, c.options);
   auto inputs = fbb.CreateVector(c.inputs);
   auto outputs = fbb.CreateVector(c.outputs);
+  Offset<flatbuffers::Vector<Offset<fb::Symbol>>> symbols = 0;
+  Offset<flatbuffers::Vector<int32_t>> input_symbols = 0;
+  if (c.dynamic()) {
+    std::vector<Offset<fb::Symbol>> syms;
+    for (const auto& sym : c.symbols) syms.push_back(fb::CreateSymbol(fbb, Str(fbb, sym.name), sym.lo, sym.hi));
+    symbols = fbb.CreateVector(syms);
+    input_symbols = fbb.CreateVector(c.input_symbols);
+  }
   return fb::CreateContext(fbb, method, target, options, tensor_vec, step_vec, inputs, outputs,
-                           c.arena_bytes, c.scratch_bytes);
+                           c.arena_bytes, c.scratch_bytes, symbols, input_symbols);
 }
 
 std::string ToString(const flatbuffers::String* s) {
@@ -155,6 +163,9 @@ ContextDesc DecodeContext(const fb::Context& c) {
   out.outputs = ToVector(c.outputs());
   out.arena_bytes = c.arena_bytes();
   out.scratch_bytes = c.scratch_bytes();
+  if (c.symbols())
+    for (const fb::Symbol* sym : *c.symbols()) out.symbols.push_back({ToString(sym->name()), sym->lo(), sym->hi()});
+  out.input_symbols = ToVector(c.input_symbols());
   return out;
 }
 
@@ -210,6 +221,42 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
     std::string err = CheckIndex(c.outputs[k], n, false);
     if (!err.empty()) return "method output " + std::to_string(k) + " " + err;
   }
+  if (c.symbols.size() > limits::kMaxSymbols)
+    return "holds " + std::to_string(c.symbols.size()) + " symbols, more than the limit of " +
+           std::to_string(limits::kMaxSymbols) + " per context (fcb/limits.h)";
+  if (!c.symbols.empty() || !c.input_symbols.empty()) {
+    for (size_t k = 0; k < c.symbols.size(); ++k) {
+      const auto& sym = c.symbols[k];
+      if (sym.name.empty() || sym.name.size() > 256)
+        return "symbol " + std::to_string(k) + " has a name of " + std::to_string(sym.name.size()) +
+               " bytes (1 to 256)";
+      if (sym.lo < 0 || sym.lo > sym.hi || static_cast<uint64_t>(sym.hi) > limits::kMaxTensorElements)
+        return "symbol " + std::to_string(k) + " " + Quote(sym.name) + " has the range " + std::to_string(sym.lo) +
+               ".." + std::to_string(sym.hi) + " (needs 0 <= lo <= hi <= " +
+               std::to_string(limits::kMaxTensorElements) + ")";
+    }
+    size_t dims = 0;
+    for (int32_t t : c.inputs) dims += c.tensors[t].shape.size();  // indices checked above
+    if (c.input_symbols.size() != dims)
+      return "input_symbols has " + std::to_string(c.input_symbols.size()) + " entries; the inputs have " +
+             std::to_string(dims) + " dims";
+    size_t k = 0;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const TensorDesc& t = c.tensors[c.inputs[i]];
+      for (size_t d = 0; d < t.shape.size(); ++d, ++k) {
+        const int32_t sym = c.input_symbols[k];
+        if (sym == -1) continue;
+        if (sym < 0 || static_cast<size_t>(sym) >= c.symbols.size())
+          return "method input " + std::to_string(i) + " " + Quote(t.name) + " dim " + std::to_string(d) +
+                 " refers to symbol " + std::to_string(sym) + ", out of range (context has " +
+                 std::to_string(c.symbols.size()) + " symbols)";
+        if (t.shape[d] != c.symbols[sym].hi)
+          return "method input " + std::to_string(i) + " " + Quote(t.name) + " dim " + std::to_string(d) + " is " +
+                 std::to_string(t.shape[d]) + ", not the bound " + std::to_string(c.symbols[sym].hi) +
+                 " of its symbol " + Quote(c.symbols[sym].name);
+      }
+    }
+  }
   return "";
 }
 
@@ -234,7 +281,9 @@ uint64_t DecodedBytes(const fb::Context& c) {
   auto str = [](const flatbuffers::String* s) -> uint64_t { return s ? s->size() : 0; };
   auto vec = [](const auto* v, uint64_t elem) -> uint64_t { return v ? uint64_t{v->size()} * elem : 0; };
   uint64_t n = sizeof(ContextDesc) + str(c.method()) + str(c.target()) + str(c.options()) +
-               vec(c.inputs(), 4) + vec(c.outputs(), 4);
+               vec(c.inputs(), 4) + vec(c.outputs(), 4) + vec(c.input_symbols(), 4);
+  if (c.symbols())
+    for (const fb::Symbol* sym : *c.symbols()) n += sizeof(ContextDesc::Symbol) + str(sym->name());
   for (const fb::Tensor* t : *c.tensors()) n += sizeof(TensorDesc) + str(t->name()) + vec(t->shape(), 8);
   for (const fb::Step* s : *c.steps()) {
     n += sizeof(StepDesc) + str(s->op()) + str(s->node()) + vec(s->inputs(), 4) + vec(s->outputs(), 4);

@@ -75,6 +75,13 @@ bool ImportState::FoldShapeOrSize(const ir::Node& n) {
   out.dtype = t->dtype;
   out.shape = t->shape;
   out.has_shape = true;
+  // With ranges, the shape of a computed value may change from run to run:
+  // the node stays, and its contents at the bound serve shape inference.
+  if (dynamic && !in.is_constant()) {
+    out.shape_value = std::move(t);
+    g.nodes.push_back(n);
+    return true;
+  }
   out.constant = std::move(t);
   return true;
 }
@@ -218,12 +225,14 @@ Status ImportState::Emit(ir::Node n) {
     RecordUnsupported(n, "operator " + n.op_type + " is not supported (`fcb ops` lists those that are)");
     return Status::Ok();
   }
-  bool inputs_known = true, all_const = true, any_input = false;
+  bool inputs_known = true, all_const = true, any_input = false, all_known = true, any_shape_value = false;
   for (int i : n.inputs) {
     if (i < 0) continue;
     any_input = true;
     inputs_known = inputs_known && Known(i);
     all_const = all_const && value(i).is_constant();
+    all_known = all_known && value(i).known() != nullptr;
+    any_shape_value = any_shape_value || (!value(i).is_constant() && value(i).shape_value);
   }
   if (!inputs_known) {  // downstream of an unsupported node: nothing to infer
     for (int o : n.outputs) MarkUnknown(o);
@@ -236,7 +245,7 @@ Status ImportState::Emit(ir::Node n) {
     if (n.inputs[k] < 0) continue;
     const ir::Value& v = value(n.inputs[k]);
     infos[k] = ops::TensorInfo{v.dtype, v.shape};
-    consts[k] = v.constant.get();
+    consts[k] = v.known();
   }
   const ops::Attrs attrs = ops::AttrsFromNode(n);
   const int num_out = static_cast<int>(n.outputs.size());
@@ -275,6 +284,21 @@ Status ImportState::Emit(ir::Node n) {
     // or a bad model and must not be hidden.
     if (folded.status().code() != StatusCode::kUnsupported)
       return folded.TakeStatus().Annotate(n.Describe() + ": constant folding");
+  }
+  // Computed from symbolic dims (and constants): kept as a node, its small
+  // contents at the bound kept for the shape inference of its readers.
+  if (any_shape_value && all_known && !IsRandomOp(n.op_type)) {
+    int64_t out_bytes = 0;
+    for (int k = 0; k < num_out; ++k)
+      out_bytes += outs[k].numel() * static_cast<int64_t>(ir::DTypeSize(outs[k].dtype));
+    if (out_bytes <= static_cast<int64_t>(ops::kMaxInferConstantBytes)) {
+      auto known = ops::Evaluate(n.op_type, attrs, consts, num_out);
+      if (known.ok()) {
+        for (int k = 0; k < num_out; ++k) g.values[n.outputs[k]].shape_value = std::move(known.value()[k]);
+      } else if (known.status().code() != StatusCode::kUnsupported) {
+        return known.TakeStatus().Annotate(n.Describe() + ": evaluating it at the bound");
+      }
+    }
   }
   // A float32 value rounded to half precision: a reader that computes in
   // float32 reads the float32 value instead.

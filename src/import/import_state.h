@@ -29,6 +29,10 @@ class ImportState {
   int64_t opset = 0;
   std::map<std::string, int> by_name;      // ONNX value name -> value id
   std::vector<std::string> unsupported;    // one entry per unsupported node
+  // Some input dim is a range (ir::Graph::dynamic): a Shape or Size of a
+  // computed value, and what is computed from it, is kept as nodes with its
+  // contents at the bound (ir::Value::shape_value) instead of folded.
+  bool dynamic = false;
 
   // Names that must not be handed out by FreshName (all ONNX names, up front).
   void ReserveName(const std::string& name) { names_.insert(name); }

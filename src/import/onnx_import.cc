@@ -330,7 +330,8 @@ Status Importer::AddInputs() {
     v.has_shape = true;
     s_.g.inputs.push_back(id);
   }
-  return RefuseRanges();
+  s_.dynamic = s_.g.dynamic();
+  return Status::Ok();
 }
 
 // Every input's entry (input_values first: a value fixes its input's dims)
@@ -386,26 +387,6 @@ Status Importer::BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inp
   return Status::Ok();
 }
 
-// The compiler plans every shape at one size today: a range that passed
-// validation (lo < hi) is refused here, the one place, naming where it is.
-// Symbolic shapes planned at the bound replace this refusal.
-Status Importer::RefuseRanges() const {
-  for (const ir::SymbolBinding& sym : s_.g.symbols) {
-    if (sym.lo == sym.hi || sym.uses.empty()) continue;
-    const ir::SymbolBinding::Use& u = sym.uses.front();
-    std::string others;
-    for (size_t k = 1; k < sym.uses.size(); ++k) {
-      if (!others.empty()) others += ", ";
-      others += "'" + sym.uses[k].input + "' dim " + std::to_string(sym.uses[k].dim);
-    }
-    return Unsupported("input '" + u.input + "' dim " + std::to_string(u.dim) + " is the symbol '" + sym.name +
-                       "' with the range " + SizeText(sym.lo, sym.hi) +
-                       (others.empty() ? "" : " (also used by input " + others + ")") +
-                       ": ranges are validated but not compiled yet; give the dim one size for now (e.g. " +
-                       std::to_string(sym.hi) + ") and compile one method per size");
-  }
-  return Status::Ok();
-}
 
 // `value` for input `name` as a constant of `dtype` and shape `shape`:
 // `declared` is the model's shape for it (-1 = any size). Refuses a rank or

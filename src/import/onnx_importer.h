@@ -45,9 +45,9 @@ class Importer {
   Result<ir::Shape> InputShape(const onnx::ValueInfoProto& vi);
   Result<ir::Shape> DeclaredInputShape(const onnx::ValueInfoProto& vi);
   // Symbolic dims: what the spec gives each symbol, checked for agreement
-  // across inputs (BindSymbols), then the refusal of ranges (RefuseRanges).
+  // across inputs (BindSymbols). Inputs are shaped at the bound (a range's
+  // upper end); Graph::symbols records the ranges.
   Status BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inputs);
-  Status RefuseRanges() const;
   Status AddOutputs();
 
   // Nodes: order, names in scope, conversion (onnx_import.cc).

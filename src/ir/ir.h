@@ -58,7 +58,15 @@ struct Value {
   Shape shape;
   bool has_shape = false;  // false only while import is still inferring
   TensorPtr constant;      // set for initializers and folded values
+  // Set, instead of `constant`, for a small value computed from symbolic
+  // dimensions (a Shape of a value whose size is chosen at run time, and the
+  // arithmetic on it): its contents at the bound, which shape inference
+  // reads. It is not a constant: its node stays and runs, and the runtime
+  // recomputes it for every size it is run at (ops/plan_check.h).
+  TensorPtr shape_value;
   bool is_constant() const { return constant != nullptr; }
+  // The contents shape inference may read: the constant, or the value at the bound.
+  const TensorData* known() const { return constant ? constant.get() : shape_value.get(); }
 };
 
 struct Attribute {
@@ -116,6 +124,13 @@ struct Graph {
   int64_t opset = 13;       // default-domain opset the model was exported with
   // The symbols of the inputs' free dims, in order of first use (set by the import).
   std::vector<SymbolBinding> symbols;
+  // Whether some symbol is a range (lo < hi): shapes are then those at the
+  // bound, and nothing may bake a dimension that depends on a symbol.
+  bool dynamic() const {
+    for (const auto& s : symbols)
+      if (s.lo < s.hi) return true;
+    return false;
+  }
 
   int AddValue(Value v);
   int AddConstant(const std::string& name, TensorPtr t);

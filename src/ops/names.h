@@ -71,7 +71,11 @@ namespace fcb::ops {
 //   6: ConvNhwc / ConvWinogradNhwc output channel slices (out_channel_offset,
 //      out_pixel_channels): a Concat's producers write into its output
 //   7: ConvNhwc input_nchw: a few-channel conv reads an NCHW input directly
-inline constexpr uint32_t kPlanVersion = 7;
+//   8: dimensions chosen at each run (Context.symbols, input_symbols). A file
+//      is written as version 8 only when a method has them: a plan of fixed
+//      shapes is still version 7, and this runtime reads both.
+inline constexpr uint32_t kPlanVersion = 8;
+inline constexpr uint32_t kPlanVersionFixedShapes = 7;  // what a file without symbols is written as
 
 // Operator domains. The registry names an operator of the default ONNX domain
 // ("" or "ai.onnx") by its op_type, and one of another domain fcb implements

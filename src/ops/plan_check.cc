@@ -1,5 +1,7 @@
 #include "ops/plan_check.h"
 
+#include <algorithm>
+
 #include "fcb/limits.h"
 #include "ops/conv_geom.h"
 
@@ -42,9 +44,37 @@ Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s,
   return Status::Ok();
 }
 
+// The contents of Shape or Size of a tensor of shape `shape`.
+std::shared_ptr<ir::TensorData> ShapeContents(const format::StepDesc& s, const ir::Shape& shape) {
+  const Attrs attrs(s.attrs);
+  if (s.op == "Size") return ir::TensorData::FromInts({}, {ir::NumElements(shape)});
+  const int64_t r = static_cast<int64_t>(shape.size());
+  auto clamp = [r](int64_t a) { return std::clamp(a < 0 ? a + r : a, int64_t{0}, r); };
+  const int64_t start = clamp(attrs.GetInt("start", 0)), end = clamp(attrs.GetInt("end", r));
+  std::vector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i) dims.push_back(shape[i]);
+  return ir::TensorData::FromInts({static_cast<int64_t>(dims.size())}, dims);
+}
+
 }  // namespace
 
-Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights) {
+bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
+                        const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
+                        const std::vector<TensorInfo>& outputs) {
+  if (s.op == "Shape" || s.op == "Size") return s.inputs.size() == 1 && s.inputs[0] >= 0;
+  bool any_computed = false;
+  for (int32_t t : s.inputs) {
+    if (t < 0) continue;
+    if (!small_constants[t]) return false;
+    any_computed = any_computed || computed[t];
+  }
+  uint64_t bytes = 0;
+  for (const auto& o : outputs) bytes += static_cast<uint64_t>(o.bytes());
+  return any_computed && bytes <= kMaxInferConstantBytes;
+}
+
+Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
+                              const std::vector<ir::Shape>* input_shapes) {
   CheckedPlan p;
   const size_t nt = c.tensors.size();
   p.infos.resize(nt);
@@ -103,6 +133,22 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     if (!is_arena(t)) return InvalidArgument("method '" + c.method + "' input refers to an invalid tensor");
   for (int32_t t : c.outputs)
     if (!is_arena(t)) return InvalidArgument("method '" + c.method + "' output refers to an invalid tensor");
+  const bool resolving = input_shapes != nullptr;
+  if (resolving) {
+    if (!c.dynamic() || input_shapes->size() != c.inputs.size())
+      return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      TensorInfo& info = p.infos[c.inputs[i]];
+      const TensorInfo given{info.dtype, (*input_shapes)[i]};
+      if (given.shape.size() != info.shape.size() || given.numel() < 0 ||
+          static_cast<uint64_t>(given.bytes()) > p.bytes[c.inputs[i]])
+        return InvalidArgument("method '" + c.method + "' input " + std::to_string(i) + " cannot be " +
+                               ir::ShapeToString(given.shape));
+      info = given;
+    }
+  }
+  // Per tensor: computed from shapes alone at this size (plans with symbols).
+  std::vector<bool> computed(nt, false);
   for (size_t si = 0; si < c.steps.size(); ++si) {
     const auto& s = c.steps[si];
     CheckedStep cs;
@@ -131,12 +177,45 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     InferContext ictx{s.op, cs.attrs, cs.inputs, cs.constants, static_cast<int>(s.outputs.size())};
     Status st = InferOutputs(*cs.def, ictx, &cs.outputs);
     if (!st.ok()) return InvalidArgument(cs.where + ": " + st.message());
-    for (size_t i = 0; i < cs.outputs.size(); ++i)
-      if (cs.outputs[i].dtype != declared[i].dtype || cs.outputs[i].shape != declared[i].shape)
+    for (size_t i = 0; i < cs.outputs.size(); ++i) {
+      if (!resolving) {
+        if (cs.outputs[i].dtype != declared[i].dtype || cs.outputs[i].shape != declared[i].shape)
+          return InvalidArgument(cs.where + ": output " + std::to_string(i) + " is declared " +
+                                 ir::DTypeName(declared[i].dtype) + " " + ir::ShapeToString(declared[i].shape) +
+                                 " but its inputs give " + ir::DTypeName(cs.outputs[i].dtype) + " " +
+                                 ir::ShapeToString(cs.outputs[i].shape));
+        continue;
+      }
+      const int32_t t = s.outputs[i];
+      if (cs.outputs[i].dtype != declared[i].dtype || cs.outputs[i].shape.size() != declared[i].shape.size())
         return InvalidArgument(cs.where + ": output " + std::to_string(i) + " is declared " +
-                               ir::DTypeName(declared[i].dtype) + " " + ir::ShapeToString(declared[i].shape) +
-                               " but its inputs give " + ir::DTypeName(cs.outputs[i].dtype) + " " +
-                               ir::ShapeToString(cs.outputs[i].shape));
+                               ir::DTypeName(declared[i].dtype) + " of rank " +
+                               std::to_string(declared[i].shape.size()) + " but at this size its inputs give " +
+                               ir::DTypeName(cs.outputs[i].dtype) + " " + ir::ShapeToString(cs.outputs[i].shape));
+      auto numel = CheckedNumel(cs.outputs[i].shape);
+      if (!numel.ok() || static_cast<uint64_t>(numel.value()) * ir::DTypeSize(declared[i].dtype) > p.bytes[t])
+        return InvalidArgument(cs.where + ": output " + std::to_string(i) + " ('" + c.tensors[t].name + "') is " +
+                               ir::ShapeToString(cs.outputs[i].shape) + " at this size, more than the " +
+                               std::to_string(p.bytes[t]) + " bytes planned for it at the bound (" +
+                               ir::ShapeToString(declared[i].shape) + ")");
+      p.infos[t] = cs.outputs[i];
+    }
+    if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, cs.outputs)) {
+      std::vector<std::shared_ptr<ir::TensorData>> values;
+      if (s.op == "Shape" || s.op == "Size") {
+        values.push_back(ShapeContents(s, cs.inputs[0].shape));
+      } else {
+        auto ev = Evaluate(s.op, cs.attrs, cs.constants, static_cast<int>(s.outputs.size()));
+        if (!ev.ok()) return InvalidArgument(cs.where + ": evaluating it from the shapes: " + ev.status().message());
+        values = std::move(ev).value();
+      }
+      for (size_t i = 0; i < s.outputs.size() && i < values.size(); ++i) {
+        if (values[i]->dtype != cs.outputs[i].dtype || values[i]->shape != cs.outputs[i].shape)
+          return InvalidArgument(cs.where + ": its value from the shapes disagrees with its inferred output");
+        p.small_constants[s.outputs[i]] = std::move(values[i]);
+        computed[s.outputs[i]] = true;
+      }
+    }
     if (cs.def->scratch) {
       auto scratch = cs.def->scratch(cs.create_context());
       if (!scratch.ok()) return InvalidArgument(cs.where + ": " + scratch.status().message());

@@ -58,6 +58,25 @@ struct CheckedPlan {
 // arena, its shape inference agreeing with the declared outputs, and its
 // scratch. Errors are InvalidArgument naming the tensor or step; the compiler
 // reports them as Internal, the loader as CorruptFile.
-Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights);
+//
+// A plan with symbols (ContextDesc::dynamic) is checked at the bound, where
+// every inferred shape must equal the declared one, unless `input_shapes`
+// gives the method's inputs other shapes (one per input, the sizes a run
+// chose; the caller checked them against the symbols' ranges): then every
+// step's outputs are inferred from those, must keep the declared dtype and
+// rank and fit the bytes planned at the bound, and `infos` holds the shapes
+// of this run. In such a plan the small values computed from shapes alone
+// (a Shape or Size step, and steps whose inputs are all such values or small
+// weights and whose outputs are small) are evaluated here, so that the steps
+// reading them (a Reshape's shape, a Slice's ends) infer and create as if
+// they were constants; they still run as steps.
+Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
+                              const std::vector<ir::Shape>* input_shapes = nullptr);
+
+// Whether step `s` of a plan with symbols is one of the values computed from
+// shapes alone (see CheckPlan), given which of its inputs are.
+bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
+                        const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
+                        const std::vector<TensorInfo>& outputs);
 
 }  // namespace fcb::ops

@@ -43,6 +43,8 @@ Status FuseMatMulBias(ir::Graph& g) {
     if (!mm.domain.empty() || mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 || erase[i])
       continue;
     const int a = mm.inputs[0], y = mm.outputs[0];
+    // The Reshapes around the Gemm would fix sizes a range leaves open.
+    if (g.dynamic() && a >= 0 && g.values[a].shape.size() > 2) continue;
     const ir::TensorData* b = ConstInput(g, mm, 1);
     if (a < 0 || g.values[a].is_constant() || g.values[a].dtype != ir::DType::kF32 || g.values[a].shape.size() < 2 ||
         !b || b->dtype != ir::DType::kF32 || b->shape.size() != 2)

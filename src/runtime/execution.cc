@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <system_error>
@@ -28,7 +29,77 @@ class ExecutionImpl {
   size_t scratch_stride = 0;
   std::vector<std::vector<const void*>> step_in;
   std::vector<std::vector<void*>> step_out;
+
+  // Methods with ranges: each input's current shape, and the kernels for
+  // the current sizes (null: the bound, the method's own kernels), kept per
+  // combination of sizes in a small cache (least recently used goes first).
+  std::vector<std::vector<int64_t>> input_shapes;
+  bool sizes_changed = false;
+  const ResolvedMethod* resolved = nullptr;
+  struct CacheEntry {
+    std::vector<std::vector<int64_t>> shapes;
+    std::unique_ptr<ResolvedMethod> method;
+    uint64_t last_used = 0;
+  };
+  std::vector<CacheEntry> cache;
+  uint64_t clock = 0;
+  static constexpr size_t kCacheEntries = 16;
+
+  const ops::Kernel& kernel(size_t step) const {
+    return resolved ? *resolved->kernels[step] : *method->steps[step].kernel;
+  }
+  Status Resolve();
 };
+
+// The sizes the inputs were given, checked to agree per symbol, then the
+// kernels for them: the bound's, a cached resolution, or a new one.
+Status ExecutionImpl::Resolve() {
+  const PreparedMethod& m = *method;
+  const auto& syms = m.context->symbols;
+  std::vector<int64_t> value(syms.size(), -1);
+  std::vector<std::pair<size_t, size_t>> first(syms.size());  // (input, dim) that set each symbol
+  bool at_bound = true;
+  for (size_t i = 0; i < input_shapes.size(); ++i)
+    for (size_t d = 0; d < input_shapes[i].size(); ++d) {
+      const int32_t s = m.input_symbols[i][d];
+      if (s < 0) continue;
+      const int64_t v = input_shapes[i][d];
+      if (value[s] < 0) {
+        value[s] = v;
+        first[s] = {i, d};
+        at_bound = at_bound && v == syms[s].hi;
+      } else if (value[s] != v) {
+        const auto [fi, fd] = first[s];
+        return InvalidArgument("method '" + m.info.name + "': input '" + m.info.inputs[i].name + "' dim " +
+                               std::to_string(d) + " is " + std::to_string(v) + " but input '" +
+                               m.info.inputs[fi].name + "' dim " + std::to_string(fd) + " is " +
+                               std::to_string(value[s]) + "; both are the symbol '" + syms[s].name +
+                               "', one size per run: give them the same size");
+      }
+    }
+  sizes_changed = false;
+  ++clock;
+  if (at_bound) {
+    resolved = nullptr;
+    return Status::Ok();
+  }
+  for (auto& e : cache)
+    if (e.shapes == input_shapes) {
+      e.last_used = clock;
+      resolved = e.method.get();
+      return Status::Ok();
+    }
+  resolved = nullptr;
+  FCB_ASSIGN_OR_RETURN(auto r, ResolveMethod(ProgramAccess::Of(*program), m, input_shapes));
+  if (cache.size() >= kCacheEntries) {
+    auto oldest = std::min_element(cache.begin(), cache.end(),
+                                   [](const CacheEntry& a, const CacheEntry& b) { return a.last_used < b.last_used; });
+    cache.erase(oldest);
+  }
+  cache.push_back({input_shapes, std::move(r), clock});
+  resolved = cache.back().method.get();
+  return Status::Ok();
+}
 
 Execution::Execution(std::unique_ptr<ExecutionImpl> impl) : impl_(std::move(impl)) {}
 Execution::~Execution() = default;
@@ -69,6 +140,7 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
     impl->step_in.push_back(std::move(in));
     impl->step_out.push_back(std::move(out));
   }
+  for (const auto& in : m->info.inputs) impl->input_shapes.push_back(in.shape);
   if (fault::Hit(fault::Kind::kThreads, method))
     return ResourceExhausted("cannot start " + std::to_string(num_threads) + " threads for method '" + method +
                              "' (injected fault)");
@@ -83,29 +155,90 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
 
 const MethodInfo& Execution::info() const { return impl_->method->info; }
 
-Status Execution::SetInput(const std::string& name, const void* data, size_t bytes) {
-  const auto& m = *impl_->method;
-  for (size_t i = 0; i < m.info.inputs.size(); ++i) {
-    if (m.info.inputs[i].name != name) continue;
-    const uint64_t want = m.info.inputs[i].bytes();
-    if (bytes != want)
-      return InvalidArgument("input '" + name + "' needs " + std::to_string(want) + " bytes (" +
-                             DTypeName(m.info.inputs[i].dtype) + " " + ir::ShapeToString(m.info.inputs[i].shape) +
-                             "), got " + std::to_string(bytes));
-    if (bytes) std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);  // empty: data may be null
-    return Status::Ok();
-  }
+static std::string RangeText(int64_t lo, int64_t hi) { return std::to_string(lo) + ".." + std::to_string(hi); }
+
+static Result<size_t> FindInput(const PreparedMethod& m, const std::string& name) {
+  for (size_t i = 0; i < m.info.inputs.size(); ++i)
+    if (m.info.inputs[i].name == name) return i;
   std::string names;
   for (const auto& in : m.info.inputs) names += (names.empty() ? "" : ", ") + in.name;
   return NotFound("method '" + m.info.name + "' has no input '" + name + "'; its inputs are: " + names);
+}
+
+Status Execution::SetInput(const std::string& name, const void* data, size_t bytes) {
+  FCB_ASSIGN_OR_RETURN(size_t i, FindInput(*impl_->method, name));
+  const TensorSpec& spec = impl_->method->info.inputs[i];
+  const std::vector<int64_t> shape = impl_->input_shapes[i];
+  const uint64_t want = static_cast<uint64_t>(ir::NumElements(shape)) * DTypeSize(spec.dtype);
+  if (bytes != want)
+    return InvalidArgument("input '" + name + "' needs " + std::to_string(want) + " bytes (" + DTypeName(spec.dtype) +
+                           " " + ir::ShapeToString(shape) + "), got " + std::to_string(bytes) +
+                           (spec.dynamic() ? "; to give it another shape, pass the shape with the data" : ""));
+  if (bytes) std::memcpy(impl_->tensor_ptr[impl_->method->input_tensors[i]], data, bytes);  // empty: data may be null
+  return Status::Ok();
+}
+
+Status Execution::SetInput(const std::string& name, const void* data, size_t bytes,
+                           const std::vector<int64_t>& shape) {
+  const PreparedMethod& m = *impl_->method;
+  FCB_ASSIGN_OR_RETURN(size_t i, FindInput(m, name));
+  const TensorSpec& spec = m.info.inputs[i];
+  const std::string given = "input '" + name + "' of method '" + m.info.name + "' is given the shape " +
+                            ir::ShapeToString(shape);
+  if (shape.size() != spec.shape.size())
+    return InvalidArgument(given + " (rank " + std::to_string(shape.size()) + "); it has rank " +
+                           std::to_string(spec.shape.size()) + " (" + ir::ShapeToString(spec.shape) + ")");
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int32_t s = m.input_symbols[i][d];
+    if (s < 0) {
+      if (shape[d] != spec.shape[d])
+        return InvalidArgument(given + ", but its dim " + std::to_string(d) + " is fixed to " +
+                               std::to_string(spec.shape[d]));
+      continue;
+    }
+    const auto& sym = m.context->symbols[s];
+    if (shape[d] < sym.lo || shape[d] > sym.hi)
+      return InvalidArgument(given + ", but its dim " + std::to_string(d) + " is the symbol '" + sym.name +
+                             "' with the range " + RangeText(sym.lo, sym.hi) +
+                             " it was compiled for; recompile with a wider range to run " + std::to_string(shape[d]));
+  }
+  const uint64_t want = static_cast<uint64_t>(ir::NumElements(shape)) * DTypeSize(spec.dtype);
+  if (bytes != want)
+    return InvalidArgument(given + ", which needs " + std::to_string(want) + " bytes (" + DTypeName(spec.dtype) +
+                           "), got " + std::to_string(bytes));
+  if (bytes) std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);
+  if (impl_->input_shapes[i] != shape) {
+    impl_->input_shapes[i] = shape;
+    impl_->sizes_changed = true;
+  }
+  return Status::Ok();
+}
+
+const std::vector<int64_t>& Execution::input_shape(size_t i) const {
+  static const std::vector<int64_t> kNone;
+  return i < impl_->input_shapes.size() ? impl_->input_shapes[i] : kNone;
+}
+
+const std::vector<int64_t>& Execution::output_shape(size_t i) const {
+  static const std::vector<int64_t> kNone;
+  const auto& m = *impl_->method;
+  if (i >= m.info.outputs.size()) return kNone;
+  return impl_->resolved ? impl_->resolved->output_shapes[i] : m.info.outputs[i].shape;
+}
+
+uint64_t Execution::output_bytes(size_t i) const {
+  const auto& m = *impl_->method;
+  if (i >= m.info.outputs.size()) return 0;
+  return static_cast<uint64_t>(ir::NumElements(output_shape(i))) * DTypeSize(m.info.outputs[i].dtype);
 }
 
 Status Execution::Run() {
   const auto& m = *impl_->method;
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
+  if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
+    Status s = impl_->kernel(i).Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
   // The weight pool's checksum runs in the background from Program::Load on
@@ -120,11 +253,12 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
   steps->assign(m.steps.size(), StepTiming{});
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
+  if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto prev = t0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    Status s = m.steps[i].kernel->Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
+    Status s = impl_->kernel(i).Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
     const auto now = Clock::now();
     StepTiming& t = (*steps)[i];
     t.start_ms = std::chrono::duration<double, std::milli>(prev - t0).count();
@@ -135,7 +269,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
     t.node = sd.node;
     if (!sd.outputs.empty()) {
       t.output_dtype = c.tensors[sd.outputs[0]].dtype;
-      t.output_shape = c.tensors[sd.outputs[0]].shape;
+      t.output_shape = impl_->resolved ? impl_->resolved->step_output0[i] : c.tensors[sd.outputs[0]].shape;
     }
     t.flops = m.steps[i].flops;
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);

@@ -95,10 +95,25 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
                        " bytes of scratch per thread; its steps need " + std::to_string(p.scratch_bytes));
   m->weights = p.weights;
   m->bytes = p.bytes;
-  for (int32_t t : c.inputs)
-    m->info.inputs.push_back({c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape});
+  size_t k = 0;
+  for (int32_t t : c.inputs) {
+    TensorSpec spec{c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape, {}, {}};
+    std::vector<int32_t> syms(spec.shape.size(), -1);
+    if (c.dynamic()) {  // metadata checks: input_symbols covers every input dim, indices in range
+      bool any = false;
+      for (size_t d = 0; d < syms.size(); ++d) syms[d] = c.input_symbols[k++], any = any || syms[d] >= 0;
+      if (any) {
+        spec.min_shape = spec.shape;
+        spec.symbols.assign(spec.shape.size(), "");
+        for (size_t d = 0; d < syms.size(); ++d)
+          if (syms[d] >= 0) spec.min_shape[d] = c.symbols[syms[d]].lo, spec.symbols[d] = c.symbols[syms[d]].name;
+      }
+    }
+    m->info.inputs.push_back(std::move(spec));
+    m->input_symbols.push_back(std::move(syms));
+  }
   for (int32_t t : c.outputs)
-    m->info.outputs.push_back({c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape});
+    m->info.outputs.push_back({c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape, {}, {}});
   m->input_tensors = c.inputs;
   m->output_tensors = c.outputs;
   for (size_t si = 0; si < p.steps.size(); ++si) {
@@ -117,6 +132,33 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program, const PreparedMethod& m,
+                                                      const std::vector<ir::Shape>& shapes) {
+  const format::ContextDesc& c = *m.context;
+  // Every blob read here was verified at load (small and non-float ones are).
+  FileWeights weights(*program.file, nullptr);
+  auto plan = ops::CheckPlan(c, weights, &shapes);
+  if (!plan.ok()) return plan.TakeStatus().Annotate("method '" + c.method + "'");
+  const ops::CheckedPlan& p = plan.value();
+  if (p.scratch_bytes > c.scratch_bytes)
+    return InvalidArgument("method '" + c.method + "' needs " + std::to_string(p.scratch_bytes) +
+                           " bytes of scratch per thread at these sizes, more than the " +
+                           std::to_string(c.scratch_bytes) + " planned");
+  auto r = std::make_unique<ResolvedMethod>();
+  for (const ops::CheckedStep& cs : p.steps) {
+    auto kernel = cs.def->create(cs.create_context());
+    if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + cs.where);
+    r->kernels.push_back(std::move(kernel).value());
+    r->step_output0.push_back(cs.outputs.empty() ? std::vector<int64_t>{} : cs.outputs[0].shape);
+  }
+  for (int32_t t : c.outputs) r->output_shapes.push_back(p.infos[t].shape);
+  return r;
+}
+
+namespace {
 
 // MemAvailable from /proc/meminfo, else the physical memory, else no limit.
 uint64_t HostAvailableMemory() {
@@ -170,7 +212,7 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
     return loaded.TakeStatus().Annotate("(" + limit_name + ")");
   FCB_ASSIGN_OR_RETURN(impl->file, std::move(loaded));
   const auto& desc = impl->file->desc();
-  if (desc.plan_version != ops::kPlanVersion)
+  if (desc.plan_version != ops::kPlanVersion && desc.plan_version != ops::kPlanVersionFixedShapes)
     return Unsupported("'" + path + "' holds plans of encoding version " + std::to_string(desc.plan_version) +
                        (desc.plan_version > ops::kPlanVersion ? ", newer than" : ", older than") +
                        " this runtime's version " + std::to_string(ops::kPlanVersion) + " (fcb " + Version() +

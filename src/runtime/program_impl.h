@@ -23,8 +23,19 @@ struct PreparedStep {
   uint64_t flops = 0;                     // OpDef::flops, 0 where not defined
 };
 
+// A method with ranges at one combination of sizes: every step's kernel
+// made for those shapes, and the shapes of the method's outputs.
+struct ResolvedMethod {
+  std::vector<std::unique_ptr<ops::Kernel>> kernels;  // per step
+  std::vector<std::vector<int64_t>> output_shapes;    // per method output
+  std::vector<std::vector<int64_t>> step_output0;     // per step: its first output's shape (profiles)
+};
+
 struct PreparedMethod {
   MethodInfo info;
+  // Per input, per dim: the index of the symbol it is in context->symbols, or -1.
+  std::vector<std::vector<int32_t>> input_symbols;
+  bool dynamic() const { return context && context->dynamic(); }
   const format::ContextDesc* context = nullptr;
   std::vector<PreparedStep> steps;
   std::vector<const void*> weights;  // per tensor: mapped bytes for weights, null for arena tensors
@@ -63,6 +74,12 @@ uint64_t ExecutionBytes(uint64_t arena, uint64_t scratch, int threads);
 // "method 'm' needs ..., more than the memory limit of ... bytes (...)".
 std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t scratch, int threads,
                              uint64_t limit, bool from_options);
+
+// Kernels for a method with ranges at the input shapes `shapes` (checked by
+// the caller against the ranges): its plan resolved at those sizes
+// (ops::CheckPlan). Errors name the method and the step.
+Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program, const PreparedMethod& m,
+                                                      const std::vector<ir::Shape>& shapes);
 
 // Loads, verifies and prepares; used by Program::Load.
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);

@@ -144,7 +144,7 @@ Result<bool> FromMeanOverHw(LayoutContext& c, const ir::Node& n) {
   const int mv = c.NewValue(n.name + "_pooled", ir::DType::kF32, {x[0], 1, 1, x[3]}, true);
   pool.outputs = {mv};
   c.Emit(std::move(pool));
-  const int shape = c.AddConstant(n.name + "_shape", ir::TensorData::FromInts({2}, {x[0], x[3]}));
+  const int shape = c.AddConstant(n.name + "_shape", ir::TensorData::FromInts({2}, {0, x[3]}));  // 0: the batch, as it is
   ir::Node reshape;
   reshape.name = n.name + "_reshape";
   reshape.op_type = "Reshape";
