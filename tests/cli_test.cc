@@ -178,8 +178,9 @@ TEST(Cli, SymbolicInputWithoutShapeNamesTheFix) {
 
 // --input-shape with ranges: a degenerate range is the fixed size (the same
 // file byte for byte); a range on a dim the model fixes names the model's
-// size; a valid range is refused as not compiled yet, naming input, dim,
-// symbol and range. Messages use the flag's words.
+// size; a valid range compiles one method that runs at any batch in it, writes
+// outputs of the run's shape, and refuses a batch outside it naming input,
+// dim, symbol and range. Messages use the flag's words.
 TEST(Cli, InputShapeRanges) {
   TempDir tmp;
   auto r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("fixed.fcb") + " --target generic --input-shape input=2x3x64x64"));
@@ -197,18 +198,39 @@ TEST(Cli, InputShapeRanges) {
   EXPECT_EQ(r.err.find("input_shapes"), std::string::npos) << r.err;
 
   r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --target generic --input-shape main:input=1..8x3x64x64"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(Fcb("inspect " + tmp.File("x.fcb")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("input 'input' float32 [1..8]x3x64x64 (batch = 1..8)"), std::string::npos) << r.out;
+  // A batch of 3 within 1..8, from a .npy file; the output is 3 rows.
+  NpyArray x;
+  x.dtype = static_cast<int32_t>(DType::kF32);
+  x.shape = {3, 3, 64, 64};
+  x.data.assign(3 * 3 * 64 * 64 * 4, 0);
+  ASSERT_TRUE(WriteNpy(tmp.File("x3.npy"), x).ok());
+  r = RunCommand(Fcb("run " + tmp.File("x.fcb") + " --input input=" + tmp.File("x3.npy") + " --output-dir " +
+                     tmp.File("out3")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto y = ReadNpy(tmp.File("out3") + "/output.npy");
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(y.value().shape[0], 3);
+  // A batch of 9 is outside 1..8.
+  x.shape[0] = 9;
+  x.data.assign(9 * 3 * 64 * 64 * 4, 0);
+  ASSERT_TRUE(WriteNpy(tmp.File("x9.npy"), x).ok());
+  r = RunCommand(Fcb("run " + tmp.File("x.fcb") + " --input input=" + tmp.File("x9.npy") + " --output-dir " +
+                     tmp.File("out9")));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("input 'input' dim 0 is the symbol 'batch' with the range 1..8: ranges are validated but not "
-                       "compiled yet"),
+  EXPECT_NE(r.err.find("input 'input' of method 'main' is given the shape 9x3x64x64, but its dim 0 is the symbol "
+                       "'batch' with the range 1..8 it was compiled for"),
             std::string::npos)
       << r.err;
-  EXPECT_FALSE(testing::FileExists(tmp.File("x.fcb")));
 
-  // The same through a JSON spec file.
+  // The same range through a JSON spec file: the same file.
   std::ofstream(tmp.File("spec.json")) << R"({"targets": "generic", "input_shapes": {"input": [[1, 8], 3, 64, 64]}})";
-  r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("x.fcb") + " --spec " + tmp.File("spec.json")));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("the symbol 'batch' with the range 1..8"), std::string::npos) << r.err;
+  r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("y.fcb") + " --spec " + tmp.File("spec.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadBytes(tmp.File("x.fcb")), testing::ReadBytes(tmp.File("y.fcb")));
 }
 
 TEST(Cli, WrongInputShapeIsAnError) {

@@ -48,7 +48,11 @@ ordered_json ShareJson(const WeightShare& w) {
 
 ordered_json IoJson(const std::vector<TensorSpec>& v) {
   ordered_json a = ordered_json::array();
-  for (const auto& t : v) a.push_back({{"name", t.name}, {"shape", t.shape}});
+  for (const auto& t : v) {
+    ordered_json e = {{"name", t.name}, {"shape", t.shape}};
+    if (t.dynamic()) e["min_shape"] = t.min_shape, e["symbols"] = t.symbols;  // dims chosen at each run
+    a.push_back(std::move(e));
+  }
   return a;
 }
 
@@ -171,6 +175,22 @@ Result<FileSummary> InspectFile(const std::string& path) {
     cs.scratch_bytes = ctx.scratch_bytes;
     cs.share = ShareOf(d, ctx_blobs, plan_bytes, only);
     cs.inputs = specs(ctx, ctx.inputs);
+    // Dims chosen at each run: the range and symbol of each (the metadata
+    // checks matched input_symbols to the inputs' dims).
+    if (ctx.dynamic() && cs.inputs.size() == ctx.inputs.size()) {
+      size_t k = 0;
+      for (auto& in : cs.inputs) {
+        std::vector<int64_t> lo = in.shape;
+        std::vector<std::string> names(in.shape.size());
+        bool any = false;
+        for (size_t dim = 0; dim < in.shape.size() && k < ctx.input_symbols.size(); ++dim, ++k) {
+          const int32_t sym = ctx.input_symbols[k];
+          if (sym < 0 || static_cast<size_t>(sym) >= ctx.symbols.size()) continue;
+          lo[dim] = ctx.symbols[sym].lo, names[dim] = ctx.symbols[sym].name, any = true;
+        }
+        if (any) in.min_shape = std::move(lo), in.symbols = std::move(names);
+      }
+    }
     cs.outputs = specs(ctx, ctx.outputs);
     referenced += cs.share.weight_bytes_referenced;
     s.contexts.push_back(std::move(cs));

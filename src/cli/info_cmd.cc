@@ -1,3 +1,4 @@
+#include <algorithm>
 // `fcb inspect`, `fcb targets`, `fcb ops`: print what the public description
 // calls (fcb/inspect.h) return.
 #include <iostream>
@@ -44,6 +45,32 @@ int CmdInspect(const std::string& file, bool as_json) {
     std::printf("%-12s %-10s %6llu %12llu %12llu %10llu %14llu %12llu  %s\n", Shown(c.target).c_str(), Shown(c.method).c_str(),
                 U(c.steps), U(c.arena_bytes), U(c.scratch_bytes), U(c.share.plan_bytes), U(c.share.weight_bytes_referenced),
                 U(c.share.weight_bytes_unique), Json(ordered_json::parse(c.options_json, nullptr, false)).c_str());
+  // Methods with dims chosen at each run: their inputs' ranges (memory and
+  // every shape above are planned at the upper ends).
+  std::vector<std::string> shown;
+  for (const auto& c : s.contexts) {
+    bool dynamic = false;
+    for (const auto& in : c.inputs) dynamic = dynamic || in.dynamic();
+    if (!dynamic || std::find(shown.begin(), shown.end(), c.method) != shown.end()) continue;
+    shown.push_back(c.method);
+    std::printf("\nmethod %s: sizes chosen at each run, memory planned at the upper bounds\n", Shown(c.method).c_str());
+    for (const auto& in : c.inputs) {
+      std::string dims, syms;
+      for (size_t d = 0; d < in.shape.size(); ++d) {
+        dims += d ? "x" : "";
+        if (in.dynamic() && in.min_shape[d] != in.shape[d]) {
+          const std::string range = std::to_string(in.min_shape[d]) + ".." + std::to_string(in.shape[d]);
+          dims += "[" + range + "]";
+          const std::string entry = Shown(in.symbols[d]) + " = " + range;
+          if (syms.find(entry) == std::string::npos) syms += (syms.empty() ? "" : ", ") + entry;
+        } else {
+          dims += std::to_string(in.shape[d]);
+        }
+      }
+      std::printf("  input '%s' %s %s%s\n", Shown(in.name).c_str(), DTypeName(in.dtype), dims.c_str(),
+                  syms.empty() ? "" : (" (" + syms + ")").c_str());
+    }
+  }
   PrintShares("per target", s.per_target);
   PrintShares("per method", s.per_method);
   const WeightPoolSummary& p = s.weight_pool;

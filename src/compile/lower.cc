@@ -165,8 +165,7 @@ class Lowerer final : public ops::LowerContext {
     const ops::OpDef* def = ops::FindOp(n.op_type);
     if (!def || !(def->traits & ops::kTraitView) || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1)
       return false;
-    // With ranges a view's shape is chosen per run, by its step: it stays one.
-    if (g_.dynamic()) return false;
+
     const int x = n.inputs[0], y = n.outputs[0];
     const ir::Value& xv = g_.values[x];
     const ir::Value& yv = g_.values[y];
@@ -181,6 +180,13 @@ class Lowerer final : public ops::LowerContext {
     const int32_t out = Value(y);
     if (alias_of_.size() <= static_cast<size_t>(out)) alias_of_.resize(out + 1, -1);
     alias_of_[out] = root;
+    // With ranges the view's shape is chosen per run: a step that infers it
+    // (and, over the same bytes, copies nothing) stays in the plan.
+    if (g_.dynamic()) {
+      std::vector<int32_t> in;
+      for (int v : n.inputs) in.push_back(Value(v));
+      Emit(n.op_type, n.name, std::move(in), {out}, ops::AttrsFromNode(n).list());
+    }
     return true;
   }
 

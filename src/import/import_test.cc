@@ -359,26 +359,36 @@ TEST(Import, MalformedRangeThroughOptionsIsRefused) {
                  "dims must not be negative");
 }
 
-// The compiler does not plan ranges yet: a valid range is refused in one
-// place, naming the input, the dim, the symbol and the range.
-TEST(Import, ValidRangeIsRefusedAsNotCompiledYet) {
+// A valid range imports at its bound (the input's shape is the upper end)
+// and is recorded with its symbol, shared by every input using it.
+TEST(Import, ValidRangeImportsAtTheBoundWithItsSymbol) {
   ImportOptions opts;
   opts.input_shapes["a"] = {{1, 8}, 3};
   auto g = Import(SharedBatchModel(), "", opts);
-  ASSERT_REFUSED(g, StatusCode::kUnsupported, "input 'a' dim 0 is the symbol 'batch' with the range 1..8");
-  EXPECT_NE(g.status().message().find("also used by input 'b' dim 0"), std::string::npos) << g.status().message();
-  EXPECT_NE(g.status().message().find("not compiled yet"), std::string::npos) << g.status().message();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->symbols.size(), 1u);
+  EXPECT_EQ(g->symbols[0].name, "batch");
+  EXPECT_EQ(g->symbols[0].lo, 1);
+  EXPECT_EQ(g->symbols[0].hi, 8);
+  ASSERT_EQ(g->symbols[0].uses.size(), 2u);
+  EXPECT_EQ(g->symbols[0].uses[1].input, "b");
+  EXPECT_TRUE(g->dynamic());
+  for (int v : g->inputs) EXPECT_EQ(g->values[v].shape[0], 8) << g->values[v].name;  // the bound
   // An unnamed unknown dim is the symbol "<input>.<dim>".
   ImportOptions unnamed;
   unnamed.input_shapes["input"] = {{1, 16}, 8};
-  ASSERT_REFUSED(Import(PassThroughModel({Dim(""), 8}), "", unnamed), StatusCode::kUnsupported,
-                 "input 'input' dim 0 is the symbol 'input.0' with the range 1..16");
+  auto ranged = Import(PassThroughModel({Dim(""), 8}), "", unnamed);
+  ASSERT_TRUE(ranged.ok()) << ranged.status().ToString();
+  ASSERT_EQ(ranged->symbols.size(), 1u);
+  EXPECT_EQ(ranged->symbols[0].name, "input.0");
+  EXPECT_EQ(ranged->symbols[0].hi, 16);
   unnamed.input_shapes["input"] = {5, 8};
   auto fixed = Import(PassThroughModel({Dim(""), 8}), "", unnamed);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   ASSERT_EQ(fixed->symbols.size(), 1u);
   EXPECT_EQ(fixed->symbols[0].name, "input.0");
   EXPECT_EQ(fixed->symbols[0].lo, 5);
+  EXPECT_FALSE(fixed->dynamic());
 }
 
 TEST(Import, InitializerListedAsInputIsAConstant) {

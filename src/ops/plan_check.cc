@@ -14,8 +14,8 @@ namespace {
 // arena output of a step may share a byte with another of its outputs or
 // with any of its arena inputs. The memory planner never places them so
 // (their lifetimes meet at the step); a hostile file could.
-Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s, const std::vector<uint64_t>& bytes,
-                        const std::string& where) {
+Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s, const OpDef& def,
+                        const std::vector<uint64_t>& bytes, const std::string& where) {
   auto range = [&](int32_t t) {
     return std::string("[offset ") + std::to_string(c.tensors[t].offset) + ", " + std::to_string(bytes[t]) + " bytes]";
   };
@@ -35,6 +35,12 @@ Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s,
                                std::to_string(s.outputs[o2]) + " " + range(s.outputs[o2]) + ") in the arena");
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       const int32_t x = s.inputs[i];
+      // A view step (plans with symbols): a view op's output over exactly its input's bytes; its kernel
+      // copies nothing then.
+      if (o == 0 && i == 0 && x >= 0 && (def.traits & kTraitView) && s.outputs.size() == 1 &&
+          c.tensors[x].storage == format::Storage::kArena && c.tensors[x].offset == c.tensors[y].offset &&
+          bytes[x] == bytes[y])
+        continue;
       if (x >= 0 && overlaps(y, x))
         return InvalidArgument(where + ": output " + std::to_string(o) + " (tensor " + std::to_string(y) + " " +
                                range(y) + ") overlaps input " + std::to_string(i) + " (tensor " + std::to_string(x) +
@@ -172,7 +178,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       if (!is_arena(t)) return InvalidArgument(cs.where + ": output must be an arena tensor");
       declared.push_back(p.infos[t]);
     }
-    FCB_RETURN_IF_ERROR(CheckStepOverlap(c, s, p.bytes, cs.where));
+    FCB_RETURN_IF_ERROR(CheckStepOverlap(c, s, *cs.def, p.bytes, cs.where));
     cs.attrs = Attrs(s.attrs);
     InferContext ictx{s.op, cs.attrs, cs.inputs, cs.constants, static_cast<int>(s.outputs.size())};
     Status st = InferOutputs(*cs.def, ictx, &cs.outputs);
