@@ -155,6 +155,8 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   }
   // Per tensor: computed from shapes alone at this size (plans with symbols).
   std::vector<bool> computed(nt, false);
+  p.computed_steps.assign(c.steps.size(), false);
+  p.needed.assign(nt, false);
   for (size_t si = 0; si < c.steps.size(); ++si) {
     const auto& s = c.steps[si];
     CheckedStep cs;
@@ -215,6 +217,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
         if (!ev.ok()) return InvalidArgument(cs.where + ": evaluating it from the shapes: " + ev.status().message());
         values = std::move(ev).value();
       }
+      p.computed_steps[si] = true;
       for (size_t i = 0; i < s.outputs.size() && i < values.size(); ++i) {
         if (values[i]->dtype != cs.outputs[i].dtype || values[i]->shape != cs.outputs[i].shape)
           return InvalidArgument(cs.where + ": its value from the shapes disagrees with its inferred output");
@@ -231,6 +234,12 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     }
     p.steps.push_back(std::move(cs));
   }
+  for (size_t si = 0; si < c.steps.size(); ++si)
+    if (!p.computed_steps[si])
+      for (int32_t t : c.steps[si].inputs)
+        if (t >= 0) p.needed[t] = true;
+  for (int32_t t : c.outputs) p.needed[t] = true;
+  p.computed_tensors = std::move(computed);
   return p;
 }
 

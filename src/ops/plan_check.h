@@ -47,6 +47,13 @@ struct CheckedPlan {
   std::vector<uint64_t> bytes;        // per tensor
   std::vector<const void*> weights;   // per tensor: the weight's bytes, null for arena tensors
   std::vector<std::shared_ptr<ir::TensorData>> small_constants;  // per tensor, or null
+  // Plans with symbols, per step: its outputs were computed from the shapes
+  // (their values are in small_constants), so a run need not compute them
+  // again; `needed` per tensor: some step not so computed, or the method's
+  // outputs, read it (a computed step whose outputs none reads need not run).
+  std::vector<bool> computed_steps;
+  std::vector<bool> computed_tensors;
+  std::vector<bool> needed;
   std::vector<CheckedStep> steps;
   // Per-thread scratch the steps need: the largest, rounded up to 64 bytes.
   uint64_t scratch_bytes = 0;

@@ -48,6 +48,19 @@ class ExecutionImpl {
   const ops::Kernel& kernel(size_t step) const {
     return resolved ? *resolved->kernels[step] : *method->steps[step].kernel;
   }
+  const ShapeValues& shape_values() const { return resolved ? resolved->shape_values : method->shape_values; }
+  // Step i of a run: its kernel, or the outputs' values computed from the
+  // shapes copied in, or nothing (ShapeValues).
+  Status RunStep(const ops::RunContext& ctx, size_t i) const {
+    const ShapeValues& sv = shape_values();
+    if (!sv.actions.empty() && sv.actions[i] != ShapeValues::Action::kRun) {
+      if (sv.actions[i] == ShapeValues::Action::kCopy)
+        for (size_t k = 0; k < sv.values[i].size(); ++k)
+          if (sv.values[i][k]) std::memcpy(step_out[i][k], sv.values[i][k]->bytes.data(), sv.values[i][k]->bytes.size());
+      return Status::Ok();
+    }
+    return kernel(i).Run(ctx, step_in[i].data(), step_out[i].data());
+  }
   Status Resolve();
 };
 
@@ -238,7 +251,7 @@ Status Execution::Run() {
                       impl_->scratch_stride};
   if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    Status s = impl_->kernel(i).Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
+    Status s = impl_->RunStep(ctx, i);
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
   // The weight pool's checksum runs in the background from Program::Load on
@@ -258,7 +271,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
   const auto t0 = Clock::now();
   auto prev = t0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    Status s = impl_->kernel(i).Run(ctx, impl_->step_in[i].data(), impl_->step_out[i].data());
+    Status s = impl_->RunStep(ctx, i);
     const auto now = Clock::now();
     StepTiming& t = (*steps)[i];
     t.start_ms = std::chrono::duration<double, std::milli>(prev - t0).count();

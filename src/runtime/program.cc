@@ -95,6 +95,16 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
                        " bytes of scratch per thread; its steps need " + std::to_string(p.scratch_bytes));
   m->weights = p.weights;
   m->bytes = p.bytes;
+  m->shape_values = ShapeValues::From(c, p);
+  if (c.dynamic())
+    for (size_t si = 0; si < p.steps.size(); ++si) {
+      PreparedMethod::StepAtBound b;
+      for (const auto& i : p.steps[si].inputs) b.inputs.push_back(i.shape);
+      for (const auto& o : p.steps[si].outputs) b.outputs.push_back(o.shape);
+      for (int32_t t : c.steps[si].inputs)
+        b.computed_inputs.push_back(t >= 0 && p.computed_tensors[t] ? p.small_constants[t] : nullptr);
+      m->at_bound.push_back(std::move(b));
+    }
   size_t k = 0;
   for (int32_t t : c.inputs) {
     TensorSpec spec{c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape, {}, {}};
@@ -148,14 +158,48 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program
                            " bytes of scratch per thread at these sizes, more than the " +
                            std::to_string(c.scratch_bytes) + " planned");
   auto r = std::make_unique<ResolvedMethod>();
-  for (const ops::CheckedStep& cs : p.steps) {
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const ops::CheckedStep& cs = p.steps[si];
+    r->step_output0.push_back(cs.outputs.empty() ? std::vector<int64_t>{} : cs.outputs[0].shape);
+    // The bound's kernel where nothing it was made from changed.
+    const PreparedMethod::StepAtBound& b = m.at_bound[si];
+    bool same = b.outputs.size() == cs.outputs.size() && b.inputs.size() == cs.inputs.size();
+    for (size_t k = 0; same && k < cs.inputs.size(); ++k) same = b.inputs[k] == cs.inputs[k].shape;
+    for (size_t k = 0; same && k < cs.outputs.size(); ++k) same = b.outputs[k] == cs.outputs[k].shape;
+    for (size_t k = 0; same && k < c.steps[si].inputs.size(); ++k) {
+      const int32_t t = c.steps[si].inputs[k];
+      const bool computed = t >= 0 && p.computed_tensors[t];
+      if (computed != (b.computed_inputs[k] != nullptr)) same = false;
+      else if (computed) same = b.computed_inputs[k]->bytes == p.small_constants[t]->bytes;
+    }
+    // A step computed from the shapes never runs its kernel (ShapeValues).
+    if (same || p.computed_steps[si]) {
+      r->kernels.push_back(m.steps[si].kernel.get());
+      continue;
+    }
     auto kernel = cs.def->create(cs.create_context());
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + cs.where);
-    r->kernels.push_back(std::move(kernel).value());
-    r->step_output0.push_back(cs.outputs.empty() ? std::vector<int64_t>{} : cs.outputs[0].shape);
+    r->made.push_back(std::move(kernel).value());
+    r->kernels.push_back(r->made.back().get());
   }
   for (int32_t t : c.outputs) r->output_shapes.push_back(p.infos[t].shape);
+  r->shape_values = ShapeValues::From(c, p);
   return r;
+}
+
+ShapeValues ShapeValues::From(const format::ContextDesc& c, const ops::CheckedPlan& p) {
+  ShapeValues v;
+  if (!c.dynamic()) return v;
+  v.actions.assign(c.steps.size(), Action::kRun);
+  v.values.resize(c.steps.size());
+  for (size_t si = 0; si < c.steps.size(); ++si) {
+    if (!p.computed_steps[si]) continue;
+    bool needed = false;
+    for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];
+    v.actions[si] = needed ? Action::kCopy : Action::kSkip;
+    for (int32_t t : c.steps[si].outputs) v.values[si].push_back(p.small_constants[t]);
+  }
+  return v;
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "format/fcb_file.h"
 #include "kernels/bundle.h"
 #include "ops/op.h"
+#include "ops/plan_check.h"
 #include "runtime/pool_check.h"
 
 namespace fcb {
@@ -23,10 +24,26 @@ struct PreparedStep {
   uint64_t flops = 0;                     // OpDef::flops, 0 where not defined
 };
 
+// How a run treats each step of a plan with symbols: its kernel runs, or
+// (a value computed from the shapes, known before the run) its outputs are
+// copied from `values` where a step reads them, or it is skipped where none
+// does. Plans without symbols run every kernel.
+struct ShapeValues {
+  enum class Action : uint8_t { kRun, kCopy, kSkip };
+  std::vector<Action> actions;                                    // per step (empty: run all)
+  std::vector<std::vector<std::shared_ptr<ir::TensorData>>> values;  // per step: its outputs' values (kCopy)
+  static ShapeValues From(const format::ContextDesc& c, const ops::CheckedPlan& p);
+};
+
 // A method with ranges at one combination of sizes: every step's kernel
 // made for those shapes, and the shapes of the method's outputs.
 struct ResolvedMethod {
-  std::vector<std::unique_ptr<ops::Kernel>> kernels;  // per step
+  ShapeValues shape_values;
+  // Per step: its kernel, the bound's where the step's shapes and the values
+  // it reads from the shapes are the bound's (kernels are immutable), else
+  // one of `made`.
+  std::vector<const ops::Kernel*> kernels;
+  std::vector<std::unique_ptr<ops::Kernel>> made;
   std::vector<std::vector<int64_t>> output_shapes;    // per method output
   std::vector<std::vector<int64_t>> step_output0;     // per step: its first output's shape (profiles)
 };
@@ -35,6 +52,15 @@ struct PreparedMethod {
   MethodInfo info;
   // Per input, per dim: the index of the symbol it is in context->symbols, or -1.
   std::vector<std::vector<int32_t>> input_symbols;
+  ShapeValues shape_values;  // at the bound
+  // Plans with symbols, per step: what its kernel was made from at the bound
+  // (operand shapes, and the values computed from shapes it reads), so that a
+  // resolution remakes only the kernels whose steps change.
+  struct StepAtBound {
+    std::vector<ir::Shape> inputs, outputs;
+    std::vector<std::shared_ptr<ir::TensorData>> computed_inputs;  // null where not computed
+  };
+  std::vector<StepAtBound> at_bound;
   bool dynamic() const { return context && context->dynamic(); }
   const format::ContextDesc* context = nullptr;
   std::vector<PreparedStep> steps;

@@ -1,0 +1,178 @@
+// What sizes chosen at each run cost (a benchmark, never a test):
+//
+//   dynamic_bench FILE METHOD FEEDS_DIR [--threads N] [--iterations N] [--exact FILE]
+//
+// FEEDS_DIR holds NAME.npy per input of METHOD, of any shape within its
+// ranges. Prints the median run time (ms) of
+//   run      - METHOD on those inputs, the same shape every run;
+//   exact    - with --exact, the same inputs through a file compiled for
+//              exactly their shapes (interleaved with `run`, same thread count);
+//   switch   - runs alternating between those shapes and the bound's (each
+//              shape seen before, so its resolution is cached): the extra
+//              cost per run over `run` and the bound's own run time is what a
+//              change of shape adds;
+//   resolve  - runs at a shape not seen before each time (every ranged dim
+//              one smaller than the last, the inputs cut to it): what the
+//              first run at a new shape costs, resolution included.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fcb/fcb.h"
+#include "fcb/npy.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void Die(const std::string& m) {
+  std::fprintf(stderr, "dynamic_bench: %s\n", m.c_str());
+  std::exit(1);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The first `shape` of `a` along every dim (a prefix in each).
+std::vector<uint8_t> Cut(const fcb::NpyArray& a, const std::vector<int64_t>& shape, size_t elem) {
+  std::vector<uint8_t> out;
+  std::vector<int64_t> idx(shape.size(), 0);
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  out.reserve(static_cast<size_t>(n) * elem);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off = off * a.shape[d] + idx[d];
+    const uint8_t* p = a.data.data() + off * elem;
+    out.insert(out.end(), p, p + elem);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+struct Feeds {
+  std::map<std::string, fcb::NpyArray> arrays;
+};
+
+void Set(fcb::Execution& ex, const std::string& name, const void* p, size_t bytes, const std::vector<int64_t>& shape) {
+  fcb::Status s = ex.SetInput(name, p, bytes, shape);
+  if (!s.ok()) Die(s.message());
+}
+
+double TimeRun(fcb::Execution& ex) {
+  const auto t0 = Clock::now();
+  fcb::Status s = ex.Run();
+  if (!s.ok()) Die(s.message());
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) Die("usage: dynamic_bench FILE METHOD FEEDS_DIR [--threads N] [--iterations N] [--exact FILE]");
+  const std::string file = argv[1], method = argv[2], dir = argv[3];
+  int threads = 1, iterations = 50;
+  std::string exact_file;
+  for (int i = 4; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (k == "--iterations") iterations = std::atoi(argv[i + 1]);
+    else if (k == "--exact") exact_file = argv[i + 1];
+    else Die("unknown option " + k);
+  }
+  auto program = fcb::Program::Load(file);
+  if (!program.ok()) Die(program.status().message());
+  auto made = fcb::Execution::Create(program.value(), method, threads);
+  if (!made.ok()) Die(made.status().message());
+  fcb::Execution& ex = *made.value();
+  std::map<std::string, fcb::NpyArray> feeds;
+  for (const auto& in : ex.info().inputs) {
+    auto a = fcb::ReadNpy((std::filesystem::path(dir) / (in.name + ".npy")).string());
+    if (!a.ok()) Die(a.status().message());
+    feeds[in.name] = std::move(a).value();
+  }
+  auto set_feeds = [&](fcb::Execution& e) {
+    for (const auto& [name, a] : feeds) Set(e, name, a.data.data(), a.data.size(), a.shape);
+  };
+  // The bound: each input's planned shape, the feeds' values repeated into it.
+  std::vector<std::vector<uint8_t>> bound_bytes;
+  for (const auto& in : ex.info().inputs) {
+    std::vector<uint8_t> b(in.bytes());
+    const auto& src = feeds[in.name].data;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = src[i % src.size()];
+    bound_bytes.push_back(std::move(b));
+  }
+  auto set_bound = [&]() {
+    for (size_t i = 0; i < ex.info().inputs.size(); ++i)
+      Set(ex, ex.info().inputs[i].name, bound_bytes[i].data(), bound_bytes[i].size(), ex.info().inputs[i].shape);
+  };
+
+  std::unique_ptr<fcb::Execution> exact;
+  if (!exact_file.empty()) {
+    auto p = fcb::Program::Load(exact_file);
+    if (!p.ok()) Die(p.status().message());
+    auto e = fcb::Execution::Create(p.value(), method, threads);
+    if (!e.ok()) Die(e.status().message());
+    exact = std::move(e).value();
+    for (const auto& [name, a] : feeds) {
+      fcb::Status s = exact->SetInput(name, a.data.data(), a.data.size());
+      if (!s.ok()) Die("--exact: " + s.message());
+    }
+  }
+  set_feeds(ex);
+  TimeRun(ex);
+  if (exact) TimeRun(*exact);
+  std::vector<double> run, ex_run, bound, sw_feeds, sw_bound;
+  for (int i = 0; i < iterations; ++i) {
+    run.push_back(TimeRun(ex));
+    if (exact) ex_run.push_back(TimeRun(*exact));
+  }
+  set_bound();
+  TimeRun(ex);
+  for (int i = 0; i < iterations; ++i) bound.push_back(TimeRun(ex));
+  // Alternating: the feeds' shape, then the bound's, each a change.
+  for (int i = 0; i < iterations; ++i) {
+    set_feeds(ex);
+    sw_feeds.push_back(TimeRun(ex));
+    set_bound();
+    sw_bound.push_back(TimeRun(ex));
+  }
+  std::printf("run      %.4f ms (the feeds' shapes, same every run)\n", Median(run));
+  if (exact)
+    std::printf("exact    %.4f ms (a file compiled for exactly those shapes): ranged/exact = %.3f\n", Median(ex_run),
+                Median(run) / Median(ex_run));
+  std::printf("bound    %.4f ms (every ranged dim at its upper end)\n", Median(bound));
+  const double change = ((Median(sw_feeds) - Median(run)) + (Median(sw_bound) - Median(bound))) / 2;
+  std::printf("switch   %.4f / %.4f ms alternating the two shapes (each cached): %+.1f us per change\n",
+              Median(sw_feeds), Median(sw_bound), change * 1000);
+  // New shapes: every ranged dim one smaller each run (cut from the feeds).
+  std::vector<double> fresh;
+  for (int i = 1; i <= iterations; ++i) {
+    bool any = false;
+    for (size_t k = 0; k < ex.info().inputs.size(); ++k) {
+      const auto& in = ex.info().inputs[k];
+      const auto& a = feeds[in.name];
+      std::vector<int64_t> shape = a.shape;
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (in.dynamic() && in.min_shape[d] != in.shape[d]) shape[d] = std::max(in.min_shape[d], a.shape[d] - i), any = true;
+      const auto bytes = Cut(a, shape, fcb::DTypeSize(in.dtype));
+      Set(ex, in.name, bytes.data(), bytes.size(), shape);
+    }
+    if (!any) break;
+    fresh.push_back(TimeRun(ex));
+  }
+  if (!fresh.empty())
+    std::printf("resolve  %.4f ms per run at a shape not seen before (%zu runs, resolution included)\n", Median(fresh),
+                fresh.size());
+  return 0;
+}
