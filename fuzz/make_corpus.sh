@@ -47,6 +47,29 @@ for t in "$node"/test_{conv_with_strides_padding,convtranspose,gemm_default_matr
   n=$((n + 1))
 done
 
+# A method with a range (plan fields symbols / input_symbols, shape steps
+# and view steps): a tiny model whose Reshape target comes from Shape.
+if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
+  /usr/bin/python3 - "$out/onnx/ranged_reshape.onnx" <<'PY'
+import sys
+from onnx import TensorProto, helper
+n = [helper.make_node("Shape", ["x"], ["s"]),
+     helper.make_node("Gather", ["s", "one"], ["len"], axis=0),
+     helper.make_node("Unsqueeze", ["len", "zero"], ["len1"]),
+     helper.make_node("Concat", ["len1", "eight"], ["target"], axis=0),
+     helper.make_node("Reshape", ["x", "target"], ["r"]),
+     helper.make_node("Relu", ["r"], ["y"])]
+init = [helper.make_tensor("one", TensorProto.INT64, [], [1]), helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("eight", TensorProto.INT64, [1], [8])]
+g = helper.make_graph(n, "ranged", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", 8])], init)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 8
+open(sys.argv[1], "wb").write(m.SerializeToString())
+PY
+  compile ranged_reshape "$out/onnx/ranged_reshape.onnx" --target generic --target x86-64-v4 --input-shape x=1x1..64x8
+fi
+
 # npy: the test inputs that are small, and one file of each dtype and header
 # version the reader takes.
 for f in "$data"/*.npy; do small "$f" && cp "$f" "$out/npy/"; done

@@ -478,5 +478,89 @@ TEST_F(CountLimitTest, MoreContextsThanAFileMayHold) {
       << s.message();
 }
 
+// The fields of a plan with ranges (Context.symbols, Context.input_symbols):
+// a one-step plan made by hand, Relu over an input whose one dim is the
+// symbol 'n' in 1..8. As written it loads and runs at any n; each field
+// broken is refused at load with CorruptFile naming it.
+class SymbolFieldsTest : public CountLimitTest {
+ protected:
+  struct Sym {
+    std::string name;
+    int64_t lo, hi;
+  };
+  static std::vector<uint8_t> Meta(const std::vector<Sym>& syms, const std::vector<int32_t>& input_symbols) {
+    flatbuffers::FlatBufferBuilder b;
+    const std::vector<int64_t> shape = {8};
+    std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {
+        fb::CreateTensor(b, b.CreateString("x"), 1, b.CreateVector(shape), fb::Storage_Arena, 0),
+        fb::CreateTensor(b, b.CreateString("y"), 1, b.CreateVector(shape), fb::Storage_Arena, 64)};
+    const std::vector<int32_t> in = {0}, out = {1};
+    std::vector<flatbuffers::Offset<fb::Step>> steps = {
+        fb::CreateStep(b, b.CreateString("Relu"), b.CreateString("relu"), b.CreateVector(in), b.CreateVector(out))};
+    std::vector<flatbuffers::Offset<fb::Symbol>> sym_list;
+    for (const auto& s : syms) sym_list.push_back(fb::CreateSymbol(b, b.CreateString(s.name), s.lo, s.hi));
+    auto ctx = fb::CreateContext(b, b.CreateString("main"), b.CreateString("generic"), b.CreateString("{}"),
+                                 b.CreateVector(tensors), b.CreateVector(steps), b.CreateVector(in),
+                                 b.CreateVector(out), 128, 0, b.CreateVector(sym_list), b.CreateVector(input_symbols));
+    std::vector<flatbuffers::Offset<fb::Context>> ctxs = {ctx};
+    std::vector<fb::Blob> blobs;
+    b.Finish(fb::CreateFile(b, b.CreateString("fcb test"), b.CreateVector(ctxs), b.CreateVectorOfStructs(blobs),
+                            ops::kPlanVersion),
+             fb::FileIdentifier());
+    return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  }
+};
+
+TEST_F(SymbolFieldsTest, AHandMadePlanWithARangeRunsAtEverySize) {
+  const std::string path = dir_.File("ranged.fcb");
+  WriteAll(path, WithMetadata(ReadAll(dir_.File("good.fcb")), Meta({{"n", 1, 8}}, {0})));
+  auto p = Program::Load(path);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto info = p.value()->method("main");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info.value().inputs[0].min_shape, (std::vector<int64_t>{1}));
+  EXPECT_EQ(info.value().inputs[0].symbols, (std::vector<std::string>{"n"}));
+  auto ex = Execution::Create(p.value(), "main", 1);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  for (int64_t n : {3, 8, 1, 3}) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 2 ? i : -i);
+    ASSERT_TRUE(ex.value()->SetInput("x", x.data(), n * 4, {n}).ok());
+    ASSERT_TRUE(ex.value()->Run().ok());
+    ASSERT_EQ(ex.value()->output_shape(0), (std::vector<int64_t>{n}));
+    ASSERT_EQ(ex.value()->output_bytes(0), static_cast<uint64_t>(n * 4));
+    const float* y = static_cast<const float*>(ex.value()->output_data(0));
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[i], std::max(x[i], 0.f)) << "n = " << n << ", element " << i;
+  }
+  // Outside 1..8: refused, nothing written, the execution still runs.
+  std::vector<float> nine(9, 1.f);
+  ASSERT_REFUSED(ex.value()->SetInput("x", nine.data(), 9 * 4, {9}), StatusCode::kInvalidArgument,
+                 "input 'x' of method 'main' is given the shape 9, but its dim 0 is the symbol 'n' with the range 1..8");
+  ASSERT_REFUSED(ex.value()->SetInput("x", nine.data(), 9 * 4, {3, 3}), StatusCode::kInvalidArgument,
+                 "(rank 2); it has rank 1");
+  ASSERT_REFUSED(ex.value()->SetInput("x", nine.data(), 8, {3}), StatusCode::kInvalidArgument,
+                 "which needs 12 bytes (float32), got 8");
+  EXPECT_TRUE(ex.value()->Run().ok());
+  EXPECT_EQ(ex.value()->output_shape(0), (std::vector<int64_t>{3}));
+}
+
+TEST_F(SymbolFieldsTest, BrokenSymbolFieldsAreRefusedNamingThem) {
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 1, 8}}, {3}), "index.fcb"), StatusCode::kCorruptFile,
+                 "method input 0 'x' dim 0 refers to symbol 3, out of range (context has 1 symbols)");
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 1, 4}}, {0}), "bound.fcb"), StatusCode::kCorruptFile,
+                 "method input 0 'x' dim 0 is 8, not the bound 4 of its symbol 'n'");
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 9, 8}}, {0}), "order.fcb"), StatusCode::kCorruptFile,
+                 "symbol 0 'n' has the range 9..8 (needs 0 <= lo <= hi");
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", -1, 8}}, {0}), "negative.fcb"), StatusCode::kCorruptFile,
+                 "symbol 0 'n' has the range -1..8");
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 1, 8}}, {0, 0}), "count.fcb"), StatusCode::kCorruptFile,
+                 "input_symbols has 2 entries; the inputs have 1 dims");
+  ASSERT_REFUSED(LoadMeta(Meta({{"", 1, 8}}, {0}), "name.fcb"), StatusCode::kCorruptFile,
+                 "symbol 0 has a name of 0 bytes (1 to 256)");
+  std::vector<Sym> many(limits::kMaxSymbols + 1, Sym{"n", 1, 8});
+  ASSERT_REFUSED(LoadMeta(Meta(many, {0}), "many.fcb"), StatusCode::kCorruptFile,
+                 "holds 257 symbols, more than the limit of 256 per context");
+}
+
 }  // namespace
 }  // namespace fcb
