@@ -19,6 +19,10 @@
 #    output is compared with ONNX Runtime's (rel L2 <= 1e-4, max abs <= 1e-3);
 #    the tiny decoder's greedy tokens must equal ONNX Runtime's exactly and
 #    the logits of its prefill and decode methods match as above.
+# 2b. The models with ranges (bert_dyn 1..512, resnet18_dyn 64..512, the
+#    merged decoder's prefill 1..64 and decode past 1..1023), each compiled
+#    once for every target, run at several sizes on every ARM target under
+#    qemu -cpu max against ONNX Runtime's outputs for those sizes.
 # 4. The ONNX conformance suite exported on x86-64 (fcb-conformance --export)
 #    and replayed on every ARM target under qemu: each must pass exactly the
 #    tests x86-64-v4 passes (full), or the same on a subset of operators.
@@ -173,6 +177,42 @@ for t in armv8-a armv8.2-a armv8.2-a+sve; do  # armv9-a is max's own choice abov
     arm_or_x86_fcb="$arm/fcb" arm_or_x86_generate="$arm/examples/tiny_decoder_generate" \
       run_case "max(forced)" "$t" "${qemu[@]}" -cpu max -- "$m" --target "$t"
   done
+done
+
+echo "== 2b. one method per range (compiled once on x86-64 for every target), each size run on every ARM target"
+dyn_past=""; dyn_past_prefill=""
+for p in past_key_values.0.key past_key_values.0.value past_key_values.1.key past_key_values.1.value; do
+  dyn_past="$dyn_past --input-shape decode:$p=1x4x1..1023x16"; dyn_past_prefill="$dyn_past_prefill --input-shape prefill:$p=1x4x1x16"
+done
+"$x86/fcb" compile "$data/bert_dyn.onnx" --input-shape input_ids=1x1..512 --input-shape attention_mask=1x1..512 \
+  --target all -o "$work/bert_dyn.fcb" >/dev/null
+"$x86/fcb" compile "$data/resnet18_dyn.onnx" --input-shape input=1x3x64..512x64..512 --target all \
+  -o "$work/resnet18_dyn.fcb" >/dev/null
+"$x86/fcb" compile --method prefill="$data/decoder_merged.onnx" --method decode="$data/decoder_merged.onnx" \
+  --input-value prefill:use_cache_branch="$data/decoder_merged.prefill.T1.feeds/use_cache_branch.npy" \
+  --input-value decode:use_cache_branch="$data/decoder_merged.decode.P1.feeds/use_cache_branch.npy" \
+  --input-shape prefill:input_ids=1x1..64 --input-shape prefill:attention_mask=1x1..64 $dyn_past_prefill \
+  --input-shape decode:input_ids=1x1 --input-shape decode:attention_mask=1x2..1024 $dyn_past \
+  --target all -o "$work/decoder_merged.fcb" >/dev/null
+run_dyn() {  # run_dyn TARGET FILE METHOD CASE
+  local t="$1" file="$2" method="$3" case="$4" args=() f status=ok cmp="- -"
+  local out="$work/out.dyn.$t.$case"
+  for f in "$data/$case.feeds"/*.npy; do
+    [ "$(basename "$f" .npy)" = use_cache_branch ] || args+=(--input "$(basename "$f" .npy)=$f")
+  done
+  mkdir -p "$out"
+  local log
+  log=$("${qemu[@]}" -cpu max "$arm/fcb" run "$work/$file.fcb" --method "$method" --target "$t" "${args[@]}" \
+    --output-dir "$out" 2>&1) || status=error
+  if [ "$status" = ok ]; then cmp=$(compare "$out" "$data/$case.ref") || status="outputs differ: $cmp"; fi
+  printf "%-15s %-34s %9s %9s  %s\n" "$t" "$case" $cmp "$status"
+  if [ "$status" != ok ]; then echo "$log" | tail -5; fail=1; fi
+}
+for t in "${arm_targets[@]}"; do
+  for c in bert_dyn.L7 bert_dyn.L333; do run_dyn "$t" bert_dyn main "$c"; done
+  for c in resnet18_dyn.64x64 resnet18_dyn.97x131; do run_dyn "$t" resnet18_dyn main "$c"; done
+  for c in decoder_merged.prefill.T1 decoder_merged.prefill.T64; do run_dyn "$t" decoder_merged prefill "$c"; done
+  for c in decoder_merged.decode.P1 decoder_merged.decode.P1023; do run_dyn "$t" decoder_merged decode "$c"; done
 done
 
 echo "== forcing a target the emulated CPU cannot run is a clear error"

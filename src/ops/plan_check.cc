@@ -80,7 +80,9 @@ bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& comp
 }
 
 Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
-                              const std::vector<ir::Shape>* input_shapes) {
+                              const std::vector<ir::Shape>* input_shapes,
+                              const std::vector<std::shared_ptr<ir::TensorData>>* weight_constants) {
+  if (weight_constants && weight_constants->size() != c.tensors.size()) weight_constants = nullptr;
   CheckedPlan p;
   const size_t nt = c.tensors.size();
   p.infos.resize(nt);
@@ -89,36 +91,40 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   p.small_constants.resize(nt);
   for (size_t i = 0; i < nt; ++i) {
     const auto& t = c.tensors[i];
-    const std::string where = "tensor " + std::to_string(i) + " ('" + t.name + "')";
+    auto where = [&] { return "tensor " + std::to_string(i) + " ('" + t.name + "')"; };  // for errors only
     const ir::DType dtype = t.dtype;
     const size_t es = ir::DTypeSize(dtype);
-    if (es == 0) return InvalidArgument(where + " has unknown dtype code " + std::to_string(static_cast<int32_t>(t.dtype)));
+    if (es == 0) return InvalidArgument(where() + " has unknown dtype code " + std::to_string(static_cast<int32_t>(t.dtype)));
     if (t.shape.size() > static_cast<size_t>(limits::kMaxRank))
-      return InvalidArgument(where + " has " + std::to_string(t.shape.size()) + " dimensions, more than the limit of " +
+      return InvalidArgument(where() + " has " + std::to_string(t.shape.size()) + " dimensions, more than the limit of " +
                              std::to_string(limits::kMaxRank) + " (fcb/limits.h)");
     auto numel = CheckedNumel(t.shape);
-    if (!numel.ok()) return InvalidArgument(where + ": " + numel.status().message());
+    if (!numel.ok()) return InvalidArgument(where() + ": " + numel.status().message());
     if (static_cast<uint64_t>(numel.value()) > limits::kMaxTensorElements)
-      return InvalidArgument(where + " has " + std::to_string(numel.value()) + " elements, more than the limit of " +
+      return InvalidArgument(where() + " has " + std::to_string(numel.value()) + " elements, more than the limit of " +
                              std::to_string(limits::kMaxTensorElements) + " (fcb/limits.h)");
     const uint64_t bytes = static_cast<uint64_t>(numel.value()) * es;
     p.bytes[i] = bytes;
     p.infos[i] = {dtype, t.shape};
     if (t.storage == format::Storage::kArena) {
       if (t.offset > c.arena_bytes || bytes > c.arena_bytes - t.offset)
-        return InvalidArgument(where + " [offset " + std::to_string(t.offset) + ", " + std::to_string(bytes) +
+        return InvalidArgument(where() + " [offset " + std::to_string(t.offset) + ", " + std::to_string(bytes) +
                                " bytes] lies outside the arena of " + std::to_string(c.arena_bytes) + " bytes");
-      if (t.offset % 64 != 0) return InvalidArgument(where + " is not 64-byte aligned in the arena");
+      if (t.offset % 64 != 0) return InvalidArgument(where() + " is not 64-byte aligned in the arena");
     } else if (t.storage == format::Storage::kWeight) {
       if (t.blob < 0 || static_cast<size_t>(t.blob) >= weights.count())
-        return InvalidArgument(where + " refers to weight blob " + std::to_string(t.blob) + " which does not exist");
+        return InvalidArgument(where() + " refers to weight blob " + std::to_string(t.blob) + " which does not exist");
       if (bytes > weights.size(t.blob))
-        return InvalidArgument(where + " needs " + std::to_string(bytes) + " bytes but blob " + std::to_string(t.blob) +
+        return InvalidArgument(where() + " needs " + std::to_string(bytes) + " bytes but blob " + std::to_string(t.blob) +
                                " holds " + std::to_string(weights.size(t.blob)));
       p.weights[i] = weights.data(t.blob);
       const bool floating = dtype == ir::DType::kF32 || dtype == ir::DType::kF16 ||
                             dtype == ir::DType::kBF16 || dtype == ir::DType::kF64;
       const bool small = bytes <= kMaxInferConstantBytes;
+      if (small && weight_constants && (*weight_constants)[i]) {
+        p.small_constants[i] = (*weight_constants)[i];  // read (and verified) before
+        continue;
+      }
       if (!floating || small) FCB_RETURN_IF_ERROR(weights.Verify(t.blob, t.name));
       if (small) {
         auto td = std::make_shared<ir::TensorData>();
@@ -129,7 +135,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
         p.small_constants[i] = std::move(td);
       }
     } else {
-      return InvalidArgument(where + " has unknown storage kind");
+      return InvalidArgument(where() + " has unknown storage kind");
     }
   }
   auto is_arena = [&](int32_t t) {

@@ -77,8 +77,13 @@ struct CheckedPlan {
 // weights and whose outputs are small) are evaluated here, so that the steps
 // reading them (a Reshape's shape, a Slice's ends) infer and create as if
 // they were constants; they still run as steps.
+//
+// `weight_constants` (per tensor, as a CheckedPlan of the same plan holds in
+// small_constants) lets a resolution share the small weights' contents read
+// once at load instead of copying them again.
 Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
-                              const std::vector<ir::Shape>* input_shapes = nullptr);
+                              const std::vector<ir::Shape>* input_shapes = nullptr,
+                              const std::vector<std::shared_ptr<ir::TensorData>>* weight_constants = nullptr);
 
 // Whether step `s` of a plan with symbols is one of the values computed from
 // shapes alone (see CheckPlan), given which of its inputs are.

@@ -96,6 +96,11 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   m->weights = p.weights;
   m->bytes = p.bytes;
   m->shape_values = ShapeValues::From(c, p);
+  if (c.dynamic()) {
+    m->weight_constants.resize(c.tensors.size());
+    for (size_t t = 0; t < c.tensors.size(); ++t)
+      if (c.tensors[t].storage == format::Storage::kWeight) m->weight_constants[t] = p.small_constants[t];
+  }
   if (c.dynamic())
     for (size_t si = 0; si < p.steps.size(); ++si) {
       PreparedMethod::StepAtBound b;
@@ -150,7 +155,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program
   const format::ContextDesc& c = *m.context;
   // Every blob read here was verified at load (small and non-float ones are).
   FileWeights weights(*program.file, nullptr);
-  auto plan = ops::CheckPlan(c, weights, &shapes);
+  auto plan = ops::CheckPlan(c, weights, &shapes, &m.weight_constants);
   if (!plan.ok()) return plan.TakeStatus().Annotate("method '" + c.method + "'");
   const ops::CheckedPlan& p = plan.value();
   if (p.scratch_bytes > c.scratch_bytes)

@@ -61,6 +61,7 @@ struct PreparedMethod {
     std::vector<std::shared_ptr<ir::TensorData>> computed_inputs;  // null where not computed
   };
   std::vector<StepAtBound> at_bound;
+  std::vector<std::shared_ptr<ir::TensorData>> weight_constants;  // per tensor: small weights' contents, else null
   bool dynamic() const { return context && context->dynamic(); }
   const format::ContextDesc* context = nullptr;
   std::vector<PreparedStep> steps;
