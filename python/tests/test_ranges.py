@@ -29,7 +29,8 @@ def bert(testdata, tmp_path_factory):
 
 def case(testdata, n):
     """bert_dyn.L<n>'s inputs and ONNX Runtime's output."""
-    feeds = {name: np.load(testdata / f"bert_dyn.L{n}.feeds" / f"{name}.npy") for name in ("input_ids", "attention_mask")}
+    feeds = {name: np.load(testdata / f"bert_dyn.L{n}.feeds" / f"{name}.npy")
+             for name in ("input_ids", "attention_mask")}
     want = np.load(testdata / f"bert_dyn.L{n}.ref" / "last_hidden_state.npy")
     assert want.shape == (1, n, 128)
     return feeds, want

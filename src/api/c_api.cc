@@ -404,7 +404,8 @@ fcb_status_t* fcb_execution_output_shape(const fcb_execution_t* execution, size_
                                                          " outputs");
     const std::vector<int64_t>& dims = execution->execution->output_shape(index);
     const std::string what = "output '" + info.outputs[index].name + "'";
-    if (fcb_status_t* s = CheckDimsBuffer("fcb_execution_output_shape", "shape", what, dims.size(), shape, capacity, rank))
+    if (fcb_status_t* s =
+            CheckDimsBuffer("fcb_execution_output_shape", "shape", what, dims.size(), shape, capacity, rank))
       return s;
     if (shape) std::copy(dims.begin(), dims.end(), shape);
     *rank = dims.size();
