@@ -173,6 +173,10 @@ TEST_F(CApiTest, NullArgumentsAreStatusesNotCrashes) {
         fcb_program_method_io_count(nullptr, nullptr, nullptr, nullptr),
         fcb_execution_create(nullptr, nullptr, 1, nullptr), fcb_execution_run(nullptr),
         fcb_execution_set_input(nullptr, "input", nullptr, 0), fcb_execution_output(nullptr, 0, nullptr, nullptr),
+        fcb_execution_set_input_shaped(nullptr, "input", nullptr, 0, nullptr, 0),
+        fcb_execution_output_shape(nullptr, 0, nullptr, 0, nullptr),
+        fcb_execution_input_range(nullptr, 0, nullptr, nullptr, 0, nullptr),
+        fcb_program_method_input_range(nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr),
         fcb_inspect_json(nullptr, nullptr)}) {
     StatusPtr s(raw);
     EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT) << s.message();
@@ -206,11 +210,25 @@ TEST_F(CApiTest, SpecErrorsCarryTheCppMessage) {
     EXPECT_EQ(s.message(), cpp.status().message());
     EXPECT_FALSE(testing::FileExists(dir_->File("never.fcb")));
   }
-  // A valid range compiles.
+  // A valid range compiles: the input takes any batch of 1..8 at each run.
   StatusPtr range(fcb_compile(names, models, 1, R"({"targets": "generic", "input_shapes": {"input": [[1, 8], 3, 64, 64]}})",
-                              dir_->File("ranged.fcb").c_str(), nullptr));
-  EXPECT_EQ(range.code(), FCB_STATUS_OK) << range.message();
-  EXPECT_TRUE(testing::FileExists(dir_->File("ranged.fcb")));
+                              dir_->File("range.fcb").c_str(), nullptr));
+  ASSERT_TRUE(range.ok()) << range.message();
+  ProgramHandle p = Load(dir_->File("range.fcb"));
+  ASSERT_TRUE(p);
+  fcb_tensor_info_t in{};
+  StatusPtr i(fcb_program_method_input(p.get(), nullptr, 0, &in));
+  ASSERT_TRUE(i.ok()) << i.message();
+  EXPECT_EQ(std::vector<int64_t>(in.shape, in.shape + in.rank), (std::vector<int64_t>{8, 3, 64, 64}));
+  int64_t min_shape[4] = {};
+  const char* symbols[4] = {};
+  size_t rank = 0;
+  StatusPtr r(fcb_program_method_input_range(p.get(), nullptr, 0, min_shape, symbols, 4, &rank));
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(rank, 4u);
+  EXPECT_EQ(std::vector<int64_t>(min_shape, min_shape + 4), (std::vector<int64_t>{1, 3, 64, 64}));
+  EXPECT_STREQ(symbols[0], "batch");
+  EXPECT_STREQ(symbols[1], "");
   const char* twice[] = {"a", "a"};
   const char* two_models[] = {models[0], models[0]};
   StatusPtr dup(fcb_compile(twice, two_models, 2, kSpec, dir_->File("never.fcb").c_str(), nullptr));
@@ -348,6 +366,213 @@ TEST_F(CApiTest, WrongNamesSizesAndIndices) {
     EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(data, nullptr);
   }
+}
+
+// bert_dyn (scripts/export_dynamic_models.py: input_ids and attention_mask
+// int64 [1, seq], output [1, seq, 128]) compiled once for seq 1..512 and run
+// through the C API at several lengths on one execution: each matches ONNX
+// Runtime at its own output shape and size; a shape outside the range or of
+// another rank is refused with the C++ message and the execution runs on.
+class CApiRangesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string model = testing::TestDataDir() + "/bert_dyn.onnx";
+    if (!testing::FileExists(model)) return;  // each test fails, naming the missing file
+    dir_ = new TempDir();
+    const char* names[] = {"main"};
+    const char* models[] = {model.c_str()};
+    StatusPtr s(fcb_compile(names, models, 1,
+                            R"({"targets": ["generic", "x86-64-v2"],
+                                "input_shapes": {"input_ids": [1, [1, 512]], "attention_mask": [1, [1, 512]]}})",
+                            dir_->File("bert.fcb").c_str(), nullptr));
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(testing::FileExists(testing::TestDataDir() + "/bert_dyn.onnx"))
+        << "bert_dyn.onnx is missing: run scripts/prepare_testdata.sh";
+    ASSERT_NE(dir_, nullptr);
+  }
+
+  static ExecutionHandle Create(const char* target) {
+    fcb_program_t* p = nullptr;
+    StatusPtr l(fcb_program_load(dir_->File("bert.fcb").c_str(), target, 1, &p));
+    EXPECT_TRUE(l.ok()) << l.message();
+    ProgramHandle owned(p);
+    if (!p) return nullptr;
+    fcb_execution_t* raw = nullptr;
+    StatusPtr c(fcb_execution_create(p, nullptr, 2, &raw));
+    EXPECT_TRUE(c.ok()) << c.message();
+    return ExecutionHandle(raw);
+  }
+
+  // Sets both inputs from case bert_dyn.L<n> (unless set_inputs is false:
+  // they hold that case already), runs, and compares the output with ONNX
+  // Runtime's: shape, bytes and values.
+  static void RunCase(fcb_execution_t* ex, int n, bool set_inputs = true) {
+    SCOPED_TRACE("length " + std::to_string(n));
+    const std::string stem = testing::TestDataDir() + "/bert_dyn.L" + std::to_string(n);
+    const auto feeds = testing::ReadNpyFolder(stem + ".feeds");
+    const auto want = testing::ReadNpyFolder(stem + ".ref");
+    ASSERT_EQ(feeds.size(), 2u) << stem << ".feeds: run scripts/prepare_testdata.sh";
+    ASSERT_EQ(want.count("last_hidden_state"), 1u) << stem << ".ref: run scripts/prepare_testdata.sh";
+    for (const auto& [name, a] : feeds) {
+      ASSERT_EQ(a.shape, (std::vector<int64_t>{1, n})) << name;
+      if (!set_inputs) continue;
+      StatusPtr s(fcb_execution_set_input_shaped(ex, name.c_str(), a.data.data(), a.data.size(), a.shape.data(),
+                                                 a.shape.size()));
+      ASSERT_TRUE(s.ok()) << name << ": " << s.message();
+    }
+    StatusPtr r(fcb_execution_run(ex));
+    ASSERT_TRUE(r.ok()) << r.message();
+    const NpyArray& ref = want.at("last_hidden_state");
+    ASSERT_EQ(ref.shape, (std::vector<int64_t>{1, n, 128}));
+    int64_t shape[4] = {-1, -1, -1, -1};
+    size_t rank = 0;
+    StatusPtr sh(fcb_execution_output_shape(ex, 0, shape, 4, &rank));
+    ASSERT_TRUE(sh.ok()) << sh.message();
+    ASSERT_EQ(std::vector<int64_t>(shape, shape + rank), ref.shape);
+    EXPECT_EQ(shape[3], -1);  // nothing written past the rank
+    const void* data = nullptr;
+    size_t bytes = 0;
+    StatusPtr o(fcb_execution_output(ex, 0, &data, &bytes));
+    ASSERT_TRUE(o.ok()) << o.message();
+    ASSERT_EQ(bytes, ref.data.size());
+    std::vector<float> got(bytes / 4), wanted(bytes / 4);
+    std::memcpy(got.data(), data, bytes);
+    std::memcpy(wanted.data(), ref.data.data(), bytes);
+    EXPECT_LE(testing::Compare(got, wanted).rel_l2, 1e-4);
+  }
+
+  static TempDir* dir_;
+};
+
+TempDir* CApiRangesTest::dir_ = nullptr;
+
+TEST_F(CApiRangesTest, InfoGivesTheBoundTheRangeAndTheSymbols) {
+  fcb_program_t* raw = nullptr;
+  StatusPtr l(fcb_program_load(dir_->File("bert.fcb").c_str(), nullptr, 1, &raw));
+  ASSERT_TRUE(l.ok()) << l.message();
+  ProgramHandle p(raw);
+  ExecutionHandle ex = Create(nullptr);
+  ASSERT_TRUE(ex);
+  for (size_t i = 0; i < 2; ++i) {
+    fcb_tensor_info_t info{};
+    StatusPtr s(fcb_program_method_input(p.get(), nullptr, i, &info));
+    ASSERT_TRUE(s.ok()) << s.message();
+    SCOPED_TRACE(info.name);
+    EXPECT_EQ(std::vector<int64_t>(info.shape, info.shape + info.rank), (std::vector<int64_t>{1, 512}));
+    EXPECT_EQ(info.bytes, 512u * 8);
+    size_t rank = 0;
+    StatusPtr q(fcb_program_method_input_range(p.get(), nullptr, i, nullptr, nullptr, 0, &rank));  // the rank alone
+    ASSERT_TRUE(q.ok()) << q.message();
+    EXPECT_EQ(rank, 2u);
+    int64_t min_shape[2] = {};
+    const char* symbols[2] = {};
+    StatusPtr r(fcb_program_method_input_range(p.get(), nullptr, i, min_shape, symbols, 2, &rank));
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(std::vector<int64_t>(min_shape, min_shape + 2), (std::vector<int64_t>{1, 1}));
+    EXPECT_STREQ(symbols[0], "");
+    EXPECT_STREQ(symbols[1], "seq");
+    int64_t from_ex[2] = {};
+    StatusPtr e(fcb_execution_input_range(ex.get(), i, from_ex, nullptr, 2, &rank));
+    ASSERT_TRUE(e.ok()) << e.message();
+    EXPECT_EQ(std::vector<int64_t>(from_ex, from_ex + 2), (std::vector<int64_t>{1, 1}));
+    StatusPtr small(fcb_program_method_input_range(p.get(), nullptr, i, min_shape, nullptr, 1, &rank));
+    EXPECT_EQ(small.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(small.message().find("capacity 1 is below the rank of input '" + std::string(info.name) + "' (2)"),
+              std::string::npos)
+        << small.message();
+  }
+  // Before any run an output reports its planned (largest) shape.
+  int64_t shape[3] = {};
+  size_t rank = 0;
+  StatusPtr s(fcb_execution_output_shape(ex.get(), 0, shape, 3, &rank));
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(std::vector<int64_t>(shape, shape + rank), (std::vector<int64_t>{1, 512, 128}));
+  StatusPtr small(fcb_execution_output_shape(ex.get(), 0, shape, 2, &rank));
+  EXPECT_EQ(small.code(), FCB_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(small.message().find("capacity 2 is below the rank of output 'last_hidden_state' (3)"), std::string::npos)
+      << small.message();
+  StatusPtr bad(fcb_execution_output_shape(ex.get(), 1, shape, 3, &rank));
+  EXPECT_EQ(bad.code(), FCB_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(bad.message().find("output index 1 is out of range"), std::string::npos) << bad.message();
+  StatusPtr range(fcb_execution_input_range(ex.get(), 2, nullptr, nullptr, 0, &rank));
+  EXPECT_EQ(range.code(), FCB_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(range.message().find("input index 2 is out of range"), std::string::npos) << range.message();
+}
+
+TEST_F(CApiRangesTest, LengthsWithinTheRangeMatchOnnxRuntime) {
+  for (const char* target : {"generic", "x86-64-v2"}) {
+    bool runs = false;
+    for (const auto& t : ListTargets()) runs = runs || (t.name == target && t.host_can_run);
+    if (!runs) continue;
+    SCOPED_TRACE(target);
+    ExecutionHandle ex = Create(target);
+    ASSERT_TRUE(ex);
+    RunCase(ex.get(), 7);
+    RunCase(ex.get(), 333);
+    RunCase(ex.get(), 7);  // back to a length seen before
+  }
+}
+
+TEST_F(CApiRangesTest, OutOfRangeAndWrongRankAreRefusedAndTheExecutionRunsOn) {
+  ExecutionHandle ex = Create(nullptr);
+  ASSERT_TRUE(ex);
+  RunCase(ex.get(), 7);
+  std::vector<int64_t> ids(600, 1);
+  {
+    const int64_t shape[] = {1, 600};
+    StatusPtr s(fcb_execution_set_input_shaped(ex.get(), "input_ids", ids.data(), 600 * 8, shape, 2));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("input 'input_ids' of method 'main' is given the shape 1x600, but its dim 1 is the "
+                               "symbol 'seq' with the range 1..512"),
+              std::string::npos)
+        << s.message();
+  }
+  {
+    const int64_t shape[] = {7};
+    StatusPtr s(fcb_execution_set_input_shaped(ex.get(), "attention_mask", ids.data(), 7 * 8, shape, 1));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("input 'attention_mask' of method 'main' is given the shape 7 (rank 1); it has "
+                               "rank 2"),
+              std::string::npos)
+        << s.message();
+  }
+  {
+    const int64_t shape[] = {1, 7};
+    StatusPtr s(fcb_execution_set_input_shaped(ex.get(), "input_ids", ids.data(), 6 * 8, shape, 2));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("which needs 56 bytes"), std::string::npos) << s.message();
+  }
+  {
+    StatusPtr s(fcb_execution_set_input_shaped(ex.get(), "input_ids", ids.data(), 16, nullptr, 2));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("'shape' must not be NULL"), std::string::npos) << s.message();
+  }
+  // Nothing was written: the inputs of length 7 still give that case's output.
+  RunCase(ex.get(), 7, /*set_inputs=*/false);
+  // Without a shape, the data must fit the shape the input has now.
+  {
+    StatusPtr s(fcb_execution_set_input(ex.get(), "input_ids", ids.data(), 512 * 8));
+    EXPECT_EQ(s.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("input 'input_ids' needs 56 bytes"), std::string::npos) << s.message();
+    StatusPtr ok(fcb_execution_set_input(ex.get(), "input_ids", ids.data(), 7 * 8));
+    EXPECT_TRUE(ok.ok()) << ok.message();
+  }
+  // Two inputs of one symbol at different lengths: refused by the run.
+  {
+    const int64_t shape[] = {1, 9};
+    StatusPtr s(fcb_execution_set_input_shaped(ex.get(), "input_ids", ids.data(), 9 * 8, shape, 2));
+    ASSERT_TRUE(s.ok()) << s.message();
+    StatusPtr r(fcb_execution_run(ex.get()));
+    EXPECT_EQ(r.code(), FCB_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(r.message().find("both are the symbol 'seq', one size per run"), std::string::npos) << r.message();
+  }
+  RunCase(ex.get(), 333);
 }
 
 }  // namespace

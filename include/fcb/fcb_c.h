@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define FCB_C_API_VERSION_MAJOR 1
-#define FCB_C_API_VERSION_MINOR 0
+#define FCB_C_API_VERSION_MINOR 1
 
 /* The C API version the library implements: major * 1000 + minor. */
 FCB_C_API int fcb_c_api_version(void);
@@ -91,8 +91,8 @@ FCB_C_API void fcb_string_destroy(char* s);
  * spec_json: a compile spec as JSON text, the format of `fcb compile --spec`
  * (README "Compile specs"), e.g.
  *   {"targets": ["generic", "x86-64-v3"], "input_shapes": {"input": [1, 3, 224, 224]}}
- * (a dim may be a range [lo, hi], e.g. "input_ids": [1, [1, 512]]; ranges are
- * validated but not compiled yet: one with lo < hi is FCB_STATUS_UNSUPPORTED)
+ * (a dim may be a range [lo, hi], e.g. "input_ids": [1, [1, 512]]: the method
+ * then takes any size within it at each run, see fcb_execution_set_input_shaped)
  * or NULL for every known target with default options.
  * report_json: NULL, or receives the compile report (release it with
  * fcb_string_destroy):
@@ -129,7 +129,11 @@ FCB_C_API size_t fcb_program_num_methods(const fcb_program_t* program);
 FCB_C_API const char* fcb_program_method_name(const fcb_program_t* program, size_t index);
 
 /* One input or output of a method. The pointers stay valid while the
- * program (or execution) it was read from lives. */
+ * program (or execution) it was read from lives. For an input or output whose
+ * dims are chosen at each run (a range in the compile spec), `shape` and
+ * `bytes` are the largest (every range at its upper bound): the method is
+ * planned for them. fcb_program_method_input_range gives an input's smallest
+ * sizes, fcb_execution_output_shape an output's shape in the last run. */
 typedef struct fcb_tensor_info {
   const char* name;
   int32_t dtype;        /* fcb::DType: ONNX TensorProto.DataType codes (1 = float32, 7 = int64, ...) */
@@ -148,6 +152,19 @@ FCB_C_API fcb_status_t* fcb_program_method_input(const fcb_program_t* program, c
 FCB_C_API fcb_status_t* fcb_program_method_output(const fcb_program_t* program, const char* method,
                                                   size_t index, fcb_tensor_info_t* info);
 
+/* Since 1.1. The ranges of input `index`, per dim: min_shape[d] receives the
+ * smallest size a run may give dim d (the largest is fcb_tensor_info_t.shape;
+ * a fixed dim has both equal) and, when symbols is not NULL, symbols[d] the
+ * name of the symbol dim d is ("" where fixed; dims that are one symbol take
+ * one size in a run; the strings stay valid while the program lives).
+ * capacity is the length of min_shape (and of symbols): at least the input's
+ * rank, which *rank receives; with min_shape NULL and capacity 0 only *rank
+ * is written. A smaller capacity is FCB_STATUS_INVALID_ARGUMENT naming the
+ * rank. An input with every dim fixed reports min_shape = shape. */
+FCB_C_API fcb_status_t* fcb_program_method_input_range(const fcb_program_t* program, const char* method,
+                                                       size_t index, int64_t* min_shape, const char** symbols,
+                                                       size_t capacity, size_t* rank);
+
 /* ------------------------------------------------------------- executions */
 
 typedef struct fcb_execution fcb_execution_t;
@@ -165,13 +182,43 @@ FCB_C_API fcb_status_t* fcb_execution_input_info(const fcb_execution_t* executio
 FCB_C_API fcb_status_t* fcb_execution_output_info(const fcb_execution_t* execution, size_t index,
                                                   fcb_tensor_info_t* info);
 
-/* Copies `bytes` bytes into input `name`; bytes must equal its size. */
+/* Since 1.1. fcb_program_method_input_range for the execution's method
+ * (symbols valid while the execution lives). */
+FCB_C_API fcb_status_t* fcb_execution_input_range(const fcb_execution_t* execution, size_t index,
+                                                  int64_t* min_shape, const char** symbols, size_t capacity,
+                                                  size_t* rank);
+
+/* Copies `bytes` bytes into input `name`; bytes must equal its size at the
+ * shape it has now (its planned shape, or the one last given to
+ * fcb_execution_set_input_shaped). An input keeps its value until it is set
+ * again, so only the inputs that change need setting. */
 FCB_C_API fcb_status_t* fcb_execution_set_input(fcb_execution_t* execution, const char* name, const void* data,
                                                 size_t bytes);
+/* Since 1.1. The same with the input's shape for this and the next runs
+ * (`rank` dims at `shape`): any shape within the ranges the method was
+ * compiled for (fcb_execution_input_range .. fcb_tensor_info_t.shape), and
+ * bytes its size. A rank that differs from the input's, or a dim outside its
+ * range, is FCB_STATUS_INVALID_ARGUMENT naming the input, the dim, its symbol
+ * and its range; nothing is written and the execution stays usable. Dims that
+ * are one symbol must be given one size across the inputs (checked by
+ * fcb_execution_run). The first run at new sizes resolves the method's
+ * shapes for them once (kept for later runs at those sizes). */
+FCB_C_API fcb_status_t* fcb_execution_set_input_shaped(fcb_execution_t* execution, const char* name,
+                                                       const void* data, size_t bytes, const int64_t* shape,
+                                                       size_t rank);
 FCB_C_API fcb_status_t* fcb_execution_run(fcb_execution_t* execution);
-/* Output `index`'s bytes, valid until the next run or destruction. */
+/* Output `index`'s data and its size in the last run (densely laid out at its
+ * shape, fcb_execution_output_shape), valid until the next run or
+ * destruction. Before any run: the planned size. */
 FCB_C_API fcb_status_t* fcb_execution_output(const fcb_execution_t* execution, size_t index, const void** data,
                                              size_t* bytes);
+/* Since 1.1. Output `index`'s shape in the last run (before any run: the
+ * planned shape, fcb_tensor_info_t.shape): shape[0..*rank) receives it.
+ * capacity is the length of shape, at least the output's rank (a smaller one
+ * is FCB_STATUS_INVALID_ARGUMENT naming the rank); with shape NULL and
+ * capacity 0 only *rank is written. */
+FCB_C_API fcb_status_t* fcb_execution_output_shape(const fcb_execution_t* execution, size_t index, int64_t* shape,
+                                                   size_t capacity, size_t* rank);
 
 /* ------------------------------------------------------------ describing */
 

@@ -124,8 +124,10 @@ def compile(
             range (lo, hi) or [lo, hi] bounded at compile time, e.g.
             {"input_ids": [1, (1, 512)]}; a symbolic dim shared by several
             inputs is one size, so what one input gives it applies to all.
-            Ranges are validated against the model but not compiled yet: a
-            range with lo < hi raises fcb.UnsupportedError naming it.
+            The method then takes any size within the range at each run
+            (Program.run / Session.run with arrays of that shape; outputs
+            come back at their shapes in that run; TensorInfo.min_shape and
+            .shape give the range).
         input_values: fixes inputs to constants: {"NAME": value} for every
             method, {"METHOD:NAME": value} for one; a value is a NumPy array,
             a nested list or a scalar, converted to the input's type when

@@ -22,13 +22,20 @@ class NotFoundError(Error, LookupError):
     """A named thing does not exist: a file, a method, an input or output name."""
 
 class TensorInfo:
-    """An input or output of a method: its name, NumPy dtype and shape."""
+    """An input or output of a method: its name, NumPy dtype and shape (the largest
+    where dims are chosen at each run), and for an input the range of each dim."""
     @property
     def name(self) -> str: ...
     @property
     def dtype(self) -> numpy.dtype[Any]: ...
     @property
     def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def min_shape(self) -> Optional[Tuple[int, ...]]:
+        """Inputs: the smallest shape a run may give (== shape where fixed); outputs: None."""
+    @property
+    def symbols(self) -> Optional[Tuple[Optional[str], ...]]:
+        """Inputs: per dim, its symbol's name (None where fixed); outputs: None."""
 
 class MethodInfo:
     """A method of a program: its name, inputs and outputs."""

@@ -97,11 +97,15 @@ std::string Names(const std::vector<fcb::TensorSpec>& v) {
   return s.empty() ? "(none)" : s;
 }
 
-// One input or output, as Python sees it.
+// One input or output, as Python sees it. For an input: min_shape (the
+// smallest sizes a run may give; equal to shape where a dim is fixed) and
+// symbols (per dim the symbol's name, None where fixed). For an output both
+// are None: its shape in a run is the shape of the array run() returns.
 struct TensorInfo {
   std::string name;
   py::dtype dtype;
   py::tuple shape;
+  py::object min_shape, symbols;
 };
 
 struct MethodInfoPy {
@@ -109,27 +113,44 @@ struct MethodInfoPy {
   std::vector<TensorInfo> inputs, outputs;
 };
 
-TensorInfo ToPy(const fcb::TensorSpec& t) {
-  py::tuple shape(t.shape.size());
-  for (size_t i = 0; i < t.shape.size(); ++i) shape[i] = py::int_(t.shape[i]);
-  return TensorInfo{t.name, NumpyDType(t.dtype), shape};
+py::tuple Tuple(const std::vector<int64_t>& dims) {
+  py::tuple t(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) t[i] = py::int_(dims[i]);
+  return t;
+}
+
+TensorInfo ToPy(const fcb::TensorSpec& t, bool input) {
+  TensorInfo info{t.name, NumpyDType(t.dtype), Tuple(t.shape), py::none(), py::none()};
+  if (!input) return info;
+  info.min_shape = Tuple(t.dynamic() ? t.min_shape : t.shape);
+  py::tuple symbols(t.shape.size());
+  for (size_t i = 0; i < t.shape.size(); ++i)
+    symbols[i] = t.dynamic() && !t.symbols[i].empty() ? py::object(py::str(t.symbols[i])) : py::object(py::none());
+  info.symbols = std::move(symbols);
+  return info;
 }
 
 MethodInfoPy ToPy(const fcb::MethodInfo& m) {
   MethodInfoPy out{m.name, {}, {}};
-  for (const auto& t : m.inputs) out.inputs.push_back(ToPy(t));
-  for (const auto& t : m.outputs) out.outputs.push_back(ToPy(t));
+  for (const auto& t : m.inputs) out.inputs.push_back(ToPy(t, true));
+  for (const auto& t : m.outputs) out.outputs.push_back(ToPy(t, false));
   return out;
 }
 
-// An input array checked against its spec, kept alive while its bytes are copied in.
+// An input array checked against its spec, kept alive while its bytes are
+// copied in; `shaped` for an input with dims chosen at each run (its shape
+// goes with the data, and SetInput checks it against the ranges).
 struct BoundInput {
   const std::string* name;
   py::array array;
+  bool shaped = false;
+  std::vector<int64_t> shape;
 };
 
 // Checks `inputs` (a dict of arrays) against the method: every input given,
-// no other names, dtypes and shapes exact. Needs the GIL.
+// no other names, dtypes exact, shapes exact where the method fixes them (an
+// input with ranges takes any shape; SetInput refuses one outside them,
+// naming the input, the dim, its symbol and its range). Needs the GIL.
 std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handle& inputs) {
   if (!PyDict_Check(inputs.ptr()))
     throw py::type_error("inputs must be a dict mapping input names to numpy arrays, got " +
@@ -150,12 +171,17 @@ std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handl
       RaiseValue("method '" + info.name + "': input '" + spec.name + "' must be " + Str(want) +
                  " " + Dims(spec.shape) + ", but the given array is " + Str(a.dtype()) + " " +
                  Dims(a));
-    if (!shape_ok)
+    if (!shape_ok && !spec.dynamic())
       RaiseValue("method '" + info.name + "': input '" + spec.name + "' must have shape " + Dims(spec.shape) +
                  " (" + Str(want) + "), but the given array has shape " + Dims(a));
     if (!(a.flags() & py::array::c_style)) a = py::array::ensure(a, py::array::c_style);
     if (!a) throw py::error_already_set();
-    bound.push_back(BoundInput{&spec.name, std::move(a)});
+    BoundInput b{&spec.name, std::move(a), false, {}};
+    if (spec.dynamic()) {
+      b.shaped = true;
+      b.shape.assign(b.array.shape(), b.array.shape() + b.array.ndim());
+    }
+    bound.push_back(std::move(b));
   }
   if (static_cast<size_t>(PyDict_Size(given.ptr())) != info.inputs.size()) {
     for (const auto& item : given) {
@@ -169,13 +195,14 @@ std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handl
   return bound;
 }
 
-// Copies the execution's outputs into new arrays. Needs the GIL.
+// Copies the execution's outputs, at the shapes of its last run, into new
+// arrays. Needs the GIL.
 py::dict Outputs(const fcb::Execution& ex) {
   py::dict out;
   const auto& outs = ex.info().outputs;
   for (size_t i = 0; i < outs.size(); ++i) {
-    py::array a(NumpyDType(outs[i].dtype), outs[i].shape);
-    std::memcpy(a.mutable_data(), ex.output_data(i), outs[i].bytes());
+    py::array a(NumpyDType(outs[i].dtype), ex.output_shape(i));
+    std::memcpy(a.mutable_data(), ex.output_data(i), ex.output_bytes(i));
     out[py::str(outs[i].name)] = std::move(a);
   }
   return out;
@@ -185,7 +212,9 @@ py::dict Outputs(const fcb::Execution& ex) {
 // kept alive by `bound`, and their buffers are not resized while we hold them).
 fcb::Status SetAndRun(fcb::Execution& ex, const std::vector<BoundInput>& bound) {
   for (const auto& b : bound) {
-    fcb::Status s = ex.SetInput(*b.name, b.array.data(), static_cast<size_t>(b.array.nbytes()));
+    const auto bytes = static_cast<size_t>(b.array.nbytes());
+    fcb::Status s = b.shaped ? ex.SetInput(*b.name, b.array.data(), bytes, b.shape)
+                             : ex.SetInput(*b.name, b.array.data(), bytes);
     if (!s.ok()) return s;
   }
   return ex.Run();
@@ -350,14 +379,27 @@ PYBIND11_MODULE(_fcb, m) {
                                bases.ptr());
   }
 
-  py::class_<TensorInfo>(m, "TensorInfo", "An input or output of a method: its name, NumPy dtype and shape.")
+  py::class_<TensorInfo>(m, "TensorInfo",
+                         "An input or output of a method: its name, NumPy dtype and shape (the largest\n"
+                         "where dims are chosen at each run), and for an input the range of each dim.")
       .def_readonly("name", &TensorInfo::name, "The tensor's name in the model.")
       .def_readonly("dtype", &TensorInfo::dtype,
                     "Its element type as a numpy.dtype (bfloat16 tensors are uint16 bit patterns).")
-      .def_readonly("shape", &TensorInfo::shape, "Its dimensions, a tuple of ints.")
+      .def_readonly("shape", &TensorInfo::shape,
+                    "Its dimensions, a tuple of ints: the shape the method is planned for, the\n"
+                    "largest a run may give or return where dims are chosen at each run.")
+      .def_readonly("min_shape", &TensorInfo::min_shape,
+                    "Inputs: the smallest shape a run may give, a tuple of ints (equal to `shape`\n"
+                    "where dims are fixed; any shape from min_shape to shape dim by dim is accepted).\n"
+                    "Outputs: None (run() returns each output at its shape in that run).")
+      .def_readonly("symbols", &TensorInfo::symbols,
+                    "Inputs: per dim, the name of the symbol the dim is (dims with one symbol take\n"
+                    "one size in a run), or None where the dim is fixed. Outputs: None.")
       .def("__repr__", [](const TensorInfo& t) {
-        return "TensorInfo(name=" + Repr(py::str(t.name)) + ", dtype=" + Str(t.dtype) + ", shape=" + Repr(t.shape) +
-               ")";
+        std::string s = "TensorInfo(name=" + Repr(py::str(t.name)) + ", dtype=" + Str(t.dtype) + ", shape=" +
+                        Repr(t.shape);
+        if (!t.min_shape.is_none() && !t.min_shape.equal(t.shape)) s += ", min_shape=" + Repr(t.min_shape);
+        return s + ")";
       });
 
   py::class_<MethodInfoPy>(m, "MethodInfo", "A method of a program: its name, inputs and outputs.")
@@ -381,9 +423,11 @@ PYBIND11_MODULE(_fcb, m) {
       .def("run", &Session::Run, py::arg("inputs"),
            "run(inputs: dict[str, numpy.ndarray]) -> dict[str, numpy.ndarray]\n\n"
            "Runs the method once. `inputs` maps every input name to a NumPy array of exactly\n"
-           "the method's dtype and shape (ValueError names the input, the expected and the\n"
-           "given dtype/shape otherwise). Returns new arrays, one per output, by name.\n"
-           "The GIL is released while the method runs.")
+           "the method's dtype and shape, or of any shape from TensorInfo.min_shape to\n"
+           "TensorInfo.shape where its dims are chosen at each run (ValueError names the\n"
+           "input, the expected and the given dtype/shape, or the dim, its symbol and its\n"
+           "range, otherwise). Returns new arrays, one per output, by name, each at its\n"
+           "shape in this run. The GIL is released while the method runs.")
       .def_property_readonly("method", [](const Session& s) { return s.info().name; }, "The method it runs.")
       .def_property_readonly("inputs", [](const Session& s) { return ToPy(s.info()).inputs; },
                              "list[TensorInfo] of the method's inputs.")
@@ -449,8 +493,10 @@ PYBIND11_MODULE(_fcb, m) {
           "run(inputs: dict[str, numpy.ndarray], method: str | None = None, threads: int = 1)\n"
           "    -> dict[str, numpy.ndarray]\n\n"
           "Runs `method` (None: the file's only method) once on a fresh execution with\n"
-          "`threads` threads and returns its outputs by name. `inputs` maps every input name\n"
-          "to a NumPy array of exactly the method's dtype and shape. Safe to call from many\n"
+          "`threads` threads and returns its outputs by name, at their shapes in this run.\n"
+          "`inputs` maps every input name to a NumPy array of exactly the method's dtype and\n"
+          "shape (any shape within the ranges where dims are chosen at each run; see\n"
+          "Session.run). Safe to call from many\n"
           "threads at once; the GIL is released while it runs. For repeated calls,\n"
           "session() avoids re-creating the execution each time.")
       .def(

@@ -83,9 +83,11 @@ def test_ranges_are_validated_against_the_model(demo_model, tmp_path):
                                          r"that dim to 64; give it that size, e.g. input_shapes\['input'\] = "
                                          r"\[1, 3, 64, 64\]"):
         fcb.compile(demo_model, tmp_path / "x.fcb", targets="generic", input_shapes={"input": [1, 3, (32, 64), 64]})
-    # A valid range compiles: one method for every batch from 1 to 8.
-    fcb.compile(demo_model, tmp_path / "x.fcb", targets="generic", input_shapes={"input": [(1, 8), 3, 64, 64]})
-    assert (tmp_path / "x.fcb").exists()
+    assert not (tmp_path / "x.fcb").exists()
+    # A valid range compiles: the input takes any batch of 1..8 at each run.
+    fcb.compile(demo_model, tmp_path / "range.fcb", targets="generic", input_shapes={"input": [(1, 8), 3, 64, 64]})
+    (t,) = fcb.load(tmp_path / "range.fcb").method("main").inputs
+    assert (t.shape, t.min_shape, t.symbols) == ((8, 3, 64, 64), (1, 3, 64, 64), ("batch", None, None, None))
 
 
 def test_scalar_and_one_element_list_give_identical_files(demo_model, tmp_path):

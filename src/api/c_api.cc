@@ -4,6 +4,7 @@
 // carry the C++ Status's code and message unchanged.
 #include "fcb/fcb_c.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -107,6 +108,42 @@ fcb_status_t* Io(const char* function, const std::vector<fcb::TensorSpec>& v, co
                                                        std::to_string(index) + " is out of range; there are " +
                                                        std::to_string(v.size()));
   Fill(v[index], info);
+  return nullptr;
+}
+
+// Checks a caller's buffer `out` (parameter `parameter`, room for `capacity`
+// dims) for the `n` dims of `what`: the convention of
+// fcb_execution_output_shape and the *_input_range calls (NULL with capacity
+// 0 asks for the rank alone).
+fcb_status_t* CheckDimsBuffer(const char* function, const char* parameter, const std::string& what, size_t n,
+                              const void* out, size_t capacity, size_t* rank) {
+  if (!rank) return NullArgument(function, "rank");
+  if (!out && capacity > 0) return NullArgument(function, parameter);
+  if (out && capacity < n)
+    return Make(fcb::StatusCode::kInvalidArgument,
+                std::string(function) + ": capacity " + std::to_string(capacity) + " is below the rank of " + what +
+                    " (" + std::to_string(n) + "); pass room for " + std::to_string(n) + " dims");
+  return nullptr;
+}
+
+fcb_status_t* Range(const char* function, const std::vector<fcb::TensorSpec>& inputs, size_t index,
+                    int64_t* min_shape, const char** symbols, size_t capacity, size_t* rank) {
+  if (index >= inputs.size())
+    return Make(fcb::StatusCode::kInvalidArgument, std::string(function) + ": input index " + std::to_string(index) +
+                                                       " is out of range; there are " + std::to_string(inputs.size()));
+  const fcb::TensorSpec& t = inputs[index];
+  const size_t n = t.shape.size();
+  if (fcb_status_t* s = CheckDimsBuffer(function, "min_shape", "input '" + t.name + "'", n, min_shape, capacity, rank))
+    return s;
+  if (!min_shape && capacity == 0) {
+    *rank = n;
+    return nullptr;
+  }
+  for (size_t d = 0; d < n; ++d) {
+    min_shape[d] = t.dynamic() ? t.min_shape[d] : t.shape[d];
+    if (symbols) symbols[d] = t.dynamic() ? t.symbols[d].c_str() : "";
+  }
+  *rank = n;
   return nullptr;
 }
 
@@ -248,6 +285,17 @@ fcb_status_t* fcb_program_method_output(const fcb_program_t* program, const char
   });
 }
 
+fcb_status_t* fcb_program_method_input_range(const fcb_program_t* program, const char* method, size_t index,
+                                             int64_t* min_shape, const char** symbols, size_t capacity,
+                                             size_t* rank) {
+  return Guard("fcb_program_method_input_range", [&]() -> fcb_status_t* {
+    if (!program) return NullArgument("fcb_program_method_input_range", "program");
+    auto m = FindMethod(program, method);
+    if (!m.ok()) return FromStatus(m.status());
+    return Range("fcb_program_method_input_range", m.value()->inputs, index, min_shape, symbols, capacity, rank);
+  });
+}
+
 fcb_status_t* fcb_execution_create(const fcb_program_t* program, const char* method, int num_threads,
                                    fcb_execution_t** execution) {
   return Guard("fcb_execution_create", [&]() -> fcb_status_t* {
@@ -289,6 +337,15 @@ fcb_status_t* fcb_execution_output_info(const fcb_execution_t* execution, size_t
   });
 }
 
+fcb_status_t* fcb_execution_input_range(const fcb_execution_t* execution, size_t index, int64_t* min_shape,
+                                        const char** symbols, size_t capacity, size_t* rank) {
+  return Guard("fcb_execution_input_range", [&]() -> fcb_status_t* {
+    if (!execution) return NullArgument("fcb_execution_input_range", "execution");
+    return Range("fcb_execution_input_range", execution->execution->info().inputs, index, min_shape, symbols,
+                 capacity, rank);
+  });
+}
+
 fcb_status_t* fcb_execution_set_input(fcb_execution_t* execution, const char* name, const void* data,
                                       size_t bytes) {
   return Guard("fcb_execution_set_input", [&]() -> fcb_status_t* {
@@ -296,6 +353,18 @@ fcb_status_t* fcb_execution_set_input(fcb_execution_t* execution, const char* na
     if (!name) return NullArgument("fcb_execution_set_input", "name");
     if (!data && bytes > 0) return NullArgument("fcb_execution_set_input", "data");
     return FromStatus(execution->execution->SetInput(name, data, bytes));
+  });
+}
+
+fcb_status_t* fcb_execution_set_input_shaped(fcb_execution_t* execution, const char* name, const void* data,
+                                             size_t bytes, const int64_t* shape, size_t rank) {
+  return Guard("fcb_execution_set_input_shaped", [&]() -> fcb_status_t* {
+    if (!execution) return NullArgument("fcb_execution_set_input_shaped", "execution");
+    if (!name) return NullArgument("fcb_execution_set_input_shaped", "name");
+    if (!data && bytes > 0) return NullArgument("fcb_execution_set_input_shaped", "data");
+    if (!shape && rank > 0) return NullArgument("fcb_execution_set_input_shaped", "shape");
+    const std::vector<int64_t> dims(shape, shape + rank);
+    return FromStatus(execution->execution->SetInput(name, data, bytes, dims));
   });
 }
 
@@ -318,7 +387,28 @@ fcb_status_t* fcb_execution_output(const fcb_execution_t* execution, size_t inde
                                                          execution->execution->info().name + "' has " +
                                                          std::to_string(outs.size()) + " outputs");
     *data = execution->execution->output_data(index);
-    if (bytes) *bytes = outs[index].bytes();
+    if (bytes) *bytes = execution->execution->output_bytes(index);
+    return nullptr;
+  });
+}
+
+fcb_status_t* fcb_execution_output_shape(const fcb_execution_t* execution, size_t index, int64_t* shape,
+                                         size_t capacity, size_t* rank) {
+  return Guard("fcb_execution_output_shape", [&]() -> fcb_status_t* {
+    if (!execution) return NullArgument("fcb_execution_output_shape", "execution");
+    const fcb::MethodInfo& info = execution->execution->info();
+    if (index >= info.outputs.size())
+      return Make(fcb::StatusCode::kInvalidArgument, "fcb_execution_output_shape: output index " +
+                                                         std::to_string(index) + " is out of range; method '" +
+                                                         info.name + "' has " + std::to_string(info.outputs.size()) +
+                                                         " outputs");
+    const std::vector<int64_t>& dims = execution->execution->output_shape(index);
+    const std::string what = "output '" + info.outputs[index].name + "'";
+    if (fcb_status_t* s =
+            CheckDimsBuffer("fcb_execution_output_shape", "shape", what, dims.size(), shape, capacity, rank))
+      return s;
+    if (shape) std::copy(dims.begin(), dims.end(), shape);
+    *rank = dims.size();
     return nullptr;
   });
 }
