@@ -15,6 +15,7 @@
 #include "format/format_test_util.h"
 #include "format/metadata.h"
 #include "ops/names.h"
+#include "ops/plan_check.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -488,7 +489,8 @@ class SymbolFieldsTest : public CountLimitTest {
     std::string name;
     int64_t lo, hi;
   };
-  static std::vector<uint8_t> Meta(const std::vector<Sym>& syms, const std::vector<int32_t>& input_symbols) {
+  static std::vector<uint8_t> Meta(const std::vector<Sym>& syms, const std::vector<int32_t>& input_symbols,
+                                   const std::vector<int64_t>& guard = {}) {
     flatbuffers::FlatBufferBuilder b;
     const std::vector<int64_t> shape = {8};
     std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {
@@ -496,7 +498,8 @@ class SymbolFieldsTest : public CountLimitTest {
         fb::CreateTensor(b, b.CreateString("y"), 1, b.CreateVector(shape), fb::Storage_Arena, 64)};
     const std::vector<int32_t> in = {0}, out = {1};
     std::vector<flatbuffers::Offset<fb::Step>> steps = {
-        fb::CreateStep(b, b.CreateString("Relu"), b.CreateString("relu"), b.CreateVector(in), b.CreateVector(out))};
+        fb::CreateStep(b, b.CreateString("Relu"), b.CreateString("relu"), b.CreateVector(in), b.CreateVector(out), 0,
+                       guard.empty() ? 0 : b.CreateVector(guard))};
     std::vector<flatbuffers::Offset<fb::Symbol>> sym_list;
     for (const auto& s : syms) sym_list.push_back(fb::CreateSymbol(b, b.CreateString(s.name), s.lo, s.hi));
     auto ctx = fb::CreateContext(b, b.CreateString("main"), b.CreateString("generic"), b.CreateString("{}"),
@@ -557,9 +560,31 @@ TEST_F(SymbolFieldsTest, BrokenSymbolFieldsAreRefusedNamingThem) {
                  "input_symbols has 2 entries; the inputs have 1 dims");
   ASSERT_REFUSED(LoadMeta(Meta({{"", 1, 8}}, {0}), "name.fcb"), StatusCode::kCorruptFile,
                  "symbol 0 has a name of 0 bytes (1 to 256)");
+  // A step guard (two variants of one node, each run at the sizes it suits):
+  // its form, and an output of rank 4 to test.
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 1, 8}}, {0}, {3, 4, 16}), "guard_kind.fcb"), StatusCode::kCorruptFile,
+                 "guard must be [kind 1 or 2, tile 1..64, threshold >= 0]");
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 1, 8}}, {0}, {1, 4}), "guard_size.fcb"), StatusCode::kCorruptFile,
+                 "guard must be [kind 1 or 2, tile 1..64, threshold >= 0]");
+  ASSERT_REFUSED(LoadMeta(Meta({{"n", 1, 8}}, {0}, {1, 4, 16}), "guard_rank.fcb"), StatusCode::kCorruptFile,
+                 "a guarded step needs an output of rank 4");
   std::vector<Sym> many(limits::kMaxSymbols + 1, Sym{"n", 1, 8});
   ASSERT_REFUSED(LoadMeta(Meta(many, {0}), "many.fcb"), StatusCode::kCorruptFile,
                  "holds 257 symbols, more than the limit of 256 per context");
+}
+
+// The two variants of a node under guards {1, tile, t} and {2, tile, t}:
+// exactly one runs at every size (tiles = N * ceil(H/tile) * ceil(W/tile)).
+TEST(StepGuard, ExactlyOneOfTwoVariantsRunsAtEverySize) {
+  for (int64_t n : {1, 2})
+    for (int64_t h = 1; h <= 40; h += 3)
+      for (int64_t w = 1; w <= 40; w += 5) {
+        const ir::Shape y = {n, h, w, 8};
+        const int64_t tiles = n * ((h + 3) / 4) * ((w + 3) / 4);
+        EXPECT_EQ(ops::GuardHolds({1, 4, 16}, y), tiles >= 16) << ir::ShapeToString(y);
+        EXPECT_NE(ops::GuardHolds({1, 4, 16}, y), ops::GuardHolds({2, 4, 16}, y)) << ir::ShapeToString(y);
+      }
+  EXPECT_TRUE(ops::GuardHolds({}, {1, 2, 3, 4}));  // no guard: always runs
 }
 
 }  // namespace

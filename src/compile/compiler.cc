@@ -283,6 +283,25 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       Status s = passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32);
       return optimized.emplace(key, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s)).first->second;
     };
+    // With ranges: every value's shape with each symbol at its low end (the
+    // method imported and optimized there too), which lowering rules whose
+    // choice depends on a size consult (LowerContext::LowShape). Empty when
+    // that import fails: choices are then made for the bound alone.
+    std::map<std::pair<int, bool>, std::map<std::string, ir::Shape>> low_shapes;
+    auto low_shapes_for = [&](int level, bool int8) -> const std::map<std::string, ir::Shape>* {
+      const std::pair<int, bool> key(level, int8);
+      if (auto it = low_shapes.find(key); it != low_shapes.end()) return &it->second;
+      std::map<std::string, ir::Shape>& names = low_shapes[key];
+      ir::ImportOptions o = ImportOptionsFor(spec, method);
+      for (auto& [input, dims] : o.input_shapes)
+        for (auto& d : dims) d = ir::InputDim(d.lo);
+      auto low = importer(path, o);
+      if (!low.ok()) return &names;
+      ir::Graph g = std::move(low).value();
+      if (!passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32).ok()) return &names;
+      for (const auto& v : g.values) names.emplace(v.name, v.shape);
+      return &names;
+    };
     for (size_t i = 0; i < spec.targets.size(); ++i) {
       const int level = opts[i].optimization_level;
       const std::string& target = spec.targets[i];
@@ -297,6 +316,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       lo.target = *TargetFromName(target);
       lo.options = opts[i];
       lo.weight_sharing = spec.weight_sharing;
+      if (g.value().dynamic()) lo.low_shapes = low_shapes_for(level, precision[i] == ops::Precision::kInt8);
       auto ctx = compile::LowerGraph(g.value(), method, lo, pool);
       if (!ctx.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + ctx.status().message());

@@ -117,6 +117,18 @@ class Lowerer final : public ops::LowerContext {
 
   int SoleReader(int v) const override { return uses_.SoleReader(v); }
 
+  const ir::Shape* LowShape(int v) const override {
+    if (!opt_.low_shapes || v < 0 || !g_.dynamic()) return nullptr;
+    auto it = opt_.low_shapes->find(g_.values[v].name);
+    return it == opt_.low_shapes->end() || it->second.size() != g_.values[v].shape.size() ? nullptr : &it->second;
+  }
+
+  void AlsoLowerByTheNextRules(std::vector<int64_t> mine, std::vector<int64_t> others) override {
+    variant_mine_ = std::move(mine);
+    variant_others_ = std::move(others);
+    variant_requested_ = true;
+  }
+
  private:
   int32_t AddBlob(const void* data, uint64_t size) {
     if (fault::Hit(fault::Kind::kAlloc, TargetName(opt_.target)) && error_.ok())
@@ -293,16 +305,37 @@ class Lowerer final : public ops::LowerContext {
     if (LowerConcatInPlace(n)) return Status::Ok();
     const auto& rules = RulesByOp();
     if (auto it = rules.find(n.op_type); it != rules.end()) {
-      for (const auto* rule : it->second) {
-        FCB_ASSIGN_OR_RETURN(bool done, rule->fn(*this, i));
-        if (done) return Status::Ok();
+      for (size_t r = 0; r < it->second.size(); ++r) {
+        const size_t first = ctx_.steps.size();
+        variant_requested_ = false;
+        FCB_ASSIGN_OR_RETURN(bool done, it->second[r]->fn(*this, i));
+        if (!done) continue;
+        if (!variant_requested_) return Status::Ok();
+        // Two variants: this rule's steps, guarded, and the next rules' (or
+        // the node as it is), guarded the other way.
+        variant_requested_ = false;
+        for (size_t s = first; s < ctx_.steps.size(); ++s) ctx_.steps[s].guard = variant_mine_;
+        const std::vector<int64_t> others = variant_others_;
+        const size_t second = ctx_.steps.size();
+        bool lowered = false;
+        for (size_t r2 = r + 1; r2 < it->second.size() && !lowered; ++r2) {
+          FCB_ASSIGN_OR_RETURN(lowered, it->second[r2]->fn(*this, i));
+          variant_requested_ = false;  // one level of variants
+        }
+        if (!lowered) EmitAsIs(n);
+        for (size_t s = second; s < ctx_.steps.size(); ++s) ctx_.steps[s].guard = others;
+        return Status::Ok();
       }
     }
+    EmitAsIs(n);
+    return Status::Ok();
+  }
+
+  void EmitAsIs(const Node& n) {
     std::vector<int32_t> in, out;
     for (int v : n.inputs) in.push_back(Value(v));
     for (int v : n.outputs) out.push_back(Value(v));
     Emit(n.op_type, n.name, std::move(in), std::move(out), ops::AttrsFromNode(n).list());
-    return Status::Ok();
   }
 
   // The loader's checks (ops/plan_check.h), run on the plan as written: a
@@ -429,6 +462,8 @@ class Lowerer final : public ops::LowerContext {
   std::vector<int32_t> tensor_of_;
   std::vector<int32_t> alias_of_;  // per tensor: the tensor whose bytes a view uses, or -1
   std::vector<ir::Shape> probe_shapes_;
+  bool variant_requested_ = false;
+  std::vector<int64_t> variant_mine_, variant_others_;
   ContextDesc ctx_;
   Status error_;  // first allocation failure, reported with the node being lowered
 };

@@ -9,6 +9,8 @@
 // checker (ops/plan_check.h), which also sizes the per-thread scratch.
 #pragma once
 
+#include <map>
+
 #include <string>
 
 #include "core/target.h"
@@ -23,6 +25,9 @@ struct LowerOptions {
   TargetId target = TargetId::kGeneric;
   TargetOptions options;
   bool weight_sharing = true;
+  // Graphs with ranges: value name -> its shape with every symbol at its low
+  // end (LowerContext::LowShape); null when unknown.
+  const std::map<std::string, ir::Shape>* low_shapes = nullptr;
 };
 
 Result<format::ContextDesc> LowerGraph(const ir::Graph& graph, const std::string& method,

@@ -46,6 +46,13 @@ struct StepDesc {
   std::vector<int32_t> inputs;   // tensor indices in the context; -1 = absent optional
   std::vector<int32_t> outputs;
   std::vector<AttrDesc> attrs;
+  // Empty, or (plans with symbols) when the step runs: {kind, tile,
+  // threshold} over its output 0 of shape [N, H, W, C], whose tiles are
+  // N * ceil(H / tile) * ceil(W / tile): kind 1 runs it when tiles >=
+  // threshold, kind 2 when tiles < threshold. Two variants of one node
+  // (e.g. a Winograd and a direct convolution) write one output, each
+  // guarded, and the sizes of a run pick one (ops::GuardHolds).
+  std::vector<int64_t> guard;
   bool operator==(const StepDesc&) const = default;
 };
 

@@ -38,7 +38,8 @@ Offset<fb::Step> EncodeStep(FlatBufferBuilder& fbb, const StepDesc& s) {
   auto inputs = fbb.CreateVector(s.inputs);
   auto outputs = fbb.CreateVector(s.outputs);
   auto attr_vec = attrs.empty() ? 0 : fbb.CreateVector(attrs);
-  return fb::CreateStep(fbb, op, node, inputs, outputs, attr_vec);
+  auto guard = s.guard.empty() ? 0 : fbb.CreateVector(s.guard);
+  return fb::CreateStep(fbb, op, node, inputs, outputs, attr_vec, guard);
 }
 
 // Plans that are equal in every field are written once: a context whose
@@ -136,6 +137,7 @@ StepDesc DecodeStep(const fb::Step& s) {
   out.outputs = ToVector(s.outputs());
   if (s.attrs() != nullptr)
     for (const fb::Attr* a : *s.attrs()) out.attrs.push_back(DecodeAttr(*a));
+  out.guard = ToVector(s.guard());
   return out;
 }
 
@@ -212,6 +214,12 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
       std::string err = CheckIndex(s.outputs[k], n, false);
       if (!err.empty()) return where + "output " + std::to_string(k) + " " + err;
     }
+    if (!s.guard.empty()) {
+      if (s.guard.size() != 3 || (s.guard[0] != 1 && s.guard[0] != 2) || s.guard[1] < 1 || s.guard[1] > 64 ||
+          s.guard[2] < 0 || s.outputs.empty())
+        return where + "guard must be [kind 1 or 2, tile 1..64, threshold >= 0] on a step with an output";
+      if (c.symbols.empty()) return where + "has a guard but the plan has no symbols";
+    }
   }
   for (size_t k = 0; k < c.inputs.size(); ++k) {
     std::string err = CheckIndex(c.inputs[k], n, false);
@@ -286,7 +294,8 @@ uint64_t DecodedBytes(const fb::Context& c) {
     for (const fb::Symbol* sym : *c.symbols()) n += sizeof(ContextDesc::Symbol) + str(sym->name());
   for (const fb::Tensor* t : *c.tensors()) n += sizeof(TensorDesc) + str(t->name()) + vec(t->shape(), 8);
   for (const fb::Step* s : *c.steps()) {
-    n += sizeof(StepDesc) + str(s->op()) + str(s->node()) + vec(s->inputs(), 4) + vec(s->outputs(), 4);
+    n += sizeof(StepDesc) + str(s->op()) + str(s->node()) + vec(s->inputs(), 4) + vec(s->outputs(), 4) +
+         vec(s->guard(), 8);
     if (s->attrs())
       for (const fb::Attr* a : *s->attrs())
         n += sizeof(AttrDesc) + str(a->name()) + vec(a->ints(), 8) + vec(a->floats(), 4) + str(a->str());

@@ -95,6 +95,19 @@ class LowerContext {
   }
   // The node that alone reads value `v` (not a graph output either), or -1.
   virtual int SoleReader(int v) const = 0;
+
+  // Graphs with ranges (ir::Graph::dynamic): the shape of `v` with every
+  // symbol at the low end of its range, where the compiler could tell it;
+  // null otherwise (then decide by the bound's shape alone).
+  virtual const ir::Shape* LowShape(int) const { return nullptr; }
+  // Asks for a second variant of the node being lowered: the steps this rule
+  // emitted get guard `mine` (format::StepDesc::guard), and the node is also
+  // lowered by the rules after this one, whose steps get guard `others`. For
+  // a choice that depends on a size which a range spans: each run picks the
+  // variant its sizes call for. The rule still returns true.
+  virtual void AlsoLowerByTheNextRules(std::vector<int64_t> mine, std::vector<int64_t> others) {
+    (void)mine, (void)others;
+  }
 };
 
 class LayoutContext {

@@ -64,6 +64,13 @@ std::shared_ptr<ir::TensorData> ShapeContents(const format::StepDesc& s, const i
 
 }  // namespace
 
+bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
+  if (guard.size() != 3 || out0.size() != 4) return true;
+  const int64_t tile = guard[1];
+  const int64_t tiles = out0[0] * ((out0[1] + tile - 1) / tile) * ((out0[2] + tile - 1) / tile);
+  return guard[0] == 1 ? tiles >= guard[2] : tiles < guard[2];
+}
+
 bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
                         const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
                         const std::vector<TensorInfo>& outputs) {
@@ -162,6 +169,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   // Per tensor: computed from shapes alone at this size (plans with symbols).
   std::vector<bool> computed(nt, false);
   p.computed_steps.assign(c.steps.size(), false);
+  p.guarded_off.assign(c.steps.size(), false);
   p.needed.assign(nt, false);
   for (size_t si = 0; si < c.steps.size(); ++si) {
     const auto& s = c.steps[si];
@@ -213,6 +221,11 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
                                std::to_string(p.bytes[t]) + " bytes planned for it at the bound (" +
                                ir::ShapeToString(declared[i].shape) + ")");
       p.infos[t] = cs.outputs[i];
+    }
+    if (!s.guard.empty()) {
+      if (cs.outputs.empty() || cs.outputs[0].shape.size() != 4)
+        return InvalidArgument(cs.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
+      p.guarded_off[si] = !GuardHolds(s.guard, cs.outputs[0].shape);
     }
     if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, cs.outputs)) {
       std::vector<std::shared_ptr<ir::TensorData>> values;

@@ -52,6 +52,8 @@ struct CheckedPlan {
   // again; `needed` per tensor: some step not so computed, or the method's
   // outputs, read it (a computed step whose outputs none reads need not run).
   std::vector<bool> computed_steps;
+  // Per step: its guard (StepDesc::guard) fails at these sizes, so it does not run.
+  std::vector<bool> guarded_off;
   std::vector<bool> computed_tensors;
   std::vector<bool> needed;
   std::vector<CheckedStep> steps;
@@ -84,6 +86,10 @@ struct CheckedPlan {
 Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
                               const std::vector<ir::Shape>* input_shapes = nullptr,
                               const std::vector<std::shared_ptr<ir::TensorData>>* weight_constants = nullptr);
+
+// Whether a step with guard `guard` (StepDesc::guard; empty: none) runs when
+// its output 0 has shape `out0`.
+bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
 
 // Whether step `s` of a plan with symbols is one of the values computed from
 // shapes alone (see CheckPlan), given which of its inputs are.

@@ -284,7 +284,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
       t.output_dtype = c.tensors[sd.outputs[0]].dtype;
       t.output_shape = impl_->resolved ? impl_->resolved->step_output0[i] : c.tensors[sd.outputs[0]].shape;
     }
-    t.flops = m.steps[i].flops;
+    t.flops = impl_->resolved ? impl_->resolved->flops[i] : m.steps[i].flops;
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
   return ProgramAccess::Of(*impl_->program).pool_check.Wait();

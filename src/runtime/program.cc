@@ -166,6 +166,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program
   for (size_t si = 0; si < p.steps.size(); ++si) {
     const ops::CheckedStep& cs = p.steps[si];
     r->step_output0.push_back(cs.outputs.empty() ? std::vector<int64_t>{} : cs.outputs[0].shape);
+    r->flops.push_back(cs.def->flops && !p.computed_steps[si] && !p.guarded_off[si] ? cs.def->flops(cs.create_context()) : 0);
     // The bound's kernel where nothing it was made from changed.
     const PreparedMethod::StepAtBound& b = m.at_bound[si];
     bool same = b.outputs.size() == cs.outputs.size() && b.inputs.size() == cs.inputs.size();
@@ -178,7 +179,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program
       else if (computed) same = b.computed_inputs[k]->bytes == p.small_constants[t]->bytes;
     }
     // A step computed from the shapes never runs its kernel (ShapeValues).
-    if (same || p.computed_steps[si]) {
+    if (same || p.computed_steps[si] || p.guarded_off[si]) {
       r->kernels.push_back(m.steps[si].kernel.get());
       continue;
     }
@@ -198,6 +199,10 @@ ShapeValues ShapeValues::From(const format::ContextDesc& c, const ops::CheckedPl
   v.actions.assign(c.steps.size(), Action::kRun);
   v.values.resize(c.steps.size());
   for (size_t si = 0; si < c.steps.size(); ++si) {
+    if (p.guarded_off[si]) {
+      v.actions[si] = Action::kSkip;  // the other variant of its node runs at these sizes
+      continue;
+    }
     if (!p.computed_steps[si]) continue;
     bool needed = false;
     for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];

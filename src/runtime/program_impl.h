@@ -46,6 +46,7 @@ struct ResolvedMethod {
   std::vector<std::unique_ptr<ops::Kernel>> made;
   std::vector<std::vector<int64_t>> output_shapes;    // per method output
   std::vector<std::vector<int64_t>> step_output0;     // per step: its first output's shape (profiles)
+  std::vector<uint64_t> flops;                        // per step at these sizes (profiles)
 };
 
 struct PreparedMethod {

@@ -105,16 +105,20 @@ Result<uint64_t> Scratch(const CreateContext&) { return kernels::kWinogradScratc
 // so every fp32 target shares the packed bytes.
 constexpr int64_t kMinTiles = 32, kMinTilesWide = 16, kWideOc = 64;
 
-bool UseWinograd(const LowerContext& c, const ir::Node& n, const internal::ConvParams& p, const ir::TensorData& w) {
+// Whether the convolution can run as Winograd at all (its shape aside from the output's size).
+bool WinogradFits(const LowerContext& c, const internal::ConvParams& p, const ir::TensorData& w) {
   if (c.target().optimization_level == 0 || c.target().bf16_weights()) return false;
   const int64_t oc = w.shape[0], icg = w.shape[1];
   if (w.shape[2] != 3 || w.shape[3] != 3 || p.group != 1) return false;
   if (icg < 16 || icg > kernels::kWinogradMaxIc || oc < 16) return false;
-  if (p.strides != std::array<int64_t, 2>{1, 1} || p.dilations != std::array<int64_t, 2>{1, 1}) return false;
-  const ir::Shape& y = c.value(n.outputs[0]).shape;
-  if (y.size() != 4) return false;
-  const int64_t tiles = y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4);
-  return tiles >= kMinTiles || (tiles >= kMinTilesWide && oc >= kWideOc);
+  return p.strides == std::array<int64_t, 2>{1, 1} && p.dilations == std::array<int64_t, 2>{1, 1};
+}
+
+// The fewest 4x4 output tiles (N * ceil(H/4) * ceil(W/4) of the NHWC output) at which Winograd pays.
+int64_t MinTiles(const ir::TensorData& w) { return w.shape[0] >= kWideOc ? kMinTilesWide : kMinTiles; }
+
+bool PaysAt(const ir::Shape& y, const ir::TensorData& w) {
+  return y.size() == 4 && y[0] * ((y[1] + 3) / 4) * ((y[2] + 3) / 4) >= MinTiles(w);
 }
 
 Result<bool> Lower(LowerContext& c, int ni) {
@@ -123,11 +127,16 @@ Result<bool> Lower(LowerContext& c, int ni) {
   if (!o.ok()) return false;  // the direct conv's rule reports it
   const ir::TensorData *w = o.value().w, *b = o.value().b;
   const internal::ConvParams& p = o.value().p;
-  if (!UseWinograd(c, n, p, *w)) return false;
+  if (!WinogradFits(c, p, *w) || !PaysAt(c.value(n.outputs[0]).shape, *w)) return false;
   const int64_t oc = w->shape[0], ic = w->shape[1];
   const int32_t pw = c.Floats(n.name + ".w", kernels::PackWinograd(w->data<float>(), oc, ic));
   const int32_t pb = c.Floats(n.name + ".b", kernels::PackConvBias(b ? b->data<float>() : nullptr, oc, 1));
   internal::EmitConvStep(c, kOp, n, pw, pb, EncodeParams(p));
+  // A range whose low end has too few tiles for Winograd to pay: the direct
+  // convolution too, each run taking the one its output's tiles call for
+  // (both packings are stored).
+  const ir::Shape* low = c.LowShape(n.outputs[0]);
+  if (low && !PaysAt(*low, *w)) c.AlsoLowerByTheNextRules({1, 4, MinTiles(*w)}, {2, 4, MinTiles(*w)});
   return true;
 }
 
