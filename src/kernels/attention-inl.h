@@ -34,6 +34,32 @@ HWY_INLINE float Dot(DF d, const float* q, const float* k, int64_t h) {
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
 }
 
+// The dot products of q with four key rows at once: q is loaded once per
+// four keys, and the four horizontal sums overlap.
+HWY_INLINE void Dot4(DF d, const float* q, const float* k, int64_t ks, int64_t h, float scale, float* out) {
+  const float *k0 = k, *k1 = k + ks, *k2 = k + 2 * ks, *k3 = k + 3 * ks;
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + kN <= h; i += kN) {
+    const VF qv = hn::LoadU(d, q + i);
+    a0 = hn::MulAdd(qv, hn::LoadU(d, k0 + i), a0);
+    a1 = hn::MulAdd(qv, hn::LoadU(d, k1 + i), a1);
+    a2 = hn::MulAdd(qv, hn::LoadU(d, k2 + i), a2);
+    a3 = hn::MulAdd(qv, hn::LoadU(d, k3 + i), a3);
+  }
+  if (i < h) {
+    const VF qv = LoadPartial(d, q + i, h - i);
+    a0 = hn::MulAdd(qv, LoadPartial(d, k0 + i, h - i), a0);
+    a1 = hn::MulAdd(qv, LoadPartial(d, k1 + i, h - i), a1);
+    a2 = hn::MulAdd(qv, LoadPartial(d, k2 + i, h - i), a2);
+    a3 = hn::MulAdd(qv, LoadPartial(d, k3 + i, h - i), a3);
+  }
+  out[0] = hn::GetLane(hn::SumOfLanes(d, a0)) * scale;
+  out[1] = hn::GetLane(hn::SumOfLanes(d, a1)) * scale;
+  out[2] = hn::GetLane(hn::SumOfLanes(d, a2)) * scale;
+  out[3] = hn::GetLane(hn::SumOfLanes(d, a3)) * scale;
+}
+
 // acc[0..h) += w * v[0..h) for four rows at once (fewer passes over acc).
 HWY_INLINE void Axpy4(DF d, const float* w, const float* v0, const float* v1, const float* v2, const float* v3,
                       float* acc, int64_t h) {
@@ -59,7 +85,11 @@ HWY_NOINLINE void Attention(const AttentionRow& r, float* scratch) {
     for (int64_t i = 0; i < hv; ++i) r.out[i] = 0.f;
     return;
   }
-  for (int64_t j = 0; j < n; ++j) sc[j] = Dot(d, r.q, r.k + j * r.k_stride, h) * r.scale;
+  {
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) Dot4(d, r.q, r.k + j * r.k_stride, r.k_stride, h, r.scale, sc + j);
+    for (; j < n; ++j) sc[j] = Dot(d, r.q, r.k + j * r.k_stride, h) * r.scale;
+  }
   if (r.softcap > 0.f) {
     const float inv = 1.f / r.softcap;
     for (int64_t j = 0; j < n; ++j) sc[j] = r.softcap * std::tanh(sc[j] * inv);

@@ -306,32 +306,29 @@ Result<std::unique_ptr<Kernel>> CreateGqa(const CreateContext& c) {
     const int64_t half = p.rot / 2;
     auto past_of = [&](int64_t b) { return first ? int64_t{0} : int64_t{seqlens[b]} + 1 - S; };
 
-    // 1. present = valid past rows, new rows (keys rotated), zeros.
-    ctx.pool->ParallelFor(p.batch * p.kv_heads, 1, [&](int64_t b0, int64_t e0) {
-      for (int64_t it = b0; it < e0; ++it) {
-        const int64_t b = it / p.kv_heads, h = it % p.kv_heads, pb = past_of(b);
-        float* dk = pres_k + it * T * H;
-        float* dv = pres_v + it * T * H;
-        if (!shared && pb > 0) {
-          std::memcpy(dk, past_k + it * p.past * H, static_cast<size_t>(pb * H) * sizeof(float));
-          std::memcpy(dv, past_v + it * p.past * H, static_cast<size_t>(pb * H) * sizeof(float));
-        }
+    // 1. present = valid past rows, new rows (keys rotated), zeros. Keys and
+    // values are separate items, so two threads share even a single KV head.
+    ctx.pool->ParallelFor(p.batch * p.kv_heads * 2, 1, [&](int64_t b0, int64_t e0) {
+      for (int64_t item = b0; item < e0; ++item) {
+        const bool is_v = item % 2 == 1;
+        const int64_t it = item / 2, b = it / p.kv_heads, h = it % p.kv_heads, pb = past_of(b);
+        float* dst = (is_v ? pres_v : pres_k) + it * T * H;
+        const float* past_src = is_v ? past_v : past_k;
+        const float* src = is_v ? vin : kin;
+        if (!shared && pb > 0)
+          std::memcpy(dst, past_src + it * p.past * H, static_cast<size_t>(pb * H) * sizeof(float));
         for (int64_t s = 0; s < S; ++s) {
-          const float* ks = kin + (b * S + s) * kv_row + h * H;
-          const float* vs = vin + (b * S + s) * kv_row + h * H;
-          float* kd = dk + (pb + s) * H;
-          if (p.rot) {
+          const float* x = src + (b * S + s) * kv_row + h * H;
+          float* row = dst + (pb + s) * H;
+          if (p.rot && !is_v) {
             const int64_t pos = pb + s;
-            Rotate(ks, kd, H, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
+            Rotate(x, row, H, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
           } else {
-            std::memcpy(kd, ks, static_cast<size_t>(H) * sizeof(float));
+            std::memcpy(row, x, static_cast<size_t>(H) * sizeof(float));
           }
-          std::memcpy(dv + (pb + s) * H, vs, static_cast<size_t>(H) * sizeof(float));
         }
-        if (!shared && pb + S < T) {
-          std::memset(dk + (pb + S) * H, 0, static_cast<size_t>((T - pb - S) * H) * sizeof(float));
-          std::memset(dv + (pb + S) * H, 0, static_cast<size_t>((T - pb - S) * H) * sizeof(float));
-        }
+        if (!shared && pb + S < T)
+          std::memset(dst + (pb + S) * H, 0, static_cast<size_t>((T - pb - S) * H) * sizeof(float));
       }
     });
 
