@@ -211,7 +211,7 @@ def gqa(name, b, s, heads, kv_heads, head=64, past=0, seqlens=None, total=None, 
 
 
 def mha(name, b, s, heads, head, kv_len=None, vhead=None, past=0, bias=False, mask=None, attn_bias=None,
-        causal=False, bnsh=False, mask_value=None, scale=None):
+        causal=False, bnsh=False, mask_value=None, scale=None, output_only=False):
     """MultiHeadAttention with separate query, key, value ([B, S, N*H] or,
     with bnsh, key/value [B, N, L, H]); mask: "lengths" ([B] int32) or "keys"
     ([B, T] of 1/0); attn_bias: the leading dims of [B|1, N|1, S, T]."""
@@ -245,7 +245,7 @@ def mha(name, b, s, heads, head, kv_len=None, vhead=None, past=0, bias=False, ma
         attrs["mask_filter_value"] = mask_value
     if scale is not None:
         attrs["scale"] = scale
-    outs = ["output"] if bnsh else ["output", "present_key", "present_value"]
+    outs = ["output"] if bnsh or output_only else ["output", "present_key", "present_value"]
     c.node("MultiHeadAttention", ins, outs, domain=MS, **attrs)
     c.output(*outs)
     return c
@@ -268,6 +268,7 @@ def attention_cases():
         gqa("gqa_decode_grow_partial_rot", 1, 1, 9, 3, past=5, rotary=True, interleaved=1, rot_half=16, scale=0.2),
         mha("mha_plain", 2, 5, 4, 16),
         mha("mha_bias_lengths", 3, 5, 4, 16, bias=True, mask="lengths"),
+        mha("mha_bias_keys_output_only", 2, 6, 4, 16, bias=True, mask="keys", output_only=True),
         mha("mha_past_causal_keys", 2, 3, 2, 32, past=4, bias=True, mask="keys", causal=True),
         mha("mha_cross_attn_bias", 2, 3, 4, 16, kv_len=6, vhead=8, attn_bias=(2, 1), mask_value=-1000.0),
         mha("mha_bnsh_kv", 1, 4, 3, 16, kv_len=7, attn_bias=(1, 3), scale=0.3),

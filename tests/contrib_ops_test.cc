@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // attention (attention_cases() in the script)
                       "gqa_prefill_h6kv2", "gqa_prefill_rot_h9kv3", "gqa_prefill_packed_h6kv3",
                       "gqa_prefill_window_softcap", "gqa_decode_static_h14kv2", "gqa_decode_static_window",
-                      "gqa_decode_grow_h6kv1", "gqa_decode_grow_partial_rot", "mha_plain", "mha_bias_lengths",
+                      "gqa_decode_grow_h6kv1", "gqa_decode_grow_partial_rot", "mha_plain", "mha_bias_lengths", "mha_bias_keys_output_only",
                       "mha_past_causal_keys", "mha_cross_attn_bias", "mha_bnsh_kv"),
     [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 

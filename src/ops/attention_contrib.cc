@@ -483,13 +483,14 @@ Status InferMha(const InferContext& c, std::vector<TensorInfo>* outs) {
   return Status::Ok();
 }
 
-// The per-thread scratch: the kernel's, the query with its bias and one
-// additive mask row. Keys and values with bias or past rows are assembled in
-// the present outputs, which hold exactly [B, N, T, H].
+// The per-thread scratch: the kernel's, the query with its bias, one
+// additive mask row and, with bias or past rows, one head's keys and values.
 Result<uint64_t> ScratchMha(const CreateContext& c) {
   MhaPlan p;
   FCB_RETURN_IF_ERROR(ResolveMha(AsInfer(c), &p));
-  return RowScratchBytes(p.total, std::max(p.head, p.vhead));
+  const bool block = p.has_bias || p.has_past;  // keys and values assembled per head
+  return RowScratchBytes(p.total, std::max(p.head, p.vhead)) +
+         (block ? static_cast<uint64_t>(p.total * (p.head + p.vhead)) * sizeof(float) : 0);
 }
 
 Result<std::unique_ptr<Kernel>> CreateMha(const CreateContext& c) {
@@ -507,86 +508,91 @@ Result<std::unique_ptr<Kernel>> CreateMha(const CreateContext& c) {
     const float* past_v = p.has_past ? static_cast<const float*>(in[7]) : nullptr;
     float* y = static_cast<float*>(out[0]);
     const int64_t N = p.heads, H = p.head, Hv = p.vhead, S = p.seq, L = p.kv_len, P = p.past, T = p.total;
-    // Keys and values of every head as [B, N, T, H]: the present outputs when
-    // the graph has them (they are exactly that), else the query, key and
-    // value inputs are used through strides, which needs no past and no bias.
+    // Keys and values of every head as [B, N, T, H] with past rows and bias:
+    // the present outputs when the graph has them; else, with bias or past
+    // rows, a block of the thread's scratch per head; else the key and value
+    // inputs themselves, through strides.
     float* pres_k = n_out > 1 ? static_cast<float*>(out[1]) : nullptr;
     float* pres_v = n_out > 2 ? static_cast<float*>(out[2]) : nullptr;
     const bool direct = !p.has_past && !p.has_bias;
-    if (!direct && (!pres_k || !pres_v))
-      return InvalidArgument(std::string(kMha) +
-                             ": with bias or past_key, present_key and present_value outputs are required");
-    if (pres_k && pres_v) {
-      ctx.pool->ParallelFor(p.batch * N, 1, [&](int64_t b0, int64_t e0) {
-        for (int64_t it = b0; it < e0; ++it) {
-          const int64_t b = it / N, n = it % N;
-          float* dk = pres_k + it * T * H;
-          float* dv = pres_v + it * T * Hv;
-          if (P > 0) {
-            std::memcpy(dk, past_k + it * P * H, static_cast<size_t>(P * H) * sizeof(float));
-            std::memcpy(dv, past_v + it * P * Hv, static_cast<size_t>(P * Hv) * sizeof(float));
-          }
-          for (int64_t l = 0; l < L; ++l) {
-            const float* ks = p.bnsh_kv ? kin + (it * L + l) * H : kin + (b * L + l) * N * H + n * H;
-            const float* vs = p.bnsh_kv ? vin + (it * L + l) * Hv : vin + (b * L + l) * N * Hv + n * Hv;
-            float* kd = dk + (P + l) * H;
-            float* vd = dv + (P + l) * Hv;
-            for (int64_t i = 0; i < H; ++i) kd[i] = ks[i] + (bias ? bias[N * H + n * H + i] : 0.f);
-            for (int64_t i = 0; i < Hv; ++i) vd[i] = vs[i] + (bias ? bias[2 * N * H + n * Hv + i] : 0.f);
-          }
+    // Head `it` (= b * N + n): its T key rows into dk, value rows into dv (either may be null).
+    const auto fill = [&](int64_t it, float* dk, float* dv) {
+      const int64_t b = it / N, n = it % N;
+      if (dk) {
+        if (P > 0) std::memcpy(dk, past_k + it * P * H, static_cast<size_t>(P * H) * sizeof(float));
+        for (int64_t l = 0; l < L; ++l) {
+          const float* ks = p.bnsh_kv ? kin + (it * L + l) * H : kin + (b * L + l) * N * H + n * H;
+          float* kd = dk + (P + l) * H;
+          for (int64_t i = 0; i < H; ++i) kd[i] = ks[i] + (bias ? bias[N * H + n * H + i] : 0.f);
         }
+      }
+      if (dv) {
+        if (P > 0) std::memcpy(dv, past_v + it * P * Hv, static_cast<size_t>(P * Hv) * sizeof(float));
+        for (int64_t l = 0; l < L; ++l) {
+          const float* vs = p.bnsh_kv ? vin + (it * L + l) * Hv : vin + (b * L + l) * N * Hv + n * Hv;
+          float* vd = dv + (P + l) * Hv;
+          for (int64_t i = 0; i < Hv; ++i) vd[i] = vs[i] + (bias ? bias[2 * N * H + n * Hv + i] : 0.f);
+        }
+      }
+    };
+    if (pres_k || pres_v) {
+      ctx.pool->ParallelFor(p.batch * N, 1, [&](int64_t b0, int64_t e0) {
+        for (int64_t it = b0; it < e0; ++it)
+          fill(it, pres_k ? pres_k + it * T * H : nullptr, pres_v ? pres_v + it * T * Hv : nullptr);
       });
     }
-    const int64_t rows = p.batch * N * S;
     const auto attention = ctx.k->f32.attention;
     const int64_t hmax = std::max(H, Hv);
-    ctx.pool->ParallelForThreads(rows, 1, [&](int t, int64_t b0, int64_t e0) {
+    const bool any_add = p.mask_kind || p.causal || ab;
+    ctx.pool->ParallelForThreads(p.batch * N, 1, [&](int t, int64_t b0, int64_t e0) {
       float* scratch = static_cast<float*>(ctx.ThreadScratch(t));
       float* qb = scratch + kernels::AttentionScratchFloats(T, hmax);
       float* add = qb + hmax;
+      float* block = add + T + 32;  // [T, H] keys, then [T, Hv] values
       for (int64_t it = b0; it < e0; ++it) {
-        const int64_t s = it % S, n = (it / S) % N, b = it / (S * N);
-        const float* qs = q + (b * S + s) * N * H + n * H;
-        if (bias) {
-          for (int64_t i = 0; i < H; ++i) qb[i] = qs[i] + bias[n * H + i];
-          qs = qb;
-        }
-        // The additive row: mask_filter_value where masked, plus attention_bias.
-        const bool any_add = p.mask_kind || p.causal || ab;
-        if (any_add) {
-          for (int64_t j = 0; j < T; ++j) {
-            bool masked = p.causal && j > P + s;
-            if (p.mask_kind == 1) masked = masked || j >= mask[b];
-            if (p.mask_kind == 2) masked = masked || mask[b * T + j] == 0;
-            add[j] = masked ? p.mask_value : 0.f;
-          }
-          if (ab) {
-            const int64_t bb = p.bias_batch ? b : 0, nn = p.bias_heads ? n : 0;
-            const float* r = ab + ((bb * (p.bias_heads ? N : 1) + nn) * S + s) * T;
-            for (int64_t j = 0; j < T; ++j) add[j] += r[j];
-          }
-        }
+        const int64_t b = it / N, n = it % N;
         const float *kk, *vv;
-        int64_t ks, vs;
+        int64_t ks = H, vs = Hv;
         if (pres_k && pres_v) {
-          kk = pres_k + (b * N + n) * T * H;
-          vv = pres_v + (b * N + n) * T * Hv;
-          ks = H;
-          vs = Hv;
+          kk = pres_k + it * T * H;
+          vv = pres_v + it * T * Hv;
+        } else if (!direct) {
+          fill(it, block, block + T * H);
+          kk = block;
+          vv = block + T * H;
         } else if (p.bnsh_kv) {
-          kk = kin + (b * N + n) * L * H;
-          vv = vin + (b * N + n) * L * Hv;
-          ks = H;
-          vs = Hv;
+          kk = kin + it * L * H;
+          vv = vin + it * L * Hv;
         } else {
           kk = kin + b * L * N * H + n * H;
           vv = vin + b * L * N * Hv + n * Hv;
           ks = N * H;
           vs = N * Hv;
         }
-        const kernels::AttentionRow row{qs,  kk, vv, ks, vs, T, any_add ? add : nullptr, p.scale, 0.f,
-                                        y + (b * S + s) * N * Hv + n * Hv, H, Hv};
-        attention(row, scratch);
+        for (int64_t s = 0; s < S; ++s) {
+          const float* qs = q + (b * S + s) * N * H + n * H;
+          if (bias) {
+            for (int64_t i = 0; i < H; ++i) qb[i] = qs[i] + bias[n * H + i];
+            qs = qb;
+          }
+          // The additive row: mask_filter_value where masked, plus attention_bias.
+          if (any_add) {
+            for (int64_t j = 0; j < T; ++j) {
+              bool masked = p.causal && j > P + s;
+              if (p.mask_kind == 1) masked = masked || j >= mask[b];
+              if (p.mask_kind == 2) masked = masked || mask[b * T + j] == 0;
+              add[j] = masked ? p.mask_value : 0.f;
+            }
+            if (ab) {
+              const int64_t bb = p.bias_batch ? b : 0, nn = p.bias_heads ? n : 0;
+              const float* r = ab + ((bb * (p.bias_heads ? N : 1) + nn) * S + s) * T;
+              for (int64_t j = 0; j < T; ++j) add[j] += r[j];
+            }
+          }
+          const kernels::AttentionRow row{qs, kk, vv, ks, vs, T, any_add ? add : nullptr, p.scale, 0.f,
+                                          y + (b * S + s) * N * Hv + n * Hv, H, Hv};
+          attention(row, scratch);
+        }
       }
     });
     return Status::Ok();
