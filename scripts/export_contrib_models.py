@@ -52,7 +52,7 @@ class Case:
     def feed(self, name, shape, dtype=np.float32, values=None):
         v = values if values is not None else self.rng.standard_normal(shape).astype(dtype)
         self.feeds[name] = v
-        et = TensorProto.INT64 if v.dtype == np.int64 else TensorProto.FLOAT
+        et = {np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32}.get(v.dtype, TensorProto.FLOAT)
         self.inputs.append(helper.make_tensor_value_info(name, et, list(v.shape)))
         return name
 
@@ -169,8 +169,114 @@ def chain(name):
     return c
 
 
-def cases():
+def gqa(name, b, s, heads, kv_heads, head=64, past=0, seqlens=None, total=None, total_const=False, rotary=False,
+        interleaved=0, rot_half=None, window=None, softcap=None, packed=False, scale=None):
+    """GroupQueryAttention: past = rows of past_key/past_value (0: none);
+    seqlens = seqlens_k + 1 per batch (default: past + s, or s for a first
+    prompt); total = total_sequence_length (default max(seqlens)), a constant
+    initializer when total_const (it then fixes the present length
+    max(total, past): the static-buffer form when total <= past)."""
+    c = Case(name)
+    lens = seqlens or [past + s if past else s] * b
+    tot = total or max(lens)
+    if packed:
+        ins = [c.feed("query", [b, s, (heads + 2 * kv_heads) * head]), "", ""]
+    else:
+        ins = [c.feed("query", [b, s, heads * head]), c.feed("key", [b, s, kv_heads * head]),
+               c.feed("value", [b, s, kv_heads * head])]
+    if past:
+        ins += [c.feed("past_key", [b, kv_heads, past, head]), c.feed("past_value", [b, kv_heads, past, head])]
+    else:
+        ins += ["", ""]
+    ins.append(c.feed("seqlens_k", [b], values=np.array(lens, dtype=np.int32) - 1))
+    tv = np.array([tot], dtype=np.int32)
+    ins.append(c.const("total_sequence_length", tv.reshape([])) if total_const else
+               c.feed("total_sequence_length", [1], values=tv))
+    attrs = {"num_heads": heads, "kv_num_heads": kv_heads}
+    if rotary:
+        cos, sin = rope_caches(max(64, past + s), rot_half or head // 2)
+        ins += [c.const("cos_cache", cos), c.const("sin_cache", sin)]
+        attrs.update(do_rotary=1, rotary_interleaved=interleaved)
+    if window is not None:
+        attrs["local_window_size"] = window
+    if softcap is not None:
+        attrs["softcap"] = softcap
+    if scale is not None:
+        attrs["scale"] = scale
+    while ins and ins[-1] == "":
+        ins.pop()
+    c.node("GroupQueryAttention", ins, ["output", "present_key", "present_value"], domain=MS, **attrs)
+    c.output("output", "present_key", "present_value")
+    return c
+
+
+def mha(name, b, s, heads, head, kv_len=None, vhead=None, past=0, bias=False, mask=None, attn_bias=None,
+        causal=False, bnsh=False, mask_value=None, scale=None, output_only=False):
+    """MultiHeadAttention with separate query, key, value ([B, S, N*H] or,
+    with bnsh, key/value [B, N, L, H]); mask: "lengths" ([B] int32) or "keys"
+    ([B, T] of 1/0); attn_bias: the leading dims of [B|1, N|1, S, T]."""
+    c = Case(name)
+    L = kv_len or s
+    hv = vhead or head
+    T = past + L
+    ins = [c.feed("query", [b, s, heads * head])]
+    if bnsh:
+        ins += [c.feed("key", [b, heads, L, head]), c.feed("value", [b, heads, L, hv])]
+    else:
+        ins += [c.feed("key", [b, L, heads * head]), c.feed("value", [b, L, heads * hv])]
+    ins.append(c.weight("bias", [heads * (2 * head + hv)], 0.5) if bias else "")
+    if mask == "lengths":
+        ins.append(c.feed("key_padding_mask", [b], values=np.array([T - (i % 3) for i in range(b)], dtype=np.int32)))
+    elif mask == "keys":
+        m = (c.rng.random((b, T)) > 0.3).astype(np.int32)
+        m[:, 0] = 1
+        ins.append(c.feed("key_padding_mask", [b, T], values=m))
+    else:
+        ins.append("")
+    ins.append(c.feed("attention_bias", list(attn_bias) + [s, T]) if attn_bias else "")
+    if past:
+        ins += [c.feed("past_key", [b, heads, past, head]), c.feed("past_value", [b, heads, past, hv])]
+    while ins and ins[-1] == "":
+        ins.pop()
+    attrs = {"num_heads": heads}
+    if causal:
+        attrs["unidirectional"] = 1
+    if mask_value is not None:
+        attrs["mask_filter_value"] = mask_value
+    if scale is not None:
+        attrs["scale"] = scale
+    outs = ["output"] if bnsh or output_only else ["output", "present_key", "present_value"]
+    c.node("MultiHeadAttention", ins, outs, domain=MS, **attrs)
+    c.output(*outs)
+    return c
+
+
+def attention_cases():
+    """GroupQueryAttention and MultiHeadAttention: prefill and decode steps,
+    static buffer and growing cache, rotary both interleavings, local window,
+    softcap, packed QKV; MHA with and without bias, masks, attention bias, past."""
     return [
+        gqa("gqa_prefill_h6kv2", 1, 7, 6, 2),
+        gqa("gqa_prefill_rot_h9kv3", 2, 5, 9, 3, rotary=True),
+        gqa("gqa_prefill_packed_h6kv3", 2, 4, 6, 3, packed=True, rotary=True, interleaved=1),
+        gqa("gqa_prefill_window_softcap", 1, 12, 6, 2, rotary=True, window=4, softcap=1.5),
+        gqa("gqa_decode_static_h14kv2", 2, 1, 14, 2, past=16, seqlens=[10, 6], total_const=True, rotary=True,
+            interleaved=1),
+        gqa("gqa_decode_static_window", 1, 1, 9, 3, past=32, seqlens=[21], total_const=True, rotary=True,
+            window=8, softcap=2.0),
+        gqa("gqa_decode_grow_h6kv1", 2, 1, 6, 1, past=8, seqlens=[9, 6], rotary=True),
+        gqa("gqa_decode_grow_partial_rot", 1, 1, 9, 3, past=5, rotary=True, interleaved=1, rot_half=16, scale=0.2),
+        mha("mha_plain", 2, 5, 4, 16),
+        mha("mha_bias_lengths", 3, 5, 4, 16, bias=True, mask="lengths"),
+        mha("mha_bias_keys_output_only", 2, 6, 4, 16, bias=True, mask="keys", output_only=True),
+        mha("mha_past_causal_keys", 2, 3, 2, 32, past=4, bias=True, mask="keys", causal=True),
+        mha("mha_cross_attn_bias", 2, 3, 4, 16, kv_len=6, vhead=8, attn_bias=(2, 1), mask_value=-1000.0),
+        mha("mha_bnsh_kv", 1, 4, 3, 16, kv_len=7, attn_bias=(1, 3), scale=0.3),
+    ]
+
+
+def cases():
+    return attention_cases() + [
         simplified_ln("sln_h7", [2, 3, 7], inv=True),
         simplified_ln("sln_h576", [1, 5, 576], eps=1e-6),
         simplified_ln("sln_axis1", [2, 4, 8], axis=1),

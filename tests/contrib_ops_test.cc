@@ -1,6 +1,7 @@
 // ONNX Runtime's transformer operators (com.microsoft SkipLayerNormalization,
 // SkipSimplifiedLayerNormalization, Gelu, BiasGelu, FastGelu, QuickGelu,
-// RotaryEmbedding and the default-domain SimplifiedLayerNormalization):
+// RotaryEmbedding, GroupQueryAttention, MultiHeadAttention and the
+// default-domain SimplifiedLayerNormalization):
 // the models of scripts/export_contrib_models.py, each compiled into one .fcb
 // for every target; every target the host runs matches ONNX Runtime on the
 // case's inputs (CASE.feeds/NAME.npy) within 1e-5 relative L2 per output
@@ -83,7 +84,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "skip_h7_all", "skip_h64_nobeta", "skip_h576_bias", "gelu", "biasgelu_h64",
                       "fastgelu_h576", "fastgelu_nobias", "quickgelu", "quickgelu_alpha1", "rope3d",
                       "rope3d_interleaved", "rope4d_offset", "rope4d_interleaved", "rope3d_partial",
-                      "rope4d_partial_interleaved", "chain"),
+                      "rope4d_partial_interleaved", "chain",
+                      // attention (attention_cases() in the script)
+                      "gqa_prefill_h6kv2", "gqa_prefill_rot_h9kv3", "gqa_prefill_packed_h6kv3",
+                      "gqa_prefill_window_softcap", "gqa_decode_static_h14kv2", "gqa_decode_static_window",
+                      "gqa_decode_grow_h6kv1", "gqa_decode_grow_partial_rot", "mha_plain", "mha_bias_lengths", "mha_bias_keys_output_only",
+                      "mha_past_causal_keys", "mha_cross_attn_bias", "mha_bnsh_kv"),
     [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

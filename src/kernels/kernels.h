@@ -132,6 +132,28 @@ struct PoolGeom {
   int64_t pad_bottom = -1, pad_right = -1;
 };
 
+// One query row of an attention (KernelTable::attention): keys
+// k[j * k_stride .. + head) and values v[j * v_stride .. + vhead) for j in
+// [0, n); score_j = scale * q.k_j, then softcap * tanh(score_j / softcap)
+// when softcap > 0, then + add[j] when add is not null; out = softmax(score) .
+// v, the softmax in float32 with the maximum subtracted.
+struct AttentionRow {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t k_stride, v_stride;
+  int64_t n;
+  const float* add;
+  float scale, softcap;
+  float* out;
+  int64_t head, vhead;
+};
+// Scratch floats of KernelTable::attention for rows of up to n keys and
+// values of vhead floats: the scores (rounded up to whole 64-byte lines), then
+// the value sums.
+inline int64_t AttentionScoreFloats(int64_t n) { return (n + 15) / 16 * 16; }
+inline int64_t AttentionScratchFloats(int64_t n, int64_t vhead) { return AttentionScoreFloats(n) + vhead + 16; }
+
 enum class BinaryOp : int32_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3, kMax = 4, kMin = 5, kPow = 6 };
 
 struct KernelTable {
@@ -208,6 +230,9 @@ struct KernelTable {
   // also written where not null. Work items: rows.
   void (*layernorm)(const float* x, const float* scale, const float* bias, float* y, int64_t cols,
                     float eps, float* mean, float* inv_std, int64_t begin, int64_t end);
+  // One attention row (AttentionRow). scratch: AttentionScratchFloats(n,
+  // vhead) floats of the calling thread.
+  void (*attention)(const AttentionRow& row, float* scratch);
 };
 
 // Every kernel of KernelTable: its member and the function each target's code
@@ -216,7 +241,7 @@ struct KernelTable {
 #define FCB_F32_KERNELS(X)                                                                                      \
   X(conv, Conv) X(depthwise, Depthwise) X(grouped_small, GroupedSmall) X(winograd, Winograd) X(gemm, Gemm)      \
   X(matmul, MatMul) X(maxpool, MaxPool) X(avgpool, AvgPool) X(global_avgpool, GlobalAvgPool) X(unary, Unary) \
-  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm)
+  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm) X(attention, Attention)
 #define FCB_COUNT_KERNEL(member, fn) +1
 static_assert(sizeof(KernelTable) == sizeof(const char*) + (0 FCB_F32_KERNELS(FCB_COUNT_KERNEL)) * sizeof(void (*)()),
               "every KernelTable member is in FCB_F32_KERNELS");

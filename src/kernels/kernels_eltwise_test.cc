@@ -221,6 +221,34 @@ TEST_P(EltwiseTest, LayerNorm) {
   }
 }
 
+// The fused attention row: key counts below, at and past a vector and the
+// 4-key unrolling, head sizes with and without a tail, strided keys and
+// values (rows of a wider [tokens, heads * head] tensor), softcap and
+// additive terms (a masked key at -10000), against the double reference.
+TEST_P(EltwiseTest, AttentionRow) {
+  for (int64_t n : {1, 3, 4, 7, 16, 33, 130}) {
+    for (int64_t head : {5, 16, 64}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const int64_t vhead = variant == 2 ? head + 3 : head, ks = 2 * head + 1, vs = 3 * vhead;
+        const auto q = Random(head, 80, -2.f, 2.f), k = Random(n * ks, 81, -2.f, 2.f);
+        const auto v = Random(n * vs, 82), add_src = Random(n, 83);
+        std::vector<float> add(add_src);
+        if (n > 2) add[1] = -10000.f;
+        AttentionRow r{q.data(), k.data(), v.data(), ks, vs, n, variant == 1 ? add.data() : nullptr, 0.3f,
+                       variant == 2 ? 1.5f : 0.f, nullptr, head, vhead};
+        std::vector<float> got(static_cast<size_t>(vhead), -7.f), want(static_cast<size_t>(vhead));
+        r.out = got.data();
+        test_support::Scratch scratch(AttentionScratchFloats(n, vhead));
+        K().attention(r, scratch.get());
+        const auto ref = reference::AttentionRow(r);
+        for (int64_t i = 0; i < vhead; ++i) want[static_cast<size_t>(i)] = static_cast<float>(ref[static_cast<size_t>(i)]);
+        ExpectClose(got, want, std::string(K().isa) + " attention n" + std::to_string(n) + " head" +
+                                   std::to_string(head) + " variant" + std::to_string(variant));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, EltwiseTest, ::testing::ValuesIn(RunnableHere()),

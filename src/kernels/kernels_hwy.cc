@@ -53,6 +53,7 @@
 
 #include <hwy/highway.h>
 
+#include "kernels/attention-inl.h"
 #include "kernels/common-inl.h"
 #include "kernels/conv_gemm-inl.h"
 #include "kernels/eltwise-inl.h"

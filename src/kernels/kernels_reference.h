@@ -170,4 +170,25 @@ inline void LayerNormRow(const float* x, const float* scale, const float* bias, 
   *inv_std = inv;
 }
 
+// One attention row (AttentionRow) in double: scores, softcap, additive
+// terms, softmax with the maximum subtracted, weighted sum of the values.
+inline std::vector<double> AttentionRow(const kernels::AttentionRow& r) {
+  std::vector<double> sc(static_cast<size_t>(r.n)), out(static_cast<size_t>(r.vhead), 0.0);
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < r.n; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < r.head; ++i) s += double{r.q[i]} * r.k[j * r.k_stride + i];
+    s *= r.scale;
+    if (r.softcap > 0) s = r.softcap * std::tanh(s / r.softcap);
+    if (r.add) s += r.add[j];
+    sc[static_cast<size_t>(j)] = s;
+    mx = std::max(mx, s);
+  }
+  double sum = 0;
+  for (double& s : sc) sum += (s = std::exp(s - mx));
+  for (int64_t j = 0; j < r.n; ++j)
+    for (int64_t i = 0; i < r.vhead; ++i) out[static_cast<size_t>(i)] += sc[static_cast<size_t>(j)] / sum * r.v[j * r.v_stride + i];
+  return out;
+}
+
 }  // namespace fcb::kernels::reference
