@@ -15,6 +15,7 @@
 #include "fcb/fcb.h"
 #include "fcb/npy.h"
 #include "per_target.h"
+#include "reference_compare.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -56,20 +57,9 @@ TEST_P(ContribModel, EveryTargetMatchesOnnxRuntime) {
           }
           Status s = ex.value()->Run();
           ASSERT_TRUE(s.ok()) << s.message();
-          ASSERT_EQ(info.outputs.size(), want.size());
-          for (size_t i = 0; i < info.outputs.size(); ++i) {
-            const auto& o = info.outputs[i];
-            auto w = want.find(o.name);
-            ASSERT_NE(w, want.end()) << "output " << o.name << " has no reference";
-            ASSERT_EQ(o.shape, w->second.shape) << o.name;
-            ASSERT_EQ(o.dtype, DType::kF32) << o.name;
-            const float* p = static_cast<const float*>(ex.value()->output_data(i));
-            std::vector<float> got(p, p + o.bytes() / 4), ref(w->second.data.size() / 4);
-            std::memcpy(ref.data(), w->second.data.data(), ref.size() * 4);
-            auto d = testing::Compare(got, ref);
-            EXPECT_LE(d.rel_l2, 1e-5) << name << " output " << o.name << " on " << target << ", " << threads
-                                      << " threads";
-          }
+          int compared = 0;
+          ASSERT_NO_FATAL_FAILURE(testing::ExpectOutputsMatch(
+              *ex.value(), want, 1e-5, name + " on " + target + ", " + std::to_string(threads) + " threads", &compared));
           ++runs;
         }
       });

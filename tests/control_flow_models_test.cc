@@ -13,6 +13,7 @@
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
 #include "per_target.h"
+#include "reference_compare.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -57,19 +58,8 @@ TEST_P(ControlFlowModel, EveryTargetMatchesOnnxRuntime) {
     }
     Status s = ex.value()->Run();
     ASSERT_TRUE(s.ok()) << s.message();
-    ASSERT_EQ(info.outputs.size(), want.size());
-    for (size_t i = 0; i < info.outputs.size(); ++i) {
-      const auto& spec_i = info.outputs[i];
-      auto w = want.find(spec_i.name);
-      ASSERT_NE(w, want.end()) << "output " << spec_i.name << " has no reference";
-      ASSERT_EQ(spec_i.shape, w->second.shape) << spec_i.name;
-      ASSERT_EQ(spec_i.dtype, DType::kF32) << spec_i.name;
-      const float* p = static_cast<const float*>(ex.value()->output_data(i));
-      std::vector<float> got(p, p + spec_i.bytes() / 4), ref(w->second.data.size() / 4);
-      std::memcpy(ref.data(), w->second.data.data(), ref.size() * 4);
-      auto d = testing::Compare(got, ref);
-      EXPECT_LE(d.rel_l2, 1e-4) << c.name << " output " << spec_i.name << " on " << target;
-    }
+    int compared = 0;
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectOutputsMatch(*ex.value(), want, 1e-4, std::string(c.name) + " on " + target, &compared));
   });
 }
 

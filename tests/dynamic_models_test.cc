@@ -22,6 +22,7 @@
 #include "fcb/inspect.h"
 #include "fcb/npy.h"
 #include "per_target.h"
+#include "reference_compare.h"
 #include "test_util.h"
 
 namespace fcb {
@@ -152,20 +153,7 @@ TEST_P(DynamicModel, OneMethodPerRangeMatchesOnnxRuntimeAtEverySizeOnEveryTarget
         }
         Status s = ex.value()->Run();
         ASSERT_TRUE(s.ok()) << s.message();
-        ASSERT_EQ(info.outputs.size(), want.size());
-        for (size_t i = 0; i < info.outputs.size(); ++i) {
-          const auto& o = info.outputs[i];
-          auto w = want.find(o.name);
-          ASSERT_NE(w, want.end()) << "output " << o.name << " has no reference";
-          ASSERT_EQ(ex.value()->output_shape(i), w->second.shape) << o.name;
-          ASSERT_EQ(o.dtype, DType::kF32) << o.name;
-          EXPECT_LE(testing::Compare(Floats(ex.value()->output_data(i), ex.value()->output_bytes(i)),
-                                     Floats(w->second.data.data(), w->second.data.size()))
-                        .rel_l2,
-                    1e-4)
-              << o.name;
-          ++compared;
-        }
+        ASSERT_NO_FATAL_FAILURE(testing::ExpectOutputsMatch(*ex.value(), want, 1e-4, stem, &compared));
       }
     }
   });

@@ -4,6 +4,7 @@
 
 #include "import/import_state.h"
 #include "ops/op.h"
+#include "ops/op_util.h"
 
 namespace fcb::import {
 
@@ -60,17 +61,10 @@ bool ImportState::FoldShapeOrSize(const ir::Node& n) {
     return false;
   const ir::Value& in = value(n.inputs[0]);
   if (!Known(n.inputs[0]) || !in.has_shape) return false;
-  std::shared_ptr<ir::TensorData> t;
-  if (n.op_type == "Size") {
-    t = ir::TensorData::FromInts({}, {ir::NumElements(in.shape)});
-  } else {
-    const int64_t r = static_cast<int64_t>(in.shape.size());
-    auto clamp = [r](int64_t a) { return std::clamp(a < 0 ? a + r : a, int64_t{0}, r); };
-    const int64_t start = clamp(n.GetInt("start", 0)), end = clamp(n.GetInt("end", r));
-    std::vector<int64_t> dims;
-    for (int64_t i = start; i < end; ++i) dims.push_back(in.shape[i]);
-    t = ir::TensorData::FromInts({static_cast<int64_t>(dims.size())}, dims);
-  }
+  const std::vector<int64_t> v = ops::ShapeOpValues(n.op_type, ops::AttrsFromNode(n), in.shape);
+  std::shared_ptr<ir::TensorData> t = n.op_type == "Size"
+                                          ? ir::TensorData::FromInts({}, v)
+                                          : ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v);
   ir::Value& out = g.values[n.outputs[0]];
   out.dtype = t->dtype;
   out.shape = t->shape;

@@ -97,28 +97,13 @@ HWY_NOINLINE void Attention(const AttentionRow& r, float* scratch) {
   if (r.add)
     for (int64_t j = 0; j < n; ++j) sc[j] += r.add[j];
   // Softmax weights, unnormalised: e^(s - max).
-  VF vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
-  int64_t j = 0;
-  for (; j + kN <= n; j += kN) vmax = hn::Max(vmax, hn::LoadU(d, sc + j));
-  float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  for (; j < n; ++j) mx = std::max(mx, sc[j]);
-  const VF vm = hn::Set(d, mx);
-  VF vsum = hn::Zero(d);
-  for (j = 0; j + kN <= n; j += kN) {
-    const VF e = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, sc + j), vm));
-    hn::StoreU(e, d, sc + j);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-  if (j < n) {
-    StoreN(ExpKeepNaN(d, hn::Sub(LoadPartial(d, sc + j, n - j), vm)), d, sc + j, n - j);
-    for (; j < n; ++j) sum += sc[j];
-  }
+  const float sum = ExpMinusMax(d, sc, sc, n);
   // The weighted sum of the value rows, normalised once at the end.
   for (int64_t i = 0; i < hv; ++i) acc[i] = 0.f;
   const float* v = r.v;
   const int64_t vs = r.v_stride;
-  for (j = 0; j + 4 <= n; j += 4)
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
     Axpy4(d, sc + j, v + j * vs, v + (j + 1) * vs, v + (j + 2) * vs, v + (j + 3) * vs, acc, hv);
   for (; j < n; ++j) {
     const float w = sc[j];

@@ -112,31 +112,38 @@ void Binary(BinaryOp op, const float* a, int64_t sa, const float* b, int64_t sb,
 // e^v for v <= 0 or NaN (ExpNonPositive would clamp a NaN to -87).
 HWY_INLINE VF ExpKeepNaN(DF d, VF v) { return hn::IfThenElse(hn::Eq(v, v), ExpNonPositive(d, v), v); }
 
+// y[i] = e^(x[i] - max(x)) for n > 0 entries (y may be x); returns their sum,
+// the unnormalised softmax of a row. Subtracting the row maximum keeps every
+// exponent <= 0: no overflow, and the shorter exponential for non-positive
+// arguments (ExpNonPositive; an exponent below -87 gives 1.6e-38 instead of
+// 0, which no sum notices).
+HWY_INLINE float ExpMinusMax(DF d, const float* x, float* y, int64_t n) {
+  VF vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kN <= n; i += kN) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
+  float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  const VF vm = hn::Set(d, mx);
+  VF vsum = hn::Zero(d);
+  for (i = 0; i + kN <= n; i += kN) {
+    const VF e = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, x + i), vm));
+    hn::StoreU(e, d, y + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  if (i < n) {
+    StoreN(ExpKeepNaN(d, hn::Sub(LoadPartial(d, x + i, n - i), vm)), d, y + i, n - i);
+    for (; i < n; ++i) sum += y[i];
+  }
+  return sum;
+}
+
 void Softmax(const float* x, float* y, int64_t cols, int64_t begin, int64_t end) {
   const DF d;
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    // Subtracting the row maximum keeps every exponent <= 0: no overflow, and
-    // the shorter exponential for non-positive arguments (ExpNonPositive; an
-    // exponent below -87 gives 1.6e-38 instead of 0, which no sum notices).
-    VF vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
-    int64_t i = 0;
-    for (; i + kN <= cols; i += kN) vmax = hn::Max(vmax, hn::LoadU(d, xr + i));
-    float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
-    for (; i < cols; ++i) mx = std::max(mx, xr[i]);
-    const VF vm = hn::Set(d, mx);
-    VF vsum = hn::Zero(d);
-    for (i = 0; i + kN <= cols; i += kN) {
-      const VF e = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, xr + i), vm));
-      hn::StoreU(e, d, yr + i);
-      vsum = hn::Add(vsum, e);
-    }
-    float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-    if (i < cols) {
-      StoreN(ExpKeepNaN(d, hn::Sub(LoadPartial(d, xr + i, cols - i), vm)), d, yr + i, cols - i);
-      for (; i < cols; ++i) sum += yr[i];
-    }
+    const float sum = ExpMinusMax(d, xr, yr, cols);
     // y = e / sum, but 0 where that would be subnormal (e < FLT_MIN sum): an
     // operation with a subnormal result takes a microcode assist of ~100
     // cycles on x86, and a masked attention row (scores of -100 or -inf
@@ -145,7 +152,8 @@ void Softmax(const float* x, float* y, int64_t cols, int64_t begin, int64_t end)
     const VF inv = hn::Set(d, 1.f / sum);
     const VF tiny = hn::Set(d, std::numeric_limits<float>::min() * sum);
     const auto scaled = [&](VF e) { return hn::Mul(hn::IfThenZeroElse(hn::Lt(e, tiny), e), inv); };
-    for (i = 0; i + kN <= cols; i += kN) hn::StoreU(scaled(hn::LoadU(d, yr + i)), d, yr + i);
+    int64_t i = 0;
+    for (; i + kN <= cols; i += kN) hn::StoreU(scaled(hn::LoadU(d, yr + i)), d, yr + i);
     if (i < cols) StoreN(scaled(LoadPartial(d, yr + i, cols - i)), d, yr + i, cols - i);
   }
 }

@@ -228,26 +228,6 @@ Status InferGqa(const InferContext& c, std::vector<TensorInfo>* outs) {
   return Status::Ok();
 }
 
-// Rotates one head vector x (head size entries, the first rot of them
-// rotating) at position pos into y (may be x).
-void Rotate(const float* x, float* y, int64_t head, int64_t rot, bool interleaved, const float* cosr,
-            const float* sinr) {
-  const int64_t half = rot / 2;
-  if (interleaved) {
-    for (int64_t i = 0; i < half; ++i) {
-      const float a = x[2 * i], b = x[2 * i + 1];
-      y[2 * i] = a * cosr[i] - b * sinr[i];
-      y[2 * i + 1] = b * cosr[i] + a * sinr[i];
-    }
-  } else {
-    for (int64_t i = 0; i < half; ++i) {
-      const float a = x[i], b = x[i + half];
-      y[i] = a * cosr[i] - b * sinr[i];
-      y[i + half] = b * cosr[i] + a * sinr[i];
-    }
-  }
-  if (y != x && head > rot) std::memcpy(y + rot, x + rot, static_cast<size_t>(head - rot) * sizeof(float));
-}
 
 // Per-thread scratch of the attention kernel for rows of up to `keys` keys:
 // kernels::AttentionScratchFloats, plus one head vector (the rotated query)
@@ -322,7 +302,7 @@ Result<std::unique_ptr<Kernel>> CreateGqa(const CreateContext& c) {
           float* row = dst + (pb + s) * H;
           if (p.rot && !is_v) {
             const int64_t pos = pb + s;
-            Rotate(x, row, H, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
+            RotateHead(x, row, H, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
           } else {
             std::memcpy(row, x, static_cast<size_t>(H) * sizeof(float));
           }
@@ -345,7 +325,7 @@ Result<std::unique_ptr<Kernel>> CreateGqa(const CreateContext& c) {
         const float* qs = q + (b * S + s) * q_row + n * H;
         if (p.rot) {
           const int64_t pos = pb + s;
-          Rotate(qs, qrot, H, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
+          RotateHead(qs, qrot, H, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
           qs = qrot;
         }
         const int64_t hi = pb + s + 1;

@@ -56,6 +56,18 @@ Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape&
 
 // Input i, or an absent TensorInfo / null constant when i is past the end.
 const TensorInfo& Input(const InferContext& c, size_t i);
+// Rotary embedding of one head vector x (`head` entries, the first `rot` of
+// them rotating in rot/2 pairs: adjacent when `interleaved`, else the two
+// halves) by the angle whose cosines and sines are cosr/sinr (rot/2 each),
+// into y (which may be x; the entries past `rot` are copied). The one rotation
+// of RotaryEmbedding and of GroupQueryAttention's do_rotary.
+void RotateHead(const float* x, float* y, int64_t head, int64_t rot, bool interleaved, const float* cosr,
+                const float* sinr);
+
+// What Shape (attributes start, end) or Size (`op`) of a tensor of shape
+// `shape` holds: known from the shape alone, so the import folds it, the
+// kernel writes it and plans with symbols evaluate it per size from this.
+std::vector<int64_t> ShapeOpValues(std::string_view op, const Attrs& attrs, const ir::Shape& shape);
 const ir::TensorData* Constant(const InferContext& c, size_t i);
 
 // Reads integer input i (scalar or 1-D; int32/int64) into *out. Returns OK with

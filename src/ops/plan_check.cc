@@ -4,6 +4,7 @@
 
 #include "fcb/limits.h"
 #include "ops/conv_geom.h"
+#include "ops/op_util.h"
 
 namespace fcb::ops {
 
@@ -50,17 +51,6 @@ Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s,
   return Status::Ok();
 }
 
-// The contents of Shape or Size of a tensor of shape `shape`.
-std::shared_ptr<ir::TensorData> ShapeContents(const format::StepDesc& s, const ir::Shape& shape) {
-  const Attrs attrs(s.attrs);
-  if (s.op == "Size") return ir::TensorData::FromInts({}, {ir::NumElements(shape)});
-  const int64_t r = static_cast<int64_t>(shape.size());
-  auto clamp = [r](int64_t a) { return std::clamp(a < 0 ? a + r : a, int64_t{0}, r); };
-  const int64_t start = clamp(attrs.GetInt("start", 0)), end = clamp(attrs.GetInt("end", r));
-  std::vector<int64_t> dims;
-  for (int64_t i = start; i < end; ++i) dims.push_back(shape[i]);
-  return ir::TensorData::FromInts({static_cast<int64_t>(dims.size())}, dims);
-}
 
 }  // namespace
 
@@ -230,7 +220,9 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, cs.outputs)) {
       std::vector<std::shared_ptr<ir::TensorData>> values;
       if (s.op == "Shape" || s.op == "Size") {
-        values.push_back(ShapeContents(s, cs.inputs[0].shape));
+        const auto v = ShapeOpValues(s.op, cs.attrs, cs.inputs[0].shape);
+        values.push_back(s.op == "Size" ? ir::TensorData::FromInts({}, v)
+                                        : ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v));
       } else {
         auto ev = Evaluate(s.op, cs.attrs, cs.constants, static_cast<int>(s.outputs.size()));
         if (!ev.ok()) return InvalidArgument(cs.where + ": evaluating it from the shapes: " + ev.status().message());

@@ -149,23 +149,7 @@ Result<std::unique_ptr<Kernel>> CreateRope(const CreateContext& c) {
         const float* xi = x + off;
         float* yi = y + off;
         const int64_t pos = p.offset_ids ? ids[0] + s : ids[b * p.seq + s];
-        const float* cv = cos_cache + pos * half;
-        const float* sv = sin_cache + pos * half;
-        if (p.interleaved) {
-          for (int64_t i = 0; i < half; ++i) {
-            const float a = xi[2 * i], bb = xi[2 * i + 1];
-            yi[2 * i] = a * cv[i] - bb * sv[i];
-            yi[2 * i + 1] = bb * cv[i] + a * sv[i];
-          }
-        } else {
-          for (int64_t i = 0; i < half; ++i) {
-            const float a = xi[i], bb = xi[i + half];
-            yi[i] = a * cv[i] - bb * sv[i];
-            yi[i + half] = bb * cv[i] + a * sv[i];
-          }
-        }
-        if (p.head > p.rot && yi != xi)
-          std::memcpy(yi + p.rot, xi + p.rot, static_cast<size_t>(p.head - p.rot) * sizeof(float));
+        RotateHead(xi, yi, p.head, p.rot, p.interleaved, cos_cache + pos * half, sin_cache + pos * half);
       }
     });
     return Status::Ok();
@@ -176,6 +160,25 @@ Result<std::unique_ptr<Kernel>> CreateRope(const CreateContext& c) {
 
 void RegisterRotaryOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferRope, CreateRope>(kOp, 4, 4));
+}
+
+void RotateHead(const float* x, float* y, int64_t head, int64_t rot, bool interleaved, const float* cosr,
+                const float* sinr) {
+  const int64_t half = rot / 2;
+  if (interleaved) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = x[2 * i], b = x[2 * i + 1];
+      y[2 * i] = a * cosr[i] - b * sinr[i];
+      y[2 * i + 1] = b * cosr[i] + a * sinr[i];
+    }
+  } else {
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = x[i], b = x[i + half];
+      y[i] = a * cosr[i] - b * sinr[i];
+      y[i + half] = b * cosr[i] + a * sinr[i];
+    }
+  }
+  if (y != x && head > rot) std::memcpy(y + rot, x + rot, static_cast<size_t>(head - rot) * sizeof(float));
 }
 
 }  // namespace fcb::ops

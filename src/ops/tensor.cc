@@ -128,18 +128,7 @@ Status InferUnsqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
 // --- Shape, Size ------------------------------------------------------------------
 
 // The values Shape / Size write; known at create time.
-std::vector<int64_t> ShapeValues(const InferContext& c) {
-  const ir::Shape& s = Input(c, 0).shape;
-  if (c.op == "Size") return {Input(c, 0).numel()};
-  const int64_t r = static_cast<int64_t>(s.size());
-  int64_t start = c.attrs.GetInt("start", 0), end = c.attrs.GetInt("end", r);
-  if (start < 0) start += r;
-  if (end < 0) end += r;
-  start = std::clamp<int64_t>(start, 0, r);
-  end = std::clamp<int64_t>(end, 0, r);
-  return end > start ? std::vector<int64_t>(s.begin() + start, s.begin() + end)
-                     : std::vector<int64_t>{};
-}
+std::vector<int64_t> ShapeValues(const InferContext& c) { return ShapeOpValues(c.op, c.attrs, Input(c, 0).shape); }
 
 Status InferShape(const InferContext& c, std::vector<TensorInfo>* outs) {
   if (!Input(c, 0).present()) return OpError(c.op, "input is missing");

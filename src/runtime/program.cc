@@ -100,8 +100,6 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     m->weight_constants.resize(c.tensors.size());
     for (size_t t = 0; t < c.tensors.size(); ++t)
       if (c.tensors[t].storage == format::Storage::kWeight) m->weight_constants[t] = p.small_constants[t];
-  }
-  if (c.dynamic())
     for (size_t si = 0; si < p.steps.size(); ++si) {
       PreparedMethod::StepAtBound b;
       for (const auto& i : p.steps[si].inputs) b.inputs.push_back(i.shape);
@@ -110,6 +108,7 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
         b.computed_inputs.push_back(t >= 0 && p.computed_tensors[t] ? p.small_constants[t] : nullptr);
       m->at_bound.push_back(std::move(b));
     }
+  }
   size_t k = 0;
   for (int32_t t : c.inputs) {
     TensorSpec spec{c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape, {}, {}};
@@ -166,7 +165,6 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program
   for (size_t si = 0; si < p.steps.size(); ++si) {
     const ops::CheckedStep& cs = p.steps[si];
     r->step_output0.push_back(cs.outputs.empty() ? std::vector<int64_t>{} : cs.outputs[0].shape);
-    r->flops.push_back(cs.def->flops && !p.computed_steps[si] && !p.guarded_off[si] ? cs.def->flops(cs.create_context()) : 0);
     // The bound's kernel where nothing it was made from changed.
     const PreparedMethod::StepAtBound& b = m.at_bound[si];
     bool same = b.outputs.size() == cs.outputs.size() && b.inputs.size() == cs.inputs.size();
@@ -179,10 +177,17 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program
       else if (computed) same = b.computed_inputs[k]->bytes == p.small_constants[t]->bytes;
     }
     // A step computed from the shapes never runs its kernel (ShapeValues).
-    if (same || p.computed_steps[si] || p.guarded_off[si]) {
+    if (p.computed_steps[si] || p.guarded_off[si]) {
       r->kernels.push_back(m.steps[si].kernel.get());
+      r->flops.push_back(0);
       continue;
     }
+    if (same) {
+      r->kernels.push_back(m.steps[si].kernel.get());
+      r->flops.push_back(m.steps[si].flops);
+      continue;
+    }
+    r->flops.push_back(cs.def->flops ? cs.def->flops(cs.create_context()) : 0);
     auto kernel = cs.def->create(cs.create_context());
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + cs.where);
     r->made.push_back(std::move(kernel).value());
