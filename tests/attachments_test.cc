@@ -35,7 +35,7 @@ bool Contains(const std::string& s, const std::string& part) { return s.find(par
 CompileSpec Spec() {
   CompileSpec spec;
   spec.targets = {"generic"};
-  spec.input_shapes["input"] = {1, 3, 16, 16};
+  spec.input_shapes["input"] = {1, 3, 64, 64};
   return spec;
 }
 
@@ -154,7 +154,7 @@ TEST(Attachments, CApiRoundTrip) {
   WriteText(vocab, "hello\nworld\n");
   WriteText(bin, Binary());
   WriteText(empty, "");
-  const std::string spec = "{\"targets\": \"generic\", \"input_shapes\": {\"input\": [1, 3, 16, 16]}, "
+  const std::string spec = "{\"targets\": \"generic\", \"input_shapes\": {\"input\": [1, 3, 64, 64]}, "
                            "\"attachments\": {\"vocab\": \"" + vocab + "\", \"b.bin\": \"" + bin +
                            "\", \"empty\": \"" + empty + "\"}}";
   const char* names[] = {"main"};
@@ -205,7 +205,7 @@ TEST(Attachments, CliAttachAndSpecAndInspect) {
   WriteText(cfg, "{\"temperature\": 0.7}");
   WriteText(empty, "");
   const std::string spec_path = dir.File("spec.json");
-  WriteText(spec_path, "{\"targets\": \"generic\", \"input_shapes\": {\"input\": [1, 3, 16, 16]}, "
+  WriteText(spec_path, "{\"targets\": \"generic\", \"input_shapes\": {\"input\": [1, 3, 64, 64]}, "
                        "\"attachments\": {\"cfg\": \"" + cfg + "\", \"vocab\": \"" + empty + "\"}}");
   const std::string out = dir.File("a.fcb");
   // --attach adds to the spec's attachments and replaces one of the same name.

@@ -6,7 +6,7 @@ import pytest
 import fcb
 from conftest import run_cli
 
-SHAPES = {"input": [1, 3, 16, 16]}
+SHAPES = {"input": [1, 3, 64, 64]}
 
 
 def test_round_trip_paths_and_bytes(demo_model, tmp_path):
@@ -68,7 +68,7 @@ def test_cli_attach_matches_python(demo_model, cli, tmp_path):
     data = tmp_path / "data.bin"
     data.write_bytes(b"\x00\x01\xff")
     out = tmp_path / "cli.fcb"
-    run_cli(cli, "compile", demo_model, "-o", out, "--target", "generic", "--input-shape", "input=1x3x16x16",
+    run_cli(cli, "compile", demo_model, "-o", out, "--target", "generic", "--input-shape", "input=1x3x64x64",
             "--attach", f"d={data}")
     p = fcb.load(out)
     assert p.attachments == ["d"] and p.attachment("d") == b"\x00\x01\xff"

@@ -341,12 +341,20 @@ FileDesc DescWithAttachments(WeightPoolBuilder& pool, const std::vector<std::pai
   return desc;
 }
 
-Status DecodeStatus(const FileDesc& desc) {
-  const std::vector<uint8_t> meta = EncodeMetadata(desc);
+// Decodes `desc` with its blob table filled from `pool` (each blob 4096-aligned,
+// which satisfies every alignment rule), as the loader would see it.
+Result<FileDesc> Decode(FileDesc desc, const WeightPoolBuilder& pool) {
+  desc.blobs.clear();
   uint64_t pool_size = 0;
-  for (const BlobDesc& b : desc.blobs) pool_size = std::max(pool_size, b.offset + b.size);
-  return DecodeMetadata(meta.data(), meta.size(), 128, 4096, pool_size + 4096).status();
+  for (size_t id = 0; id < pool.size(); ++id) {
+    const uint64_t size = pool.bytes(static_cast<int32_t>(id)).size();
+    desc.blobs.push_back(BlobDesc{pool_size, size, 0, 0});
+    pool_size += (size + 4095) / 4096 * 4096;
+  }
+  const std::vector<uint8_t> meta = EncodeMetadata(desc);
+  return DecodeMetadata(meta.data(), meta.size(), 128, 4096, pool_size);
 }
+Status DecodeStatus(const FileDesc& desc, const WeightPoolBuilder& pool) { return Decode(desc, pool).status(); }
 
 TEST(Attachments, RoundTripThroughTheFile) {
   TempDir dir;
@@ -376,8 +384,7 @@ TEST(Attachments, RoundTripThroughTheFile) {
 TEST(Attachments, FileWithoutThemEncodesWithoutTheTable) {
   WeightPoolBuilder pool;
   FileDesc desc = SampleDesc(pool);
-  const std::vector<uint8_t> meta = EncodeMetadata(desc);
-  auto decoded = DecodeMetadata(meta.data(), meta.size(), 128, 4096, 1 << 20);
+  auto decoded = Decode(desc, pool);
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_TRUE(decoded->attachments.empty());
 }
@@ -407,9 +414,9 @@ TEST(Attachments, HostileTablesAreRefusedAtLoad) {
     SCOPED_TRACE(c.phrase);
     WeightPoolBuilder pool;
     FileDesc desc = DescWithAttachments(pool, {{"a", "x"}, {"b", "y"}});
-    ASSERT_TRUE(DecodeStatus(desc).ok()) << DecodeStatus(desc).ToString();
+    ASSERT_TRUE(DecodeStatus(desc, pool).ok()) << DecodeStatus(desc, pool).ToString();
     c.edit(desc);
-    const Status s = DecodeStatus(desc);
+    const Status s = DecodeStatus(desc, pool);
     EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
     EXPECT_TRUE(Contains(s.message(), c.phrase)) << s.message();
     // The writer refuses the same desc, leaving nothing behind.
@@ -429,7 +436,7 @@ TEST(Attachments, ExactlyTheLimitIsAccepted) {
   desc.attachments[0].name = std::string(limits::kMaxAttachmentNameBytes, '~');
   std::sort(desc.attachments.begin(), desc.attachments.end(),
             [](const AttachmentDesc& x, const AttachmentDesc& y) { return x.name < y.name; });
-  EXPECT_TRUE(DecodeStatus(desc).ok()) << DecodeStatus(desc).ToString();
+  EXPECT_TRUE(DecodeStatus(desc, pool).ok()) << DecodeStatus(desc, pool).ToString();
 }
 
 TEST(Attachments, CorruptedBytesFailTheirBlobCheck) {
