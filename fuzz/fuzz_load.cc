@@ -8,7 +8,8 @@
 // anything. What loads is run once per method on one thread, with inputs
 // filled from a fixed pattern. Memory is capped at 64 MiB per execution
 // (LoadOptions::max_memory_bytes). Any crash, sanitizer report or leak is a
-// finding; a refused file is the expected outcome.
+// finding; a refused file is the expected outcome. Every attachment that
+// loads is read (Program::attachment).
 //
 // FCB_FUZZ_TARGET (environment) forces a target; default: auto.
 #include <xxhash.h>
@@ -71,5 +72,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto program = Program::Load(dir.Path("input.fcb"), options);
   if (!program.ok()) return 0;
   for (const std::string& m : program.value()->methods()) RunMethod(program.value(), m);
+  // Every attachment's bytes (checked against their checksum, then read).
+  volatile uint8_t sink = 0;
+  for (const std::string& name : program.value()->attachments()) {
+    auto bytes = program.value()->attachment(name);
+    if (bytes.ok())
+      for (char c : bytes.value()) sink = sink ^ static_cast<uint8_t>(c);
+  }
   return 0;
 }

@@ -40,6 +40,12 @@ compile fusion_mix_int8 "$data/fusion_mix.onnx" --target x86-64-v4 --target-opti
 compile fusion_mix_bf16 "$data/fusion_mix.onnx" --target x86-64-v4 --target-options '{"precision": "bf16"}'
 compile fusion_mix_o0 "$data/fusion_mix.onnx" --target generic --target-options '{"optimization_level": 0}'
 compile two_methods --method a="$data/fusion_mix.onnx" --method b="$data/lstm_features.onnx" --target generic
+# Attachments (the File's attachments table): several, one empty.
+printf 'a\nb\n' >"$out/attach_vocab.txt"
+: >"$out/attach_empty"
+compile attachments "$data/fusion_mix.onnx" --target generic --attach vocab.txt="$out/attach_vocab.txt" \
+  --attach empty="$out/attach_empty" --attach cfg="$out/attach_vocab.txt"
+rm -f "$out/attach_vocab.txt" "$out/attach_empty"
 n=0
 for t in "$node"/test_{conv_with_strides_padding,convtranspose,gemm_default_matrix_bias,matmul_3d,maxpool_2d_pads,averagepool_2d_pads,softmax_axis_1,layer_normalization_4d_axis1,resize_upsample_scales_linear,gather_0,transpose_all_permutations_0,concat_3d_axis_1,split_equal_parts_1d,slice,reduce_mean_keepdims_example,lstm_defaults,gru_defaults,rnn_seq_length,where_example,cast_FLOAT_to_FLOAT16,qlinearconv,qlinearmatmul_2D,dequantizelinear,quantizelinear,einsum_batch_matmul,topk,cumsum_2d_axis_0,depthtospace_crd_mode_example,pad,tile,expand_dim_changed,batchnorm_epsilon,instancenorm_example,lrn,hardmax_axis_1,onehot_with_axis,scatter_elements_with_axis,argmax_keepdims_example}; do
   [[ -f "$t/model.onnx" ]] || continue

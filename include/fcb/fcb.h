@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fcb/dtype.h"
@@ -70,6 +71,11 @@ struct CompileSpec {
   // bool); its shape must fit the model's dims. On an input that also has an
   // initializer (older IR versions), it replaces the initializer's value.
   std::map<std::string, NpyArray> input_values;
+  // Named byte strings stored in the file for the application (a tokenizer's
+  // vocabulary, generation settings): name -> bytes, read back with
+  // Program::attachment. Names: 1 to limits::kMaxAttachmentNameBytes bytes of
+  // printable ASCII without spaces or '='; at most limits::kMaxAttachments.
+  std::map<std::string, std::string> attachments;
 };
 
 // What precision "int8" costs one method: its int8 context against an fp32
@@ -125,11 +131,18 @@ FCB_API Result<CompileReport> CompileMethods(const std::map<std::string, std::st
 FCB_API std::string CompileReportJson(const CompileReport& report, int indent = -1);
 
 // Parses a JSON compile spec (see README). Validation errors name the fix.
+// "attachments" ({"NAME": "path"}) are read here with ReadAttachmentFile,
+// after every name is checked, so the spec it returns holds their bytes.
 FCB_API Result<CompileSpec> ParseSpecJson(const std::string& json_text);
 // Parses one target's options object, e.g. {"optimization_level": 1}: its keys
 // and their types. The values are checked by ValidateSpec, once it is known
 // which target the options belong to (its errors name that target).
 FCB_API Result<TargetOptions> ParseTargetOptionsJson(const std::string& json_text);
+// The bytes of the regular file at `path`, to store as attachment `name`
+// (CompileSpec::attachments; the spec's "attachments" and --attach read files
+// this way). NotFound naming the file when it does not exist,
+// InvalidArgument when it is not a regular file, IoError when it cannot be read.
+FCB_API Result<std::string> ReadAttachmentFile(const std::string& name, const std::string& path);
 // Checks a spec before any work: targets, lengths, duplicates, options.
 FCB_API Status ValidateSpec(const CompileSpec& spec);
 
@@ -206,6 +219,15 @@ class FCB_API Program {
   Result<MethodInfo> method(const std::string& name) const;
   // The only method's name, or InvalidArgument listing them when there are several.
   Result<std::string> default_method() const;
+  // The names of the file's attachments (CompileSpec::attachments), in file
+  // order, which is sorted by name.
+  std::vector<std::string> attachments() const;
+  // Attachment `name`'s bytes: a view into the file's read-only mapping,
+  // valid while this Program lives. Checked against the checksum the file
+  // records for them on every call (CorruptFile on mismatch, whatever
+  // LoadOptions::verify_checksums says); NotFound names the file and lists
+  // the names it has.
+  Result<std::string_view> attachment(const std::string& name) const;
 
  private:
   friend struct ProgramAccess;

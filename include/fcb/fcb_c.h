@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define FCB_C_API_VERSION_MAJOR 1
-#define FCB_C_API_VERSION_MINOR 1
+#define FCB_C_API_VERSION_MINOR 2
 
 /* The C API version the library implements: major * 1000 + minor. */
 FCB_C_API int fcb_c_api_version(void);
@@ -127,6 +127,19 @@ FCB_C_API const char* fcb_program_target_in_file(const fcb_program_t* program, s
 /* The methods, in file order; index >= count gives NULL. */
 FCB_C_API size_t fcb_program_num_methods(const fcb_program_t* program);
 FCB_C_API const char* fcb_program_method_name(const fcb_program_t* program, size_t index);
+/* Since 1.2. The file's attachments (named byte strings stored with
+ * `fcb compile --attach NAME=FILE` or the spec's "attachments"), in file order
+ * (sorted by name); index >= count gives NULL. */
+FCB_C_API size_t fcb_program_num_attachments(const fcb_program_t* program);
+FCB_C_API const char* fcb_program_attachment_name(const fcb_program_t* program, size_t index);
+/* Since 1.2. Attachment `name`'s bytes: *data points into the loaded file
+ * (valid while the program lives; not NUL-terminated; non-NULL even for an
+ * empty attachment) and *size receives their count. The bytes are checked
+ * against the file's checksum on every call: FCB_STATUS_CORRUPT_FILE when they
+ * do not match, FCB_STATUS_NOT_FOUND listing the names when there is no such
+ * attachment. */
+FCB_C_API fcb_status_t* fcb_program_attachment(const fcb_program_t* program, const char* name, const void** data,
+                                               size_t* size);
 
 /* One input or output of a method. The pointers stay valid while the
  * program (or execution) it was read from lives. For an input or output whose

@@ -71,8 +71,18 @@ struct WeightPoolSummary {
   uint64_t bytes_saved_by_sharing = 0;        // referenced - stored
 };
 
+// One named attachment (CompileSpec::attachments).
+struct AttachmentSummary {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t offset = 0;    // of its bytes in the file
+  std::string checksum;   // the XXH3-128 the file records for the bytes, 32 hex digits
+};
+
 // Every byte of the file: header_bytes + metadata_bytes + metadata_padding_bytes
-// + pool_blob_bytes + pool_padding_bytes = file_size, and metadata_bytes =
+// + pool_blob_bytes + pool_padding_bytes = file_size (the pool's blobs are the
+// weights and the attachments: pool_blob_bytes = weight_pool.bytes +
+// attachment_bytes), and metadata_bytes =
 // metadata_plan_bytes (the contexts' plans) + metadata_other_bytes.
 struct FileLayout {
   uint64_t header_bytes = 0;
@@ -83,6 +93,7 @@ struct FileLayout {
   uint64_t pool_offset = 0;
   uint64_t pool_blob_bytes = 0;
   uint64_t pool_padding_bytes = 0;
+  uint64_t attachment_bytes = 0;
 };
 
 struct FileSummary {
@@ -95,7 +106,8 @@ struct FileSummary {
   std::vector<ContextSummary> contexts;       // one per (method, target), in file order
   // Grouped accounting, in the order of `targets` and `methods`.
   std::vector<std::pair<std::string, WeightShare>> per_target, per_method;
-  WeightPoolSummary weight_pool;
+  WeightPoolSummary weight_pool;  // the weight blobs (attachments not included)
+  std::vector<AttachmentSummary> attachments;  // sorted by name
   FileLayout layout;
 };
 

@@ -33,4 +33,9 @@ inline constexpr int kMaxSubgraphDepth = 32;
 // Nodes in one ONNX graph, subgraphs included.
 inline constexpr uint64_t kMaxNodes = uint64_t{1} << 20;
 
+// Named attachments (CompileSpec::attachments) in one .fcb file, and the
+// bytes of one attachment's name.
+inline constexpr uint64_t kMaxAttachments = 4096;
+inline constexpr uint64_t kMaxAttachmentNameBytes = 255;
+
 }  // namespace fcb::limits

@@ -101,6 +101,7 @@ def compile(
     input_shapes: Optional[Mapping[str, Sequence[Union[int, Sequence[int]]]]] = None,
     input_values: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[str, str, str], None]] = None,
+    attachments: Optional[Mapping[str, Union[PathLike, bytes]]] = None,
 ) -> CompileReport:
     """Compile ONNX model(s) into one .fcb file at out_path.
 
@@ -136,6 +137,11 @@ def compile(
         progress: None, or a callable (stage, method, target) called as the
             compile goes on (from the compiling thread, with the GIL). An
             exception it raises is re-raised when compiling has finished.
+        attachments: named byte strings to store in the file for the
+            application (a tokenizer's vocabulary, settings): {"NAME": path}
+            stores the file's bytes, {"NAME": b"..."} the bytes given. Read
+            back with Program.attachments and Program.attachment(name).
+            Names: 1 to 255 printable ASCII bytes, no space, no '='.
 
     The arguments follow the rules of the JSON compile spec (README "Compile
     specs"): a one-element list behaves exactly as the scalar (the files are
@@ -171,8 +177,20 @@ def compile(
             raise ValueError("input_values must be a dict mapping input name to a value, e.g. {\"flag\": [True]}")
         spec["input_values"] = {str(name): v.tolist() if hasattr(v, "tolist") else v
                                 for name, v in input_values.items()}
+    attachment_bytes: Dict[str, bytes] = {}
+    if attachments is not None:
+        if not isinstance(attachments, Mapping):
+            raise ValueError("attachments must be a dict mapping a name to a file path or bytes, "
+                             "e.g. {\"vocab.json\": \"model/vocab.json\"}")
+        paths: Dict[str, str] = {}
+        for name, value in attachments.items():
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                attachment_bytes[str(name)] = bytes(value)
+            else:
+                paths[str(name)] = _os.fspath(value)
+        spec["attachments"] = paths
     text = _json.dumps(spec, default=_jsonable)
-    raw = _json.loads(_fcb.compile(methods, text, _os.fspath(out_path), progress))
+    raw = _json.loads(_fcb.compile(methods, text, _os.fspath(out_path), progress, attachment_bytes))
     for accuracy in raw["int8_accuracy"]:
         if accuracy["rel_l2"] is None:  # not measured: null in JSON, NaN here
             accuracy["rel_l2"] = float("nan")
@@ -198,7 +216,7 @@ def load(path: PathLike, target: str = "auto", verify_checksums: bool = True,
             refused here, a session whose threads would pass it when made.
 
     Returns:
-        A Program: .target, .targets_in_file, .methods, .method(name),
+        A Program: .target, .targets_in_file, .methods, .attachments, .attachment(name), .method(name),
         .run(inputs), .session().
 
     Raises:
@@ -221,7 +239,8 @@ def inspect(path: PathLike) -> Dict[str, Any]:
     Keys: file, producer, format_version, plan_version, targets, methods,
     contexts (one per (method, target): options, steps, arena and scratch
     bytes, weight accounting, inputs, outputs), per_target, per_method,
-    weight_pool, layout, file_size. Any target may be described, whether this
+    weight_pool, attachments (name, size, offset, checksum of each, sorted
+    by name), layout, file_size. Any target may be described, whether this
     host runs it or not.
 
     Raises:

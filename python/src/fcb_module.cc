@@ -296,9 +296,17 @@ void OnProgress(void* user, const std::string& stage, const std::string& method,
 }
 
 std::string Compile(const std::map<std::string, std::string>& methods, const std::string& spec_json,
-                 const std::string& out_path, const py::object& progress) {
+                 const std::string& out_path, const py::object& progress,
+                 const std::map<std::string, py::bytes>& attachments) {
   auto spec = fcb::ParseSpecJson(spec_json);
   if (!spec.ok()) Raise(spec.status());
+  // Attachments given as bytes join those the spec names by path.
+  for (const auto& [name, bytes] : attachments) {
+    if (spec.value().attachments.count(name))
+      Raise(fcb::InvalidArgument("attachment '" + fcb::EscapeForDisplay(name) +
+                                 "' is given twice (as a path and as bytes); name each attachment once"));
+    spec.value().attachments[name] = std::string(bytes);
+  }
   Progress p;
   fcb::CompileHooks hooks;
   if (!progress.is_none()) {
@@ -448,6 +456,19 @@ PYBIND11_MODULE(_fcb, m) {
                              "Every target the file holds, in file order.")
       .def_property_readonly("methods", [](const ProgramHandle& h) { return h.p->methods(); },
                              "The methods' names, in file order.")
+      .def_property_readonly("attachments", [](const ProgramHandle& h) { return h.p->attachments(); },
+                             "The attachments' names (named byte strings stored at compile), in file order.")
+      .def(
+          "attachment",
+          [](const ProgramHandle& h, const std::string& name) {
+            auto bytes = h.p->attachment(name);
+            if (!bytes.ok()) Raise(bytes.status());
+            return py::bytes(bytes.value().data(), bytes.value().size());
+          },
+          py::arg("name"),
+          "attachment(name: str) -> bytes\n\nA copy of attachment `name`'s bytes, checked against the file's checksum\n"
+          "(fcb.CorruptFileError when they do not match); fcb.NotFoundError lists the names when\n"
+          "there is no such attachment.")
       .def(
           "method",
           [](const ProgramHandle& h, const std::string& name) {
@@ -516,7 +537,8 @@ PYBIND11_MODULE(_fcb, m) {
       });
 
   m.def("compile", &Compile, py::arg("methods"), py::arg("spec_json"), py::arg("out_path"),
-        py::arg("progress") = py::none(), "compile(methods: dict[str, str], spec_json: str, out_path: str, progress=None) -> str\n\n"
+        py::arg("progress") = py::none(), py::arg("attachments") = std::map<std::string, py::bytes>(),
+        "compile(methods: dict[str, str], spec_json: str, out_path: str, progress=None, attachments={}) -> str\n\n"
         "Compiles {method: onnx_path} with a JSON spec; returns the report as JSON text "
         "(fcb::CompileReportJson); see fcb.compile.");
   m.def("load", &Load, py::arg("path"), py::arg("target") = "auto", py::arg("verify_checksums") = true,

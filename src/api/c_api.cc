@@ -25,7 +25,7 @@ struct fcb_status {
 // method's MethodInfo (read once at load) and the names' C strings.
 struct fcb_program {
   std::shared_ptr<const fcb::Program> program;
-  std::vector<std::string> targets_in_file, methods;
+  std::vector<std::string> targets_in_file, methods, attachments;
   std::map<std::string, fcb::MethodInfo> infos;
 };
 
@@ -223,6 +223,7 @@ fcb_status_t* fcb_program_load_limited(const char* path, const char* target, int
     p->program = std::move(loaded).value();
     p->targets_in_file = p->program->targets_in_file();
     p->methods = p->program->methods();
+    p->attachments = p->program->attachments();
     for (const auto& m : p->methods) {
       auto info = p->program->method(m);
       if (!info.ok()) return FromStatus(info.status());
@@ -251,6 +252,30 @@ size_t fcb_program_num_methods(const fcb_program_t* program) { return program ? 
 
 const char* fcb_program_method_name(const fcb_program_t* program, size_t index) {
   return program && index < program->methods.size() ? program->methods[index].c_str() : nullptr;
+}
+
+size_t fcb_program_num_attachments(const fcb_program_t* program) {
+  return program ? program->attachments.size() : 0;
+}
+
+const char* fcb_program_attachment_name(const fcb_program_t* program, size_t index) {
+  return program && index < program->attachments.size() ? program->attachments[index].c_str() : nullptr;
+}
+
+fcb_status_t* fcb_program_attachment(const fcb_program_t* program, const char* name, const void** data,
+                                     size_t* size) {
+  return Guard("fcb_program_attachment", [&]() -> fcb_status_t* {
+    if (!program) return NullArgument("fcb_program_attachment", "program");
+    if (!name) return NullArgument("fcb_program_attachment", "name");
+    if (!data) return NullArgument("fcb_program_attachment", "data");
+    if (!size) return NullArgument("fcb_program_attachment", "size");
+    auto bytes = program->program->attachment(name);
+    if (!bytes.ok()) return FromStatus(bytes.status());
+    static const char kEmpty = 0;
+    *data = bytes.value().data() ? static_cast<const void*>(bytes.value().data()) : &kEmpty;
+    *size = bytes.value().size();
+    return nullptr;
+  });
 }
 
 fcb_status_t* fcb_program_method_io_count(const fcb_program_t* program, const char* method, size_t* num_inputs,

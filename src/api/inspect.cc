@@ -2,6 +2,7 @@
 #include "fcb/inspect.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -96,7 +97,11 @@ ordered_json SummaryJson(const FileSummary& s) {
                  {"metadata_padding_bytes", l.metadata_padding_bytes},
                  {"pool_offset", l.pool_offset},
                  {"pool_blob_bytes", l.pool_blob_bytes},
-                 {"pool_padding_bytes", l.pool_padding_bytes}};
+                 {"pool_padding_bytes", l.pool_padding_bytes},
+                 {"attachment_bytes", l.attachment_bytes}};
+  j["attachments"] = ordered_json::array();
+  for (const auto& a : s.attachments)
+    j["attachments"].push_back({{"name", a.name}, {"size", a.size}, {"offset", a.offset}, {"checksum", a.checksum}});
   j["file_size"] = s.file_size;
   return j;
 }
@@ -150,8 +155,22 @@ Result<FileSummary> InspectFile(const std::string& path) {
   const std::vector<uint64_t> plan_bytes = format::ContextMetadataBytes(d, &meta_rest);
   uint64_t plan_total = 0;
   for (uint64_t p : plan_bytes) plan_total += p;
-  uint64_t pool_bytes = 0, referenced = 0;
-  for (const auto& b : d.blobs) pool_bytes += b.size;
+  uint64_t pool_bytes = 0, referenced = 0, attachment_bytes = 0;
+  // Attachment blobs are never shared with weights (the compiler stores them
+  // unshared); the weight pool's numbers leave them out.
+  std::set<int32_t> attachment_blobs;
+  for (const auto& a : d.attachments) {
+    attachment_blobs.insert(a.blob);
+    const format::BlobDesc& b = d.blobs[a.blob];
+    char hex[40];
+    std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(b.hash_hi),
+                  static_cast<unsigned long long>(b.hash_lo));
+    s.attachments.push_back({a.name, b.size, f.pool_offset() + b.offset, hex});
+  }
+  for (int32_t id : attachment_blobs) attachment_bytes += d.blobs[id].size;
+  uint64_t weight_blobs = 0;
+  for (size_t id = 0; id < d.blobs.size(); ++id)
+    if (!attachment_blobs.count(static_cast<int32_t>(id))) pool_bytes += d.blobs[id].size, ++weight_blobs;
 
   for (const auto& c : d.contexts) AddOnce(s.targets, c.target), AddOnce(s.methods, c.method);
   auto specs = [](const format::ContextDesc& ctx, const std::vector<int32_t>& ids) {
@@ -205,7 +224,8 @@ Result<FileSummary> InspectFile(const std::string& path) {
     for (size_t c = 0; c < d.contexts.size(); ++c) in[c] = d.contexts[c].method == m;
     s.per_method.emplace_back(m, ShareOf(d, ctx_blobs, plan_bytes, in));
   }
-  s.weight_pool = {d.blobs.size(), pool_bytes, referenced, referenced - pool_bytes};
+  // A hostile file may point a tensor at an attachment's blob: saturate.
+  s.weight_pool = {weight_blobs, pool_bytes, referenced, referenced > pool_bytes ? referenced - pool_bytes : 0};
   const uint64_t pool_region = f.file_size() - f.pool_offset();
   s.layout.header_bytes = format::kHeaderSize;
   s.layout.metadata_bytes = f.meta_bytes();
@@ -213,8 +233,9 @@ Result<FileSummary> InspectFile(const std::string& path) {
   s.layout.metadata_other_bytes = meta_rest;
   s.layout.metadata_padding_bytes = f.pool_offset() - format::kHeaderSize - f.meta_bytes();
   s.layout.pool_offset = f.pool_offset();
-  s.layout.pool_blob_bytes = pool_bytes;
-  s.layout.pool_padding_bytes = pool_region - pool_bytes;
+  s.layout.pool_blob_bytes = pool_bytes + attachment_bytes;
+  s.layout.attachment_bytes = attachment_bytes;
+  s.layout.pool_padding_bytes = pool_region - pool_bytes - attachment_bytes;
   return s;
 }
 

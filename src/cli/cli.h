@@ -16,6 +16,7 @@ namespace fcb::cli {
 struct CompileArgs {
   std::string model, output, spec_path;
   std::vector<std::string> targets, target_options, input_shapes, input_values, methods;
+  std::vector<std::string> attachments;  // --attach NAME=FILE
   bool no_weight_sharing = false;
 };
 // What run, bench and profile share: the file, the method, the target, threads.

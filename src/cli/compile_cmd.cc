@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -114,6 +115,18 @@ int CmdCompile(const CompileArgs& a) {
     auto value = ReadNpy(kv.value().second);
     if (!value.ok()) return Fail(value.TakeStatus().Annotate("--input-value " + kv.value().first));
     spec.input_values[kv.value().first] = std::move(value.value());
+  }
+  // --attach entries are added to (and override) the spec's attachments.
+  std::set<std::string> attached;
+  for (const auto& s : a.attachments) {
+    auto kv = SplitAssign(s, "--attach");
+    if (!kv.ok()) return Fail(kv.status());
+    const auto& [name, file] = kv.value();
+    if (!attached.insert(name).second)
+      return Fail("attachment '" + Shown(name) + "' is given twice with --attach; name each attachment once", 2);
+    auto bytes = ReadAttachmentFile(name, file);
+    if (!bytes.ok()) return Fail(bytes.TakeStatus().Annotate("--attach " + Shown(name)));
+    spec.attachments[name] = std::move(bytes).value();
   }
   if (a.no_weight_sharing) spec.weight_sharing = false;
   if (Status s = ValidateSpec(spec); !s.ok()) return Fail(s);

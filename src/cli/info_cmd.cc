@@ -76,11 +76,20 @@ int CmdInspect(const std::string& file, bool as_json) {
   const WeightPoolSummary& p = s.weight_pool;
   std::printf("\nweight pool: %llu unique blobs, %llu bytes; contexts reference %llu bytes; sharing saved %llu bytes\n",
               U(p.blobs), U(p.bytes), U(p.bytes_referenced_by_contexts), U(p.bytes_saved_by_sharing));
+  if (!s.attachments.empty()) {
+    std::printf("\nattachments: %zu, %llu bytes\n%-32s %12s  %s\n", s.attachments.size(), U(s.layout.attachment_bytes),
+                "name", "bytes", "xxh3-128");
+    for (const auto& a : s.attachments)
+      std::printf("%-32s %12llu  %s\n", Shown(a.name).c_str(), U(a.size), a.checksum.c_str());
+  }
   const FileLayout& l = s.layout;
-  std::printf("total: header %llu + metadata %llu (plans %llu + other %llu) + padding %llu + weights %llu + "
+  const std::string attached =
+      l.attachment_bytes ? " + attachments " + std::to_string(l.attachment_bytes) : std::string();
+  std::printf("total: header %llu + metadata %llu (plans %llu + other %llu) + padding %llu + weights %llu%s + "
               "weight alignment %llu = %llu bytes\n",
               U(l.header_bytes), U(l.metadata_bytes), U(l.metadata_plan_bytes), U(l.metadata_other_bytes),
-              U(l.metadata_padding_bytes), U(l.pool_blob_bytes), U(l.pool_padding_bytes), U(s.file_size));
+              U(l.metadata_padding_bytes), U(l.pool_blob_bytes - l.attachment_bytes), attached.c_str(),
+              U(l.pool_padding_bytes), U(s.file_size));
   return 0;
 }
 

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   compile->add_option("--input-value", ca.input_values,
                       "[METHOD:]NAME=FILE.npy: fix an input to a constant (repeatable)");
   compile->add_option("--method", ca.methods, "NAME=MODEL.onnx (repeatable)");
+  compile->add_option("--attach", ca.attachments,
+                      "NAME=FILE: store FILE's bytes in the .fcb as attachment NAME (repeatable)");
   compile->add_flag("--no-weight-sharing", ca.no_weight_sharing, "store per-target weight copies");
 
   RunArgs ra;

@@ -377,6 +377,10 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     for (const auto& f : failures) msg += "\n  - " + f;
     return Status(failure_code, msg);
   }
+  // Attachments are pool blobs of their own (never merged with a weight or
+  // with each other, so inspect can tell them apart), in name order.
+  for (const auto& [name, bytes] : spec.attachments)
+    desc.attachments.push_back({name, pool.AddUnshared(bytes.data(), bytes.size())});
   Progress(hooks, "write", "", "");
   // Version 8 only where a method has ranges: fixed-shape files stay readable by runtimes of version 7.
   desc.plan_version = ops::kPlanVersionFixedShapes;

@@ -2,6 +2,9 @@
 // starts, and every error names the problem and the fix.
 #include <algorithm>
 #include <climits>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <optional>
 #include <set>
@@ -11,6 +14,7 @@
 #include "core/target.h"
 #include "fcb/fcb.h"
 #include "fcb/limits.h"
+#include "format/metadata.h"
 #include "ops/lowering.h"
 
 namespace fcb {
@@ -179,7 +183,33 @@ Result<NpyArray> ParseValue(const json& j, const std::string& name) {
   return a;
 }
 
+Status ValidateAttachments(const std::map<std::string, std::string>& attachments) {
+  if (attachments.size() > limits::kMaxAttachments)
+    return InvalidArgument("the spec has " + std::to_string(attachments.size()) + " attachments, more than the limit of " +
+                           std::to_string(limits::kMaxAttachments) + " (fcb/limits.h)");
+  for (const auto& entry : attachments) {
+    const std::string err = format::CheckAttachmentName(entry.first);
+    if (!err.empty()) return InvalidArgument("attachment '" + EscapeForDisplay(entry.first) + "': " + err);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<std::string> ReadAttachmentFile(const std::string& name, const std::string& path) {
+  const std::string what = "attachment '" + EscapeForDisplay(name) + "'";
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st))
+    return NotFound(what + ": file '" + path + "' does not exist");
+  if (!std::filesystem::is_regular_file(st))
+    return InvalidArgument(what + ": '" + path + "' is not a regular file; attach the bytes of a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return IoError(what + ": cannot open '" + path + "' for reading");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return IoError(what + ": error reading '" + path + "'");
+  return bytes;
+}
 
 Status ValidateSpec(const CompileSpec& spec) {
   if (spec.targets.empty())
@@ -243,6 +273,7 @@ Status ValidateSpec(const CompileSpec& spec) {
     if (name.empty() || name.back() == ':')
       return InvalidArgument("an input value has an empty input name; write NAME=FILE.npy or METHOD:NAME=...");
   }
+  FCB_RETURN_IF_ERROR(ValidateAttachments(spec.attachments));
   return Status::Ok();
 }
 
@@ -258,14 +289,28 @@ Result<TargetOptions> ParseTargetOptionsJson(const std::string& text) {
 
 Result<CompileSpec> ParseSpecJson(const std::string& text) {
   json j;
+  // JSON lets an object repeat a key (the last one wins); an attachment name
+  // given twice is refused instead, since one of the two files would be lost.
+  std::string top_key, duplicate_attachment;
+  std::set<std::string> attachment_keys;
+  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1) top_key = parsed.get<std::string>();
+    if (event == json::parse_event_t::key && depth == 2 && top_key == "attachments" &&
+        !attachment_keys.insert(parsed.get<std::string>()).second && duplicate_attachment.empty())
+      duplicate_attachment = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = json::parse(text);
+    j = json::parse(text, note_keys);
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("the spec is not valid JSON: ") + e.what());
   }
+  if (!duplicate_attachment.empty())
+    return InvalidArgument("attachment '" + EscapeForDisplay(duplicate_attachment) +
+                           "' is given more than once in \"attachments\"; name each attachment once");
   if (!j.is_object()) return InvalidArgument("the spec must be a JSON object with a \"targets\" key");
   static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes",
-                                                 "input_values"};
+                                                 "input_values", "attachments"};
   CompileSpec spec;
   bool options_is_object = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -310,6 +355,20 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
                                "{\"use_cache_branch\": [true]}");
       for (auto s = it->begin(); s != it->end(); ++s) {
         FCB_ASSIGN_OR_RETURN(spec.input_values[s.key()], ParseValue(*s, s.key()));
+      }
+    } else if (key == "attachments") {
+      if (!it->is_object())
+        return InvalidArgument("\"attachments\" must be an object mapping a name to a file path, e.g. "
+                               "{\"vocab.json\": \"model/vocab.json\"}");
+      // Names first: a bad name is refused before any file is read.
+      std::map<std::string, std::string> names;
+      for (auto s = it->begin(); s != it->end(); ++s) names[s.key()];
+      FCB_RETURN_IF_ERROR(ValidateAttachments(names));
+      for (auto s = it->begin(); s != it->end(); ++s) {
+        if (!s->is_string())
+          return InvalidArgument("attachments['" + EscapeForDisplay(s.key()) +
+                                 "'] must be a file path (a string); its bytes are stored");
+        FCB_ASSIGN_OR_RETURN(spec.attachments[s.key()], ReadAttachmentFile(s.key(), s->get<std::string>()));
       }
     } else {
       return InvalidArgument("unknown spec key '" + key + "'; did you mean '" + Nearest(key, kKeys) +

@@ -98,6 +98,7 @@ class LoadedFile {
 
   const FileDesc& desc() const { return desc_; }
   uint64_t file_size() const { return size_; }
+  const std::string& path() const { return path_; }  // as given to LoadFcbFile
   uint32_t format_version() const { return format_version_; }
   // Pointer to blob `id`'s bytes inside the mapping (bounds and alignment were
   // validated at load); nullptr when `id` is out of range.

@@ -90,6 +90,14 @@ struct BlobDesc {
   uint64_t hash_lo = 0, hash_hi = 0;  // XXH3-128 of the bytes
 };
 
+// A named byte string the application stored in the file (CompileSpec::
+// attachments): its bytes are blob `blob` of the weight pool.
+struct AttachmentDesc {
+  std::string name;
+  int32_t blob = -1;
+  bool operator==(const AttachmentDesc&) const = default;
+};
+
 struct FileDesc {
   std::string producer;              // e.g. "fcb 0.1.0"
   // Version of the plan encoding (ops::kPlanVersion when written); the
@@ -97,6 +105,8 @@ struct FileDesc {
   uint32_t plan_version = 0;
   std::vector<ContextDesc> contexts;
   std::vector<BlobDesc> blobs;
+  // Sorted by name, names unique (CheckDescStructure).
+  std::vector<AttachmentDesc> attachments;
 };
 
 }  // namespace fcb::format

@@ -3,11 +3,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include "format/fast_hash.h"
 #include "format/fcb_file.h"
 #include "format/fcb_header.h"
 #include "format/format_test_util.h"
 #include "format/io_fault_testing.h"
+#include "format/metadata.h"
+#include "fcb/limits.h"
 #include "test_util.h"
 
 namespace fcb::format {
@@ -320,6 +324,140 @@ TEST(FcbHeader, BigEndianHostIsRefusedClearly) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("big-endian"), std::string::npos) << s.message();
   EXPECT_TRUE(CheckHostByteOrder().ok()) << "the test hosts (x86-64, AArch64) are little-endian";
+}
+
+}  // namespace
+}  // namespace fcb::format
+
+namespace fcb::format {
+namespace {
+
+using namespace ::fcb::format::test;
+
+// Attachments: unshared blobs named by the File's attachment table.
+FileDesc DescWithAttachments(WeightPoolBuilder& pool, const std::vector<std::pair<std::string, std::string>>& named) {
+  FileDesc desc = SampleDesc(pool);
+  for (const auto& [name, bytes] : named) desc.attachments.push_back({name, pool.AddUnshared(bytes.data(), bytes.size())});
+  return desc;
+}
+
+// Decodes `desc` with its blob table filled from `pool` (each blob 4096-aligned,
+// which satisfies every alignment rule), as the loader would see it.
+Result<FileDesc> Decode(FileDesc desc, const WeightPoolBuilder& pool) {
+  desc.blobs.clear();
+  uint64_t pool_size = 0;
+  for (size_t id = 0; id < pool.size(); ++id) {
+    const uint64_t size = pool.bytes(static_cast<int32_t>(id)).size();
+    desc.blobs.push_back(BlobDesc{pool_size, size, 0, 0});
+    pool_size += (size + 4095) / 4096 * 4096;
+  }
+  const std::vector<uint8_t> meta = EncodeMetadata(desc);
+  return DecodeMetadata(meta.data(), meta.size(), 128, 4096, pool_size);
+}
+Status DecodeStatus(const FileDesc& desc, const WeightPoolBuilder& pool) { return Decode(desc, pool).status(); }
+
+TEST(Attachments, RoundTripThroughTheFile) {
+  TempDir dir;
+  WeightPoolBuilder pool;
+  // The same bytes as a weight blob (SampleBlobs()[4]) and as each other: still separate blobs.
+  const std::vector<uint8_t> b4 = SampleBlobs()[4];
+  const std::string same(b4.begin(), b4.end());
+  FileDesc desc = DescWithAttachments(pool, {{"a.txt", same}, {"b", same}, {"empty", ""}});
+  const std::string path = dir.File("a.fcb");
+  ASSERT_TRUE(WriteFcbFile(desc, pool, path).ok());
+  auto loaded = LoadFcbFile(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const LoadedFile& f = **loaded;
+  ASSERT_EQ(f.desc().attachments, desc.attachments);
+  EXPECT_EQ(f.desc().blobs.size(), SampleBlobs().size() + 3);
+  std::set<int32_t> ids;
+  for (const AttachmentDesc& a : f.desc().attachments) {
+    ids.insert(a.blob);
+    EXPECT_TRUE(f.VerifyBlob(a.blob, a.name).ok());
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  const AttachmentDesc& a = f.desc().attachments[0];
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f.blob_data(a.blob)), f.desc().blobs[a.blob].size), same);
+  EXPECT_EQ(f.desc().blobs[f.desc().attachments[2].blob].size, 0u);
+}
+
+TEST(Attachments, FileWithoutThemEncodesWithoutTheTable) {
+  WeightPoolBuilder pool;
+  FileDesc desc = SampleDesc(pool);
+  auto decoded = Decode(desc, pool);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(decoded->attachments.empty());
+}
+
+TEST(Attachments, HostileTablesAreRefusedAtLoad) {
+  struct Case {
+    std::function<void(FileDesc&)> edit;
+    std::string phrase;
+  };
+  const std::vector<Case> cases = {
+      {[](FileDesc& d) { d.attachments[0].blob = 99; }, "refers to blob 99, out of range"},
+      {[](FileDesc& d) { d.attachments[0].blob = -1; }, "refers to blob -1, out of range"},
+      {[](FileDesc& d) { d.attachments[1].name = d.attachments[0].name; }, "must be unique and sorted"},
+      {[](FileDesc& d) { std::swap(d.attachments[0], d.attachments[1]); }, "must be unique and sorted"},
+      {[](FileDesc& d) { d.attachments[0].name = ""; }, "the attachment name is empty"},
+      {[](FileDesc& d) { d.attachments[0].name = "a b"; }, "byte \\x20 at position 1"},
+      {[](FileDesc& d) { d.attachments[0].name = "a=b"; }, "byte \\x3d at position 1"},
+      {[](FileDesc& d) { d.attachments[0].name = std::string("a\n", 2); }, "byte \\x0a at position 1"},
+      {[](FileDesc& d) { d.attachments[0].name = std::string(256, 'x'); }, "256 bytes long, more than the limit of 255"},
+      {[](FileDesc& d) {
+         d.attachments.clear();
+         for (uint64_t i = 0; i <= limits::kMaxAttachments; ++i) d.attachments.push_back({"n" + std::to_string(100000 + i), 0});
+       },
+       "4097 attachments, more than the limit of 4096"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.phrase);
+    WeightPoolBuilder pool;
+    FileDesc desc = DescWithAttachments(pool, {{"a", "x"}, {"b", "y"}});
+    ASSERT_TRUE(DecodeStatus(desc, pool).ok()) << DecodeStatus(desc, pool).ToString();
+    c.edit(desc);
+    const Status s = DecodeStatus(desc, pool);
+    EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
+    EXPECT_TRUE(Contains(s.message(), c.phrase)) << s.message();
+    // The writer refuses the same desc, leaving nothing behind.
+    TempDir dir;
+    const Status w = WriteFcbFile(desc, pool, dir.File("w.fcb"));
+    EXPECT_EQ(w.code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(Contains(w.message(), c.phrase)) << w.message();
+    EXPECT_TRUE(ListDir(dir.path()).empty());
+  }
+}
+
+TEST(Attachments, ExactlyTheLimitIsAccepted) {
+  WeightPoolBuilder pool;
+  FileDesc desc = DescWithAttachments(pool, {{"a", "x"}});
+  desc.attachments.clear();
+  for (uint64_t i = 0; i < limits::kMaxAttachments; ++i) desc.attachments.push_back({"n" + std::to_string(100000 + i), 0});
+  desc.attachments[0].name = std::string(limits::kMaxAttachmentNameBytes, '~');
+  std::sort(desc.attachments.begin(), desc.attachments.end(),
+            [](const AttachmentDesc& x, const AttachmentDesc& y) { return x.name < y.name; });
+  EXPECT_TRUE(DecodeStatus(desc, pool).ok()) << DecodeStatus(desc, pool).ToString();
+}
+
+TEST(Attachments, CorruptedBytesFailTheirBlobCheck) {
+  TempDir dir;
+  WeightPoolBuilder pool;
+  FileDesc desc = DescWithAttachments(pool, {{"vocab", "hello attachment"}});
+  const std::string path = dir.File("a.fcb");
+  ASSERT_TRUE(WriteFcbFile(desc, pool, path).ok());
+  const uint64_t at = [&] {
+    auto f = LoadFcbFile(path);
+    return (*f)->pool_offset() + (*f)->desc().blobs[(*f)->desc().attachments[0].blob].offset;
+  }();
+  std::vector<uint8_t> file = ReadBytes(path);
+  file[at + 3] ^= 0x20;
+  Rehash(file);  // only the blob's own checksum can tell
+  WriteBytes(path, file);
+  auto f = LoadFcbFile(path, /*verify_checksums=*/false);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const Status s = (*f)->VerifyBlob((*f)->desc().attachments[0].blob, "attachment 'vocab'");
+  EXPECT_EQ(s.code(), StatusCode::kCorruptFile);
+  EXPECT_TRUE(Contains(s.message(), "attachment 'vocab'")) << s.message();
 }
 
 }  // namespace

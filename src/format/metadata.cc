@@ -3,6 +3,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -315,7 +316,17 @@ std::vector<uint8_t> EncodeMetadata(const FileDesc& desc) {
   auto producer = Str(fbb, desc.producer);
   auto context_vec = fbb.CreateVector(contexts);
   auto blob_vec = fbb.CreateVectorOfStructs(blobs);
-  fbb.Finish(fb::CreateFile(fbb, producer, context_vec, blob_vec, desc.plan_version), fb::FileIdentifier());
+  // Left out when empty, so a file without attachments encodes exactly as
+  // before the field existed.
+  Offset<flatbuffers::Vector<Offset<fb::Attachment>>> attachment_vec = 0;
+  if (!desc.attachments.empty()) {
+    std::vector<Offset<fb::Attachment>> attachments;
+    for (const AttachmentDesc& a : desc.attachments)
+      attachments.push_back(fb::CreateAttachment(fbb, Str(fbb, a.name), a.blob));
+    attachment_vec = fbb.CreateVector(attachments);
+  }
+  fbb.Finish(fb::CreateFile(fbb, producer, context_vec, blob_vec, desc.plan_version, attachment_vec),
+             fb::FileIdentifier());
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
@@ -367,6 +378,13 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
                        " compiled contexts, more than the limit of " + std::to_string(limits::kMaxContexts) +
                        " per file (fcb/limits.h)");
   uint64_t decoded = sizeof(FileDesc) + uint64_t{file->blobs()->size()} * sizeof(BlobDesc);
+  if (file->attachments() != nullptr) {
+    if (file->attachments()->size() > limits::kMaxAttachments)
+      return CorruptFile(where + ": " + std::to_string(file->attachments()->size()) +
+                         " attachments, more than the limit of " + std::to_string(limits::kMaxAttachments) +
+                         " per file (fcb/limits.h)");
+    for (const fb::Attachment* a : *file->attachments()) decoded += sizeof(AttachmentDesc) + a->name()->size();
+  }
   for (flatbuffers::uoffset_t i = 0; i < file->contexts()->size(); ++i) {
     const fb::Context* c = file->contexts()->Get(i);
     const uint64_t nt = c->tensors()->size(), ns = c->steps()->size();
@@ -391,6 +409,11 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
     std::memcpy(blobs.data(), file->blobs()->Data(), blobs.size() * sizeof(fb::Blob));
   for (const fb::Blob& b : blobs)
     desc.blobs.push_back(BlobDesc{b.offset(), b.size(), b.hash_lo(), b.hash_hi()});
+  if (file->attachments() != nullptr) {
+    desc.attachments.reserve(file->attachments()->size());
+    for (const fb::Attachment* a : *file->attachments())
+      desc.attachments.push_back(AttachmentDesc{ToString(a->name()), a->blob()});
+  }
 
   std::string err = CheckDescStructure(desc, pool_offset, pool_size);
   if (!err.empty()) return CorruptFile(where + ": " + err);
@@ -405,12 +428,45 @@ std::string CheckDescStructure(const FileDesc& desc, uint64_t pool_offset, uint6
     std::string err = CheckBlob(desc.blobs[i], i, pool_offset, pool_size);
     if (!err.empty()) return err;
   }
+  if (desc.attachments.size() > limits::kMaxAttachments)
+    return std::to_string(desc.attachments.size()) + " attachments, more than the limit of " +
+           std::to_string(limits::kMaxAttachments) + " per file (fcb/limits.h)";
+  for (size_t i = 0; i < desc.attachments.size(); ++i) {
+    const AttachmentDesc& a = desc.attachments[i];
+    const std::string where = "attachment " + std::to_string(i) + ": ";
+    std::string err = CheckAttachmentName(a.name);
+    if (!err.empty()) return where + err;
+    if (a.blob < 0 || static_cast<uint64_t>(a.blob) >= desc.blobs.size())
+      return where + "'" + a.name + "' refers to blob " + std::to_string(a.blob) + ", out of range (file has " +
+             std::to_string(desc.blobs.size()) + " blobs)";
+    // Sorted and unique, so a lookup by name is unambiguous.
+    if (i > 0 && !(desc.attachments[i - 1].name < a.name))
+      return where + "'" + a.name + "' is not after '" + desc.attachments[i - 1].name +
+             "': attachment names must be unique and sorted";
+  }
   for (size_t i = 0; i < desc.contexts.size(); ++i) {
     const ContextDesc& c = desc.contexts[i];
     std::string err = CheckContext(c, desc.blobs.size());
     if (!err.empty())
       return "context " + std::to_string(i) + " (method " + Quote(c.method) + ", target " +
              Quote(c.target) + "): " + err;
+  }
+  return "";
+}
+
+std::string CheckAttachmentName(const std::string& name) {
+  if (name.empty()) return "the attachment name is empty";
+  if (name.size() > limits::kMaxAttachmentNameBytes)
+    return "the attachment name is " + std::to_string(name.size()) + " bytes long, more than the limit of " +
+           std::to_string(limits::kMaxAttachmentNameBytes) + " (fcb/limits.h)";
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x21 || c > 0x7e || c == '=') {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      return "the attachment name has byte " + std::string(hex) + " at position " + std::to_string(i) +
+             "; names are printable ASCII without spaces or '=' (e.g. vocab.json)";
+    }
   }
   return "";
 }

@@ -43,6 +43,13 @@ Result<FileDesc> DecodeMetadata(const uint8_t* data, uint64_t size, uint64_t met
 // wrong and where. Shapes, dtypes and step
 // semantics are the runtime's to validate.
 // `pool_offset` (the pool's file offset) only appears in messages.
+// Attachments: at most limits::kMaxAttachments, each naming a blob that
+// exists, names valid (CheckAttachmentName), sorted and unique.
 std::string CheckDescStructure(const FileDesc& desc, uint64_t pool_offset, uint64_t pool_size);
+
+// "" when `name` is a valid attachment name: 1 to limits::kMaxAttachmentNameBytes
+// bytes of printable ASCII, no space and no '=' (so every name can be given as
+// --attach NAME=FILE). Otherwise what is wrong with it.
+std::string CheckAttachmentName(const std::string& name);
 
 }  // namespace fcb::format

@@ -356,6 +356,26 @@ Result<std::string> Program::default_method() const {
   return InvalidArgument("the program has several methods; name the one to run: " + JoinNames(methods()));
 }
 
+std::vector<std::string> Program::attachments() const {
+  std::vector<std::string> v;
+  for (const auto& a : impl_->file->desc().attachments) v.push_back(a.name);
+  return v;
+}
+
+Result<std::string_view> Program::attachment(const std::string& name) const {
+  const auto& list = impl_->file->desc().attachments;
+  // Sorted by name (the loader checked), so a binary search finds it.
+  auto it = std::lower_bound(list.begin(), list.end(), name,
+                             [](const format::AttachmentDesc& a, const std::string& n) { return a.name < n; });
+  if (it == list.end() || it->name != name)
+    return NotFound("fcb file '" + impl_->file->path() + "' has no attachment '" + EscapeForDisplay(name) + "'; " +
+                    (list.empty() ? std::string("it has none")
+                                  : "its attachments: " + EscapeForDisplay(JoinNames(attachments()))));
+  FCB_RETURN_IF_ERROR(impl_->file->VerifyBlob(it->blob, "attachment '" + EscapeForDisplay(name) + "'"));
+  const uint8_t* p = impl_->file->blob_data(it->blob);
+  return std::string_view(reinterpret_cast<const char*>(p), impl_->file->desc().blobs[it->blob].size);
+}
+
 uint64_t TensorSpec::bytes() const {
   return static_cast<uint64_t>(ir::NumElements(shape)) * DTypeSize(dtype);
 }
