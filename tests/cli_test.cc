@@ -2,6 +2,8 @@
 // and "error: ..." messages.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -231,6 +233,42 @@ TEST(Cli, InputShapeRanges) {
   r = RunCommand(Fcb("compile " + kDemo + " -o " + tmp.File("y.fcb") + " --spec " + tmp.File("spec.json")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(testing::ReadBytes(tmp.File("x.fcb")), testing::ReadBytes(tmp.File("y.fcb")));
+}
+
+// A bfloat16 output (NumPy has no such dtype) is written as its uint16 bit
+// patterns, with a warning saying how to read it, not refused.
+TEST(Cli, BFloat16OutputsAreWrittenAsTheirBits) {
+  TempDir tmp;
+  const std::string model =
+      std::string(FCB_SOURCE_DIR) + "/build/conformance-data/node/test_cast_FLOAT_to_BFLOAT16/model.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run conformance/generate.sh (scripts/test.sh does)";
+  auto r = RunCommand(Fcb("compile " + model + " -o " + tmp.File("cast.fcb") + " --target generic"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  NpyArray x;
+  x.dtype = static_cast<int32_t>(DType::kF32);
+  x.shape = {3, 4};
+  const std::vector<float> values = {1.f, -2.5f, 3.14159f, 1e-3f, 65504.f, -0.f, 1.00390625f, 7.f, 0.1f, 100.f, -1e5f, 2.f};
+  x.data.resize(values.size() * 4);
+  std::memcpy(x.data.data(), values.data(), x.data.size());
+  ASSERT_TRUE(WriteNpy(tmp.File("x.npy"), x).ok());
+  r = RunCommand(Fcb("run " + tmp.File("cast.fcb") + " --input input=" + tmp.File("x.npy") + " --output-dir " +
+                     tmp.File("out")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("is bfloat16, which NumPy has no dtype for: written as its uint16 bit patterns"),
+            std::string::npos)
+      << r.err;
+  auto y = ReadNpy(tmp.File("out") + "/output.npy");
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  ASSERT_EQ(y.value().dtype, static_cast<int32_t>(DType::kU16));
+  ASSERT_EQ(y.value().shape, (std::vector<int64_t>{3, 4}));
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    const uint32_t rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16;  // round half to even
+    uint16_t got;
+    std::memcpy(&got, y.value().data.data() + 2 * i, 2);
+    EXPECT_EQ(got, static_cast<uint16_t>(rounded)) << "element " << i << " (" << values[i] << ")";
+  }
 }
 
 TEST(Cli, WrongInputShapeIsAnError) {

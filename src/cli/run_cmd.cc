@@ -108,6 +108,13 @@ int CmdRun(const RunArgs& a) {
     arr.shape = ex.value()->output_shape(i);  // this run's: sizes chosen per run change it
     const auto* p = static_cast<const uint8_t*>(ex.value()->output_data(i));
     arr.data.assign(p, p + ex.value()->output_bytes(i));
+    if (outs[i].dtype == DType::kBF16) {
+      // NumPy has no bfloat16: the bit patterns as uint16, which
+      // np.load(f).view(ml_dtypes.bfloat16) reads as bfloat16.
+      arr.dtype = static_cast<int32_t>(DType::kU16);
+      Warn("output '" + outs[i].name + "' is bfloat16, which NumPy has no dtype for: written as its uint16 bit "
+           "patterns (np.load(f).view(ml_dtypes.bfloat16), or (x.astype(np.uint32) << 16).view(np.float32))");
+    }
     const std::string path = (std::filesystem::path(a.output_dir) / (SafeName(outs[i].name) + ".npy")).string();
     if (Status s = WriteNpy(path, arr); !s.ok()) return Fail(s);
     std::string dims;
