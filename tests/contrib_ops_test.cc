@@ -1,6 +1,6 @@
 // ONNX Runtime's transformer operators (com.microsoft SkipLayerNormalization,
 // SkipSimplifiedLayerNormalization, Gelu, BiasGelu, FastGelu, QuickGelu,
-// RotaryEmbedding and the default-domain SimplifiedLayerNormalization):
+// RotaryEmbedding, MatMulNBits and the default-domain SimplifiedLayerNormalization):
 // the models of scripts/export_contrib_models.py, each compiled into one .fcb
 // for every target; every target the host runs matches ONNX Runtime on the
 // case's inputs (CASE.feeds/NAME.npy) within 1e-5 relative L2 per output
@@ -83,7 +83,10 @@ INSTANTIATE_TEST_SUITE_P(
                       "skip_h7_all", "skip_h64_nobeta", "skip_h576_bias", "gelu", "biasgelu_h64",
                       "fastgelu_h576", "fastgelu_nobias", "quickgelu", "quickgelu_alpha1", "rope3d",
                       "rope3d_interleaved", "rope4d_offset", "rope4d_interleaved", "rope3d_partial",
-                      "rope4d_partial_interleaved", "chain"),
+                      "rope4d_partial_interleaved", "chain", "nbits4_b32_m1", "nbits4_b16_zp_m1",
+                      "nbits4_b64_zp_bias", "nbits4_b128_k300", "nbits4_b256_m1_bias", "nbits4_b32_k_odd",
+                      "nbits4_b32_floatzp", "nbits4_b32_gidx", "nbits8_b32_m1", "nbits8_b16_zp_m4",
+                      "nbits8_b64_k100", "nbits8_b128_m9", "nbits8_b256_zp_m1"),
     [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

@@ -58,5 +58,6 @@ void RegisterControlFlowOps(std::vector<OpDef>* ops);      // control_flow.cc: I
 void RegisterTransformerNormOps(std::vector<OpDef>* ops);        // transformer_norm.cc: SimplifiedLayerNormalization (ORT's default-domain RMSNorm), com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization
 void RegisterTransformerActivationOps(std::vector<OpDef>* ops);  // transformer_activations.cc: com.microsoft Gelu, FastGelu, BiasGelu, QuickGelu
 void RegisterRotaryOps(std::vector<OpDef>* ops);                 // rotary.cc: com.microsoft RotaryEmbedding
+void RegisterMatMulNBitsOps(std::vector<OpDef>* ops);            // matmul_nbits.cc: com.microsoft MatMulNBits (4/8-bit block-quantized weights)
 
 }  // namespace fcb::ops

@@ -116,6 +116,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterTransformerNormOps(&v);
     RegisterTransformerActivationOps(&v);
     RegisterRotaryOps(&v);
+    RegisterMatMulNBitsOps(&v);
     // The internal operators, one file each (ops/internal/).
 #define FCB_ADD_INTERNAL(name, def) v.push_back(def());
     FCB_INTERNAL_OPS(FCB_ADD_INTERNAL)
