@@ -12,7 +12,7 @@ compares with ONNX Runtime's outputs:
 Cases cover the attribute variants and odd sizes (hidden 7, 64, 576; batch and
 sequence > 1): SimplifiedLayerNormalization (axis, epsilon, inv_std_var),
 SkipSimplifiedLayerNormalization and SkipLayerNormalization (bias, beta, the
-optional mean / inv_std_var / sum outputs), Gelu, BiasGelu, FastGelu (with and
+optional mean / inv_std_var / sum outputs), MatMulNBits (nbits_cases), Gelu, BiasGelu, FastGelu (with and
 without bias), QuickGelu (alpha), RotaryEmbedding (3-D and 4-D inputs,
 interleaved or not, partial rotary dimension, position ids per token or one
 offset), and one chain through all of them.
@@ -275,8 +275,68 @@ def attention_cases():
     ]
 
 
+def pack_nibbles(q):
+    """uint8 values < 16 along the last axis (even length) -> bytes, element 2i in the low nibble."""
+    return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+
+
+def matmul_nbits(name, m_shape, k, n, bits, block, zp=None, bias=False, accuracy_level=0, g_idx=False):
+    """com.microsoft MatMulNBits with seeded random quantized weights: A m_shape + [k]
+    (a feed), B [n, blocks, block * bits / 8] with random values, scales [n * blocks],
+    zero points (zp: None, "uint8" packed like B, or "float"), bias [n]."""
+    c = Case(name)
+    blocks = -(-k // block)
+    levels = 1 << bits
+    a = c.feed("a", list(m_shape) + [k])
+    q = c.rng.integers(0, levels, size=(n, blocks * block)).astype(np.uint8)
+    q[:, k:] = 0  # the last block's padding
+    q = q.reshape(n, blocks, block)
+    b = pack_nibbles(q) if bits == 4 else q
+    scales = (0.02 + 0.06 * c.rng.random(n * blocks)).astype(np.float32)
+    ins = [a, c.const("B", b), c.const("scales", scales)]
+    if zp == "uint8":
+        z = c.rng.integers(0, levels, size=(n, blocks)).astype(np.uint8)
+        if bits == 4:
+            if blocks % 2:
+                z = np.concatenate([z, np.zeros((n, 1), np.uint8)], axis=1)
+            z = pack_nibbles(z)
+        ins.append(c.const("zero_points", z.reshape(-1)))
+    elif zp == "float":
+        ins.append(c.const("zero_points", (levels / 2 + 2.0 * c.rng.standard_normal(n * blocks)).astype(np.float32)))
+    else:
+        ins.append("")
+    ins.append(c.const("g_idx", (np.arange(k) // block).astype(np.int32)) if g_idx else "")
+    ins.append(c.weight("bias", [n], 0.5) if bias else "")
+    while ins[-1] == "":
+        ins.pop()
+    c.node("MatMulNBits", ins, ["y"], domain=MS, K=k, N=n, bits=bits, block_size=block,
+           accuracy_level=accuracy_level)
+    c.output("y")
+    return c
+
+
+def nbits_cases():
+    """MatMulNBits: bits 4 and 8, blocks 16-256, with and without zero points, K
+    not a multiple of the block, one row (decode) and several (prefill), bias."""
+    return [
+        matmul_nbits("nbits4_b32_m1", [1, 1], 256, 96, 4, 32),
+        matmul_nbits("nbits4_b16_zp_m1", [1], 200, 40, 4, 16, zp="uint8"),
+        matmul_nbits("nbits4_b64_zp_bias", [1, 7], 320, 72, 4, 64, zp="uint8", bias=True),
+        matmul_nbits("nbits4_b128_k300", [2, 3], 300, 33, 4, 128, zp="uint8"),
+        matmul_nbits("nbits4_b256_m1_bias", [1, 1], 896, 136, 4, 256, bias=True),
+        matmul_nbits("nbits4_b32_k_odd", [5], 97, 17, 4, 32, zp="uint8", bias=True),
+        matmul_nbits("nbits4_b32_floatzp", [1, 3], 160, 48, 4, 32, zp="float"),
+        matmul_nbits("nbits4_b32_gidx", [1, 1], 128, 32, 4, 32, g_idx=True),
+        matmul_nbits("nbits8_b32_m1", [1, 1], 256, 80, 8, 32),
+        matmul_nbits("nbits8_b16_zp_m4", [4], 176, 50, 8, 16, zp="uint8", bias=True),
+        matmul_nbits("nbits8_b64_k100", [1, 2], 100, 24, 8, 64, zp="uint8"),
+        matmul_nbits("nbits8_b128_m9", [9], 384, 64, 8, 128, bias=True),
+        matmul_nbits("nbits8_b256_zp_m1", [1, 1], 600, 40, 8, 256, zp="uint8"),
+    ]
+
+
 def cases():
-    return attention_cases() + [
+    return attention_cases() + nbits_cases() + [
         simplified_ln("sln_h7", [2, 3, 7], inv=True),
         simplified_ln("sln_h576", [1, 5, 576], eps=1e-6),
         simplified_ln("sln_axis1", [2, 4, 8], axis=1),

@@ -1,6 +1,6 @@
 // ONNX Runtime's transformer operators (com.microsoft SkipLayerNormalization,
 // SkipSimplifiedLayerNormalization, Gelu, BiasGelu, FastGelu, QuickGelu,
-// RotaryEmbedding, GroupQueryAttention, MultiHeadAttention and the
+// RotaryEmbedding, GroupQueryAttention, MultiHeadAttention, MatMulNBits and the
 // default-domain SimplifiedLayerNormalization):
 // the models of scripts/export_contrib_models.py, each compiled into one .fcb
 // for every target; every target the host runs matches ONNX Runtime on the
@@ -79,7 +79,12 @@ INSTANTIATE_TEST_SUITE_P(
                       "gqa_prefill_h6kv2", "gqa_prefill_rot_h9kv3", "gqa_prefill_packed_h6kv3",
                       "gqa_prefill_window_softcap", "gqa_decode_static_h14kv2", "gqa_decode_static_window",
                       "gqa_decode_grow_h6kv1", "gqa_decode_grow_partial_rot", "mha_plain", "mha_bias_lengths", "mha_bias_keys_output_only",
-                      "mha_past_causal_keys", "mha_cross_attn_bias", "mha_bnsh_kv"),
+                      "mha_past_causal_keys", "mha_cross_attn_bias", "mha_bnsh_kv",
+                      // MatMulNBits (nbits_cases() in the script)
+                      "nbits4_b32_m1", "nbits4_b16_zp_m1",
+                      "nbits4_b64_zp_bias", "nbits4_b128_k300", "nbits4_b256_m1_bias", "nbits4_b32_k_odd",
+                      "nbits4_b32_floatzp", "nbits4_b32_gidx", "nbits8_b32_m1", "nbits8_b16_zp_m4",
+                      "nbits8_b64_k100", "nbits8_b128_m9", "nbits8_b256_zp_m1"),
     [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "core/target.h"
+#include "kernels/nbits.h"    // NBitsGeom
 #include "kernels/packing.h"  // kPanel
 
 namespace fcb::kernels {
@@ -233,6 +234,14 @@ struct KernelTable {
   // One attention row (AttentionRow). scratch: AttentionScratchFloats(n,
   // vhead) floats of the calling thread.
   void (*attention)(const AttentionRow& row, float* scratch);
+
+  // y[0..n) = a[0..k) * W + bias for block-quantized W packed by PackNBits
+  // (kernels/nbits.h), dequantized in registers. a_block_sums[b]: the sum of
+  // a over block b's k. bias may be null. Work items: panels of 16 columns
+  // in [0, NBitsPanels(g)).
+  void (*gemv_nbits)(const NBitsGeom& g, const float* a, const float* a_block_sums, const uint8_t* qw,
+                     const float* scales, const uint8_t* zero_points, const float* bias, float* y,
+                     int64_t panel_begin, int64_t panel_end);
 };
 
 // Every kernel of KernelTable: its member and the function each target's code
@@ -241,7 +250,7 @@ struct KernelTable {
 #define FCB_F32_KERNELS(X)                                                                                      \
   X(conv, Conv) X(depthwise, Depthwise) X(grouped_small, GroupedSmall) X(winograd, Winograd) X(gemm, Gemm)      \
   X(matmul, MatMul) X(maxpool, MaxPool) X(avgpool, AvgPool) X(global_avgpool, GlobalAvgPool) X(unary, Unary) \
-  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm) X(attention, Attention)
+  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm) X(attention, Attention) X(gemv_nbits, GemvNBits)
 #define FCB_COUNT_KERNEL(member, fn) +1
 static_assert(sizeof(KernelTable) == sizeof(const char*) + (0 FCB_F32_KERNELS(FCB_COUNT_KERNEL)) * sizeof(void (*)()),
               "every KernelTable member is in FCB_F32_KERNELS");

@@ -57,6 +57,7 @@
 #include "kernels/common-inl.h"
 #include "kernels/conv_gemm-inl.h"
 #include "kernels/eltwise-inl.h"
+#include "kernels/nbits-inl.h"
 #include "kernels/spatial-inl.h"
 #include "kernels/tile-inl.h"
 #include "kernels/winograd-inl.h"

@@ -59,5 +59,6 @@ void RegisterTransformerNormOps(std::vector<OpDef>* ops);        // transformer_
 void RegisterTransformerActivationOps(std::vector<OpDef>* ops);  // transformer_activations.cc: com.microsoft Gelu, FastGelu, BiasGelu, QuickGelu
 void RegisterRotaryOps(std::vector<OpDef>* ops);                 // rotary.cc: com.microsoft RotaryEmbedding
 void RegisterAttentionContribOps(std::vector<OpDef>* ops);       // attention_contrib.cc: com.microsoft GroupQueryAttention, MultiHeadAttention
+void RegisterMatMulNBitsOps(std::vector<OpDef>* ops);            // matmul_nbits.cc: com.microsoft MatMulNBits (4/8-bit block-quantized weights)
 
 }  // namespace fcb::ops

@@ -26,7 +26,8 @@
   X(ResizeNhwc, DefineResizeNhwc)                   \
   X(QConv, DefineQConv)                             \
   X(QConvNhwc, DefineQConvNhwc)                     \
-  X(QLookup, DefineQLookup)
+  X(QLookup, DefineQLookup)                         \
+  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)
 
 // Attributes of internal operators: X(constant, "spelling", internal_only).
 // internal_only: not also an ONNX attribute name (tests/names_test.cc checks
@@ -54,7 +55,10 @@
   X(kQuantMode, "quant_mode", true)                            \
   X(kOutChannelOffset, "out_channel_offset", true)             \
   X(kOutPixelChannels, "out_pixel_channels", true)            \
-  X(kInputNchw, "input_nchw", true)
+  X(kInputNchw, "input_nchw", true)                            \
+  /* also attributes of com.microsoft MatMulNBits: */          \
+  X(kBits, "bits", false)                                      \
+  X(kBlockSize, "block_size", false)
 
 namespace fcb::ops {
 

@@ -117,6 +117,7 @@ const std::vector<OpDef>& AllOps() {
     RegisterTransformerActivationOps(&v);
     RegisterRotaryOps(&v);
     RegisterAttentionContribOps(&v);
+    RegisterMatMulNBitsOps(&v);
     // The internal operators, one file each (ops/internal/).
 #define FCB_ADD_INTERNAL(name, def) v.push_back(def());
     FCB_INTERNAL_OPS(FCB_ADD_INTERNAL)

@@ -1,0 +1,163 @@
+// Block-quantized weights (4 or 8 bits, per-block float scale and uint8 zero
+// point; ONNX Runtime's MatMulNBits): a matrix-vector product that reads the
+// packed weights once and dequantizes them in registers, block by block,
+// never materializing float weights. Included once per Highway target.
+//
+// Layout (PackNBits, kernels/packing.h): panels of kPanel = 16 columns; in a
+// panel, for 8 bits one byte per (k, column) [k][16]; for 4 bits one byte per
+// (k pair, column) [k/2][16], the low nibble holding k even, the high nibble
+// k odd. Scales and zero points are [panel][block][16]. The panel's 16
+// columns are kPanel / kN vectors, so a block's scales and zero points are
+// applied to whole vectors of columns at once:
+//   y[n] += scale[b][n] * (sum_k q[k][n] a[k] - zp[b][n] * sum_k a[k])
+// with both sums over block b's k.
+
+#if defined(FCB_KERNELS_NBITS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FCB_KERNELS_NBITS_INL_H_
+#undef FCB_KERNELS_NBITS_INL_H_
+#else
+#define FCB_KERNELS_NBITS_INL_H_
+#endif
+
+#include <algorithm>
+
+#include "hwy/highway.h"
+#include "kernels/common-inl.h"
+#include "kernels/kernel_ns.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace fcb::kernels::FCB_KNS {
+
+namespace nbits {
+
+using DI = hn::RebindToSigned<DF>;
+using DU8 = hn::Rebind<uint8_t, DF>;
+inline constexpr int kV = kPanel / kN;  // vectors per panel row
+
+// kN bytes at p as floats (0..255).
+HWY_INLINE VF Bytes(const uint8_t* p) {
+  const DF d;
+  const DI di;
+  const DU8 du8;
+  return hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(du8, p)));
+}
+
+// Block [k0, k1) of one panel of 4-bit pairs (k0 even), into acc: q is the
+// panel's first byte.
+HWY_INLINE void Block4(const uint8_t* q, const float* a, int64_t k0, int64_t k1, VReg* acc) {
+  const DF d;
+  const DI di;
+  const DU8 du8;
+  const auto mask = hn::Set(di, 15);
+  // Two accumulator sets (low and high nibbles), two pairs at a time when a
+  // panel row is one or two vectors: enough independent FMA chains to hide
+  // their latency.
+  constexpr int P = kV <= 1 ? 2 : 1;
+  VReg lo[P][kV], hi[P][kV];
+  for (int p = 0; p < P; ++p)
+    for (int v = 0; v < kV; ++v) lo[p][v] = hi[p][v] = hn::Zero(d);
+  int64_t k = k0;
+  for (; k + 2 * P <= k1; k += 2 * P) {
+    HWY_UNROLL(2)
+    for (int p = 0; p < P; ++p) {
+      const VF a0 = hn::Set(d, a[k + 2 * p]), a1 = hn::Set(d, a[k + 2 * p + 1]);
+      const uint8_t* row = q + (k + 2 * p) / 2 * kPanel;
+      HWY_UNROLL(4)
+      for (int v = 0; v < kV; ++v) {
+        const auto w = hn::PromoteTo(di, hn::LoadU(du8, row + v * kN));
+        lo[p][v] = hn::MulAdd(hn::ConvertTo(d, hn::And(w, mask)), a0, VF(lo[p][v]));
+        hi[p][v] = hn::MulAdd(hn::ConvertTo(d, hn::ShiftRight<4>(w)), a1, VF(hi[p][v]));
+      }
+    }
+  }
+  for (; k < k1; k += 2) {
+    const uint8_t* row = q + k / 2 * kPanel;
+    const VF a0 = hn::Set(d, a[k]);
+    const bool pair = k + 1 < k1;
+    const VF a1 = hn::Set(d, pair ? a[k + 1] : 0.0f);
+    for (int v = 0; v < kV; ++v) {
+      const auto w = hn::PromoteTo(di, hn::LoadU(du8, row + v * kN));
+      lo[0][v] = hn::MulAdd(hn::ConvertTo(d, hn::And(w, mask)), a0, VF(lo[0][v]));
+      if (pair) hi[0][v] = hn::MulAdd(hn::ConvertTo(d, hn::ShiftRight<4>(w)), a1, VF(hi[0][v]));
+    }
+  }
+  for (int v = 0; v < kV; ++v) {
+    VF s = hn::Add(VF(lo[0][v]), VF(hi[0][v]));
+    for (int p = 1; p < P; ++p) s = hn::Add(s, hn::Add(VF(lo[p][v]), VF(hi[p][v])));
+    acc[v] = s;
+  }
+}
+
+// Block [k0, k1) of one panel of 8-bit rows, into acc: q is the panel's first byte.
+HWY_INLINE void Block8(const uint8_t* q, const float* a, int64_t k0, int64_t k1, VReg* acc) {
+  const DF d;
+  constexpr int P = kV >= 4 ? 1 : 4 / kV;
+  VReg s[P][kV];
+  for (int p = 0; p < P; ++p)
+    for (int v = 0; v < kV; ++v) s[p][v] = hn::Zero(d);
+  int64_t k = k0;
+  for (; k + P <= k1; k += P) {
+    HWY_UNROLL(4)
+    for (int p = 0; p < P; ++p) {
+      const VF ak = hn::Set(d, a[k + p]);
+      const uint8_t* row = q + (k + p) * kPanel;
+      HWY_UNROLL(4)
+      for (int v = 0; v < kV; ++v) s[p][v] = hn::MulAdd(Bytes(row + v * kN), ak, VF(s[p][v]));
+    }
+  }
+  for (; k < k1; ++k) {
+    const VF ak = hn::Set(d, a[k]);
+    for (int v = 0; v < kV; ++v) s[0][v] = hn::MulAdd(Bytes(q + k * kPanel + v * kN), ak, VF(s[0][v]));
+  }
+  for (int v = 0; v < kV; ++v) {
+    VF t = VF(s[0][v]);
+    for (int p = 1; p < P; ++p) t = hn::Add(t, VF(s[p][v]));
+    acc[v] = t;
+  }
+}
+
+}  // namespace nbits
+
+HWY_NOINLINE void GemvNBits(const NBitsGeom& g, const float* a, const float* a_block_sums, const uint8_t* qw,
+                            const float* scales, const uint8_t* zero_points, const float* bias, float* y,
+                            int64_t panel_begin, int64_t panel_end) {
+  using namespace nbits;
+  const DF d;
+  const int64_t blocks = NBitsBlocks(g);
+  const int64_t panel_bytes = NBitsPanelBytes(g);
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* q = qw + p * panel_bytes;
+    const float* sc = scales + p * blocks * kPanel;
+    const uint8_t* zp = zero_points + p * blocks * kPanel;
+    VReg out[kV];
+    for (int v = 0; v < kV; ++v) out[v] = hn::Zero(d);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t k0 = b * g.block_size, k1 = std::min(g.k, k0 + g.block_size);
+      VReg acc[kV];
+      if (g.bits == 4) {
+        Block4(q, a, k0, k1, acc);
+      } else {
+        Block8(q, a, k0, k1, acc);
+      }
+      const VF asum = hn::Set(d, a_block_sums[b]);
+      for (int v = 0; v < kV; ++v) {
+        const VF s = hn::LoadU(d, sc + b * kPanel + v * kN);
+        const VF z = Bytes(zp + b * kPanel + v * kN);
+        out[v] = hn::MulAdd(s, hn::NegMulAdd(z, asum, VF(acc[v])), VF(out[v]));
+      }
+    }
+    const int64_t c0 = p * kPanel;
+    for (int v = 0; v < kV; ++v) {
+      const int64_t c = c0 + v * kN;
+      if (c >= g.n) break;
+      VF r = VF(out[v]);
+      if (bias) r = hn::Add(r, LoadN(d, bias + c, g.n - c));
+      StoreN(r, d, y + c, g.n - c);
+    }
+  }
+}
+
+}  // namespace fcb::kernels::FCB_KNS
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
