@@ -95,7 +95,7 @@ TEST_F(Transcribe, OneFileHoldsEveryMethodAndTheTokenizer) {
 }
 
 // Clips whose ONNX Runtime tokens move when the samples are scaled by
-// 1 +- 1e-6 are no test of fcb (the int8 encoder amplifies rounding):
+// 1 + 1e-6 or with 1e-6 of added noise are no test of fcb (the int8 encoder amplifies rounding):
 // scripts/prepare_testdata.sh records them as NAME.unstable, with ONNX
 // Runtime's three token lists, and they are left out here.
 TEST_F(Transcribe, EveryStableClipGivesOnnxRuntimesTokensOnEveryX86Target) {

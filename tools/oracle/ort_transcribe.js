@@ -2,11 +2,14 @@
 // The transcription loop fcb-transcribe runs, with ONNX Runtime (CPU) on the
 // same ONNX files: the oracle its token ids are compared against.
 //
-//   node ort_transcribe.js MODEL_DIR FRONTEND.onnx AUDIO.wav [--threads N] [--language en] [--perturb EPS]
+//   node ort_transcribe.js MODEL_DIR FRONTEND.onnx AUDIO.wav [--threads N] [--language en] [--perturb EPS] [--noise SEED]
 //
 // --perturb EPS scales the samples by (1 + EPS): how much ONNX Runtime's own
 // tokens move under a change far below the audio's resolution (the int8
 // encoder is sensitive to rounding; a clip whose tokens move is no test).
+// --noise SEED adds uniform noise in [-1e-6, 1e-6] (a seeded xorshift, so
+// runs repeat) to every sample: the same question asked with a perturbation
+// that is not a plain rescaling.
 //
 // MODEL_DIR: a transformers.js-style Whisper folder (config.json,
 // generation_config.json, onnx/encoder_model[_quantized].onnx,
@@ -62,12 +65,13 @@ function argmaxRow(data, row, width) {
 
 async function main() {
   const args = process.argv.slice(2);
-  let threads = 1, language = 'en', perturb = 0;
+  let threads = 1, language = 'en', perturb = 0, noise = 0;
   const pos = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--threads') threads = Number(args[++i]);
     else if (args[i] === '--language') language = args[++i];
     else if (args[i] === '--perturb') perturb = Number(args[++i]);
+    else if (args[i] === '--noise') noise = Number(args[++i]);
     else pos.push(args[i]);
   }
   if (pos.length !== 3) fail('usage: node ort_transcribe.js MODEL_DIR FRONTEND.onnx AUDIO.wav [--threads N] [--language en]');
@@ -89,6 +93,13 @@ async function main() {
   const tLoad = Date.now();
   const audio = readWav16k(wavPath);
   if (perturb) for (let i = 0; i < audio.length; i++) audio[i] *= 1 + perturb;
+  if (noise) {
+    let x = (noise * 2654435761) >>> 0 || 1;
+    for (let i = 0; i < audio.length; i++) {
+      x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+      audio[i] += (x / 4294967296 * 2 - 1) * 1e-6;
+    }
+  }
   const tStart = Date.now();
   const fe = await frontend.run({ [frontend.inputNames[0]]: new ort.Tensor('float32', audio, [480000]) });
   const features = fe[frontend.outputNames[0]];
