@@ -16,7 +16,8 @@
 // attention_mask, past_key_values.{i}.key/.value [B, H, past, Dh] and
 // use_cache_branch; outputs logits and present.{i}.key/.value. Prefill runs
 // the prompt with use_cache_branch false, a mask of ones [1, T] and a dummy
-// past of zeros P long (default 1; that branch reads no past); each decode
+// past of zeros P long (default 1; that branch reads no past; 0 for a decoder
+// without use_cache_branch, which reads its past on every call); each decode
 // step runs the previous token with use_cache_branch true, the presents as
 // past and a mask of ones [1, past+1]. It also writes
 // OUTDIR/prefill_logits.npy (float32 [1, T, V], all of the prefill's logits).
@@ -140,7 +141,11 @@ async function generatePastKeyValues(args) {
   const session = await ort.InferenceSession.create(modelPath, opts);
   const pastNames = session.inputNames.filter((x) => x.startsWith('past_key_values.'));
   const presentName = (x) => x.replace(/^past_key_values\./, 'present.');
-  for (const want of ['input_ids', 'attention_mask', 'use_cache_branch']) {
+  // use_cache_branch only where the decoder is merged with an If (optimum);
+  // a decoder without it (ONNX Runtime GenAI's form) reads an empty past
+  // (--dummy-past 0) on the first call.
+  const merged = session.inputNames.includes('use_cache_branch');
+  for (const want of ['input_ids', 'attention_mask']) {
     if (!session.inputNames.includes(want)) fail(`${modelPath}: no input '${want}'`);
   }
   if (pastNames.length === 0) fail(`${modelPath}: no past_key_values.* inputs`);
@@ -156,8 +161,8 @@ async function generatePastKeyValues(args) {
   // The dummy past's head count and head size: the model's declared past
   // shape [batch, heads, past, head_dim], which must give them as numbers.
   const zeros = (dims) => new ort.Tensor('float32', new Float32Array(dims.reduce((a, b) => a * b, 1)), dims);
-  const feeds = { input_ids: new ort.Tensor('int64', prompt.data, prompt.dims), attention_mask: ones(t),
-                  use_cache_branch: flag(false) };
+  const feeds = { input_ids: new ort.Tensor('int64', prompt.data, prompt.dims), attention_mask: ones(t) };
+  if (merged) feeds.use_cache_branch = flag(false);
   for (const p of pastNames) {
     const m = session.inputMetadata.find((x) => x.name === p);
     if (!m || m.shape.length !== 4 || !Number.isInteger(m.shape[1]) || !Number.isInteger(m.shape[3])) {
@@ -175,7 +180,8 @@ async function generatePastKeyValues(args) {
   tokens[0] = BigInt(argmaxRow(out.logits.data, t - 1, vocab));
   for (let i = 1; i < n; i++) {
     const step = { input_ids: new ort.Tensor('int64', BigInt64Array.of(tokens[i - 1]), [1, 1]),
-                   attention_mask: ones(t + i), use_cache_branch: flag(true) };
+                   attention_mask: ones(t + i) };
+    if (merged) step.use_cache_branch = flag(true);
     for (const p of pastNames) step[p] = out[presentName(p)];
     const past = Number(step[pastNames[0]].dims[2]);
     if (past !== t + i - 1) fail(`step ${i}: present is ${past} long, expected ${t + i - 1}`);
