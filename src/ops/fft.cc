@@ -236,7 +236,10 @@ FftPlan::FftPlan(int64_t n, bool real_input) : n_(n) {
       s *= p;
     }
   }
-  if (real_input && n % 2 == 0 && n > 1) {
+  if (real_input && n <= kMaxDirectReal) {
+    direct_.resize(static_cast<size_t>(2 * n));
+    for (int64_t m = 0; m < n; ++m) Root(m, n, &direct_[2 * m]);
+  } else if (real_input && n % 2 == 0 && n > 1) {
     half_ = std::make_shared<const FftPlan>(n / 2);
     real_tw_.resize(static_cast<size_t>(n / 2 + 1) * 2);
     for (int64_t k = 0; k <= n / 2; ++k) Root(k, n, &real_tw_[2 * k]);
@@ -302,6 +305,21 @@ void FftPlan::Bluestein(const double* in, double* out, double* work) const {
 
 void FftPlan::Real(const double* x, double* out, double* work) const {
   const int64_t n = n_;
+  if (!direct_.empty()) {  // out[k] = sum_j x_j e^(-2 pi i (j k mod n) / n)
+    for (int64_t k = 0; k <= n / 2; ++k) {
+      double re = 0, im = 0;
+      int64_t idx = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        re += x[j] * direct_[2 * idx];
+        im += x[j] * direct_[2 * idx + 1];
+        idx += k;
+        if (idx >= n) idx -= n;
+      }
+      out[2 * k] = re;
+      out[2 * k + 1] = im;
+    }
+    return;
+  }
   if (!half_) {
     // Odd n (or 1): the complex transform of x + 0i, first n / 2 + 1 bins.
     double* z = work;
