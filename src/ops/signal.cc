@@ -1,6 +1,6 @@
 // Signal processing: DFT (opset 17), STFT (opset 17), HannWindow,
-// HammingWindow, BlackmanWindow and MelWeightMatrix. Scalar reference kernels
-// in double, shared by every target.
+// HammingWindow, BlackmanWindow and MelWeightMatrix. Scalar kernels in
+// double, shared by every target.
 //
 // Inputs that fix an output shape must be compile-time constants (otherwise
 // shape inference refuses the node with Unsupported, which the compiler
@@ -8,10 +8,12 @@
 // frame_length, the windows' size and every MelWeightMatrix input. The window
 // and MelWeightMatrix nodes therefore always fold at compile time.
 //
-// - DFT: a direct O(n * dft_length) transform per line with a twiddle table
-//   made at create time; real ([..., 1]) or complex ([..., 2]) input, output
-//   complex [..., 2]; dft_length truncates or zero-pads; inverse scales by
-//   1 / dft_length; onesided keeps bins [0, dft_length / 2] (forward only).
+// - DFT: each line transformed by the FFT of fft.h (a plan made at create
+//   time: mixed radix, Bluestein for large prime factors, real input as a
+//   half-length complex transform), in double, in per-thread scratch; real
+//   ([..., 1]) or complex ([..., 2]) input, output complex [..., 2];
+//   dft_length truncates or zero-pads; inverse scales by 1 / dft_length;
+//   onesided keeps bins [0, dft_length / 2] (forward only).
 // - STFT: frames of frame_length at frame_step, times the window (a run-time
 //   input allowed; rectangular when absent), each transformed as DFT does;
 //   output [batch, frames, bins, 2], onesided (default) for real signals.
@@ -23,10 +25,14 @@
 //   num_mel_bins + 2 points from lower_edge_hertz in mel steps of
 //   (mel(upper) - mel(lower)) / (num_mel_bins + 2), mapped to bins
 //   floor((dft_length + 1) * f / sample_rate).
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "core/half.h"
+#include "core/thread_pool.h"
 #include "ops/families.h"
+#include "ops/fft.h"
 #include "ops/op_util.h"
 
 namespace fcb::ops {
@@ -35,8 +41,8 @@ namespace {
 using ir::DType;
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
-// Largest transform / window / matrix edge accepted (the direct DFT is
-// quadratic in it; create holds tables of this many doubles).
+// Largest transform / window / matrix edge accepted (create holds tables of
+// a few times this many doubles; a transform's scratch is some ten times it).
 constexpr int64_t kMaxSignalLen = int64_t{1} << 20;
 // Largest MelWeightMatrix (elements; create computes it into a table).
 constexpr int64_t kMaxMelElements = int64_t{1} << 26;
@@ -79,16 +85,6 @@ bool OutTypeOk(DType t) { return IsNumeric(t) || IsExtraInt(t) || IsHalf(t); }
 
 double LoadF(DType t, const void* x, int64_t i) {
   return t == DType::kF32 ? static_cast<const float*>(x)[i] : static_cast<const double*>(x)[i];
-}
-
-// cos/sin of 2 pi m / n for m in [0, n).
-void Twiddles(int64_t n, std::vector<double>* cs, std::vector<double>* sn) {
-  cs->resize(static_cast<size_t>(n));
-  sn->resize(static_cast<size_t>(n));
-  for (int64_t m = 0; m < n; ++m) {
-    (*cs)[m] = std::cos(kTwoPi * static_cast<double>(m) / static_cast<double>(n));
-    (*sn)[m] = std::sin(kTwoPi * static_cast<double>(m) / static_cast<double>(n));
-  }
 }
 
 // ---------------------------------------------------------------- DFT
@@ -137,51 +133,78 @@ Status ResolveDft(const InferContext& c, DftPlan* p) {
   return CheckShape(c.op, p->out, "output");
 }
 
-// One line: out[k] = scale * sum_j x[j] e^(sign 2 pi i j k / len), j < min(n, len).
-template <typename Get, typename Put>
-void DftLine(int64_t n, int64_t len, int64_t bins, bool inverse, const std::vector<double>& cs,
-             const std::vector<double>& sn, Get get, Put put) {
-  const int64_t m = std::min(n, len);
-  const double sign = inverse ? 1.0 : -1.0, scale = inverse ? 1.0 / static_cast<double>(len) : 1.0;
-  for (int64_t k = 0; k < bins; ++k) {
-    double re = 0, im = 0;
-    int64_t idx = 0;  // (j * k) mod len
-    for (int64_t j = 0; j < m; ++j) {
-      double xr, xi;
-      get(j, &xr, &xi);
-      const double cr = cs[idx], ci = sign * sn[idx];
-      re += xr * cr - xi * ci;
-      im += xr * ci + xi * cr;
-      idx += k;
-      if (idx >= len) idx %= len;
+// Per-thread scratch of a transform of length len: the line as doubles (len
+// complex), its transform (len complex) and the plan's work space.
+uint64_t TransformScratchBytes(int64_t len, bool real) {
+  const size_t work = real ? FftPlan::RealWorkDoubles(len) : FftPlan::WorkDoubles(len);
+  return (4 * static_cast<uint64_t>(len) + work) * sizeof(double);
+}
+
+// Transforms one line already loaded into buf (real: len doubles; complex: len
+// interleaved complex values, conjugated for an inverse) and stores bins
+// [0, bins) through put(k, re, im): an inverse conjugates the forward
+// transform's output and scales it by 1 / len.
+template <typename Put>
+void TransformLine(const FftPlan& plan, bool real, bool inverse, int64_t bins, double* buf, double* spec,
+                   double* work, Put put) {
+  const int64_t len = plan.size();
+  const double scale = inverse ? 1.0 / static_cast<double>(len) : 1.0, conj = inverse ? -scale : 1.0;
+  if (real) {
+    plan.Real(buf, spec, work);  // bins [0, len / 2]; the rest are conj(X[len - k])
+    for (int64_t k = 0; k < bins; ++k) {
+      if (k <= len / 2)
+        put(k, spec[2 * k] * scale, spec[2 * k + 1] * conj);
+      else
+        put(k, spec[2 * (len - k)] * scale, -spec[2 * (len - k) + 1] * conj);
     }
-    put(k, re * scale, im * scale);
+  } else {
+    plan.Complex(buf, spec, work);
+    for (int64_t k = 0; k < bins; ++k) put(k, spec[2 * k] * scale, spec[2 * k + 1] * conj);
   }
+}
+
+Result<uint64_t> ScratchDft(const CreateContext& c) {
+  DftPlan p;
+  FCB_RETURN_IF_ERROR(ResolveDft(AsInfer(c), &p));
+  return TransformScratchBytes(p.len, p.in_c == 1);
 }
 
 Result<std::unique_ptr<Kernel>> CreateDft(const CreateContext& c) {
   DftPlan p;
   FCB_RETURN_IF_ERROR(ResolveDft(AsInfer(c), &p));
-  std::vector<double> cs, sn;
-  Twiddles(p.len, &cs, &sn);
+  const bool real = p.in_c == 1;
+  auto plan = std::make_shared<const FftPlan>(p.len, real);
   const DType t = c.inputs[0].dtype;
   return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    ctx.pool->ParallelFor(p.outer * p.inner, GrainFor(p.n * p.bins), [&](int64_t l0, int64_t l1) {
-      for (int64_t l = l0; l < l1; ++l) {
-        const int64_t o = l / p.inner, i = l % p.inner;
-        auto get = [&](int64_t j, double* re, double* im) {
-          const int64_t e = ((o * p.n + j) * p.inner + i) * p.in_c;
-          *re = LoadF(t, in[0], e);
-          *im = p.in_c == 2 ? LoadF(t, in[0], e + 1) : 0.0;
-        };
-        auto put = [&](int64_t k, double re, double im) {
-          const int64_t e = ((o * p.bins + k) * p.inner + i) * 2;
-          StoreAs(t, out[0], e, re);
-          StoreAs(t, out[0], e + 1, im);
-        };
-        DftLine(p.n, p.len, p.bins, p.inverse, cs, sn, get, put);
-      }
-    });
+    const int64_t m = std::min(p.n, p.len);  // dft_length truncates or zero-pads
+    ctx.pool->ParallelForThreads(
+        p.outer * p.inner, GrainFor(p.len * 16),
+        [&](int th, int64_t l0, int64_t l1) {
+          double* buf = static_cast<double*>(ctx.ThreadScratch(th));
+          double* spec = buf + 2 * p.len;
+          double* work = spec + 2 * p.len;
+          for (int64_t l = l0; l < l1; ++l) {
+            const int64_t o = l / p.inner, i = l % p.inner;
+            const int64_t base = (o * p.n * p.inner + i) * p.in_c, stride = p.inner * p.in_c;
+            if (real) {
+              for (int64_t j = 0; j < m; ++j) buf[j] = LoadF(t, in[0], base + j * stride);
+              std::fill(buf + m, buf + p.len, 0.0);
+            } else {
+              const double sign = p.inverse ? -1.0 : 1.0;
+              for (int64_t j = 0; j < m; ++j) {
+                buf[2 * j] = LoadF(t, in[0], base + j * stride);
+                buf[2 * j + 1] = sign * LoadF(t, in[0], base + j * stride + 1);
+              }
+              std::fill(buf + 2 * m, buf + 2 * p.len, 0.0);
+            }
+            TransformLine(*plan, real, p.inverse, p.bins, buf, spec, work, [&](int64_t k, double re, double im) {
+              const int64_t e = ((o * p.bins + k) * p.inner + i) * 2;
+              StoreAs(t, out[0], e, re);
+              StoreAs(t, out[0], e + 1, im);
+            });
+          }
+        },
+        ThreadPool::kChunksPerThread);
     return Status::Ok();
   });
 }
@@ -230,30 +253,61 @@ Status ResolveStft(const InferContext& c, StftPlan* p) {
   return CheckShape(c.op, p->out, "output");
 }
 
+Result<uint64_t> ScratchStft(const CreateContext& c) {
+  StftPlan p;
+  FCB_RETURN_IF_ERROR(ResolveStft(AsInfer(c), &p));
+  return TransformScratchBytes(p.flen, p.in_c == 1);
+}
+
 Result<std::unique_ptr<Kernel>> CreateStft(const CreateContext& c) {
   StftPlan p;
   FCB_RETURN_IF_ERROR(ResolveStft(AsInfer(c), &p));
-  std::vector<double> cs, sn;
-  Twiddles(p.flen, &cs, &sn);
+  const bool real = p.in_c == 1;
+  auto plan = std::make_shared<const FftPlan>(p.flen, real);
   const DType t = c.inputs[0].dtype;
   return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    ctx.pool->ParallelFor(p.batch * p.frames, GrainFor(p.flen * p.bins), [&](int64_t f0, int64_t f1) {
-      for (int64_t f = f0; f < f1; ++f) {
-        const int64_t b = f / p.frames, fr = f % p.frames;
-        auto get = [&](int64_t j, double* re, double* im) {
-          const int64_t e = (b * p.sig + fr * p.step + j) * p.in_c;
-          const double w = p.window ? LoadF(t, in[2], j) : 1.0;
-          *re = LoadF(t, in[0], e) * w;
-          *im = p.in_c == 2 ? LoadF(t, in[0], e + 1) * w : 0.0;
-        };
-        auto put = [&](int64_t k, double re, double im) {
-          const int64_t e = (f * p.bins + k) * 2;
-          StoreAs(t, out[0], e, re);
-          StoreAs(t, out[0], e + 1, im);
-        };
-        DftLine(p.flen, p.flen, p.bins, false, cs, sn, get, put);
-      }
-    });
+    ctx.pool->ParallelForThreads(
+        p.batch * p.frames, GrainFor(p.flen * 16),
+        [&](int th, int64_t f0, int64_t f1) {
+          double* buf = static_cast<double*>(ctx.ThreadScratch(th));
+          double* spec = buf + 2 * p.flen;
+          double* work = spec + 2 * p.flen;
+          for (int64_t f = f0; f < f1; ++f) {
+            const int64_t b = f / p.frames, fr = f % p.frames;
+            const int64_t base = (b * p.sig + fr * p.step) * p.in_c;
+            if (t == DType::kF32 && real) {  // the common case, without per-element dtype dispatch
+              const float* x = static_cast<const float*>(in[0]) + base;
+              const float* w = p.window ? static_cast<const float*>(in[2]) : nullptr;
+              if (w)
+                for (int64_t j = 0; j < p.flen; ++j) buf[j] = static_cast<double>(x[j]) * static_cast<double>(w[j]);
+              else
+                for (int64_t j = 0; j < p.flen; ++j) buf[j] = x[j];
+            } else {
+              for (int64_t j = 0; j < p.flen; ++j) {
+                const double w = p.window ? LoadF(t, in[2], j) : 1.0;
+                if (real) {
+                  buf[j] = LoadF(t, in[0], base + j) * w;
+                } else {
+                  buf[2 * j] = LoadF(t, in[0], base + 2 * j) * w;
+                  buf[2 * j + 1] = LoadF(t, in[0], base + 2 * j + 1) * w;
+                }
+              }
+            }
+            if (t == DType::kF32) {
+              float* y = static_cast<float*>(out[0]) + f * p.bins * 2;
+              TransformLine(*plan, real, false, p.bins, buf, spec, work, [&](int64_t k, double re, double im) {
+                y[2 * k] = static_cast<float>(re);
+                y[2 * k + 1] = static_cast<float>(im);
+              });
+            } else {
+              TransformLine(*plan, real, false, p.bins, buf, spec, work, [&](int64_t k, double re, double im) {
+                StoreAs(t, out[0], (f * p.bins + k) * 2, re);
+                StoreAs(t, out[0], (f * p.bins + k) * 2 + 1, im);
+              });
+            }
+          }
+        },
+        ThreadPool::kChunksPerThread);
     return Status::Ok();
   });
 }
@@ -372,8 +426,12 @@ Result<std::unique_ptr<Kernel>> CreateMel(const CreateContext& c) {
 }  // namespace
 
 void RegisterSignalOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferFromPlan<DftPlan, ResolveDft>, CreateDft>("DFT", 1, 3));
-  ops->push_back(Def<InferFromPlan<StftPlan, ResolveStft>, CreateStft>("STFT", 2, 4));
+  OpDef dft = Def<InferFromPlan<DftPlan, ResolveDft>, CreateDft>("DFT", 1, 3);
+  dft.scratch = ScratchDft;
+  ops->push_back(std::move(dft));
+  OpDef stft = Def<InferFromPlan<StftPlan, ResolveStft>, CreateStft>("STFT", 2, 4);
+  stft.scratch = ScratchStft;
+  ops->push_back(std::move(stft));
   for (const char* name : {"HannWindow", "HammingWindow", "BlackmanWindow"})
     ops->push_back(Def<InferWindow, CreateWindow>(name, 1, 1));
   ops->push_back(Def<InferMel, CreateMel>("MelWeightMatrix", 5, 5));
