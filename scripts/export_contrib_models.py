@@ -335,8 +335,72 @@ def nbits_cases():
     ]
 
 
+def dq_matmul(name, m_shape, k, n, dtype, per_column, layout, zp=True, axis=None, gather=False):
+    """MatMul(A, dequantized constant weight) as weight-only quantization writes
+    it (fcb turns it into 8-bit MatMulNBits, passes/weight_only_matmul.cc):
+    layout "kn": DequantizeLinear(Wq [k, n]); "t_before":
+    DequantizeLinear(Transpose(Wq [n, k])), a tied embedding read as LM head;
+    "t_after": Transpose(DequantizeLinear(Wq [n, k])). per_column: scale and
+    zero point along n (axis picked to match the layout), else per tensor;
+    axis overrides it (per-row scales along k, which the rule must leave).
+    gather: a Gather of the same table (Wq [n, k]) -> DequantizeLinear as a
+    second output (the token embedding)."""
+    c = Case(name)
+    a = c.feed("a", list(m_shape) + [k])
+    lo, hi = (-128, 128) if dtype == np.int8 else (0, 256)
+    wq = c.rng.integers(lo, hi, size=(k, n) if layout == "kn" else (n, k)).astype(dtype)
+    w = c.const("wq", wq)
+    dq_in = w
+    if layout == "t_before":
+        c.node("Transpose", [w], ["wq_t"], perm=[1, 0])
+        dq_in = "wq_t"
+    # Axis of the DequantizeLinear input that runs along n.
+    n_axis = 1 if layout in ("kn", "t_before") else 0
+    if axis is None:
+        axis = n_axis
+    length = ([n, k] if layout == "t_after" else [k, n])[axis]
+    count = length if per_column else 1
+    shape = [count] if per_column else []
+    scale = (0.002 + 0.01 * c.rng.random(count)).astype(np.float32).reshape(shape)
+    ins = [dq_in, c.const("scale", scale)]
+    if zp:
+        ins.append(c.const("zero_point", c.rng.integers(lo // 4, hi // 4, size=count).astype(dtype).reshape(shape)))
+    attrs = {"axis": axis} if per_column else {}
+    c.node("DequantizeLinear", ins, ["w"], **attrs)
+    b = "w"
+    if layout == "t_after":
+        c.node("Transpose", ["w"], ["w_t"], perm=[1, 0])
+        b = "w_t"
+    c.node("MatMul", [a, b], ["y"])
+    c.output("y")
+    if gather:
+        ids = c.feed("ids", [3], values=np.array([0, n - 1, n // 2], dtype=np.int64))
+        c.node("Gather", [w, ids], ["rows"])
+        c.node("DequantizeLinear", ["rows"] + ins[1:], ["emb"])
+        c.output("emb")
+    return c
+
+
+def weight_only_cases():
+    """dq_matmul: int8 and uint8, per tensor and per column, each layout, one
+    and two rows (where fcb takes the rule for any weight size) and more (where
+    a weight this small folds to float instead), K and N not multiples of 16;
+    per-row scales along K stay DequantizeLinear + MatMul."""
+    return [
+        dq_matmul("dqmm_i8_tensor_tbefore_m1", [1, 1], 200, 153, np.int8, False, "t_before", gather=True),
+        dq_matmul("dqmm_i8_column_kn_m2", [2], 195, 170, np.int8, True, "kn"),
+        dq_matmul("dqmm_u8_tensor_kn_m6", [2, 3], 198, 157, np.uint8, False, "kn"),
+        dq_matmul("dqmm_u8_column_tafter_m1", [1], 201, 133, np.uint8, True, "t_after"),
+        dq_matmul("dqmm_i8_column_tbefore_m2", [1, 2], 199, 151, np.int8, True, "t_before"),
+        dq_matmul("dqmm_u8_tensor_tafter_m1", [1, 1], 197, 163, np.uint8, False, "t_after"),
+        dq_matmul("dqmm_i8_nozp_tafter_m1", [1, 1], 177, 203, np.int8, False, "t_after", zp=False),
+        dq_matmul("dqmm_u8_column_tbefore_m1", [1, 1], 1030, 259, np.uint8, True, "t_before"),
+        dq_matmul("dqmm_i8_rows_kn_m1", [1], 195, 121, np.int8, True, "kn", axis=0),
+    ]
+
+
 def cases():
-    return attention_cases() + nbits_cases() + [
+    return attention_cases() + nbits_cases() + weight_only_cases() + [
         simplified_ln("sln_h7", [2, 3, 7], inv=True),
         simplified_ln("sln_h576", [1, 5, 576], eps=1e-6),
         simplified_ln("sln_axis1", [2, 4, 8], axis=1),

@@ -86,6 +86,18 @@ Status ExactQdqGlobalAveragePool(ir::Graph& g);
 // Weights must be constants; anything else keeps its ONNX nodes.
 Status FuseQuantized(ir::Graph& g);
 
+// MatMul(A, DequantizeLinear(constant int8/uint8 W)), W [K, N] or through a
+// Transpose before or after the DequantizeLinear (W [N, K]), per-tensor or
+// per-column (along N) scale and zero point: becomes com.microsoft.MatMulNBits
+// (8 bits), which lowering packs into MatMulNBitsPacked, so the weight stays
+// 8-bit (weight_only_matmul.cc). Taken when W has more than
+// `fold_limit` elements (constant folding leaves it, so it would be
+// dequantized every run), or when A has at most 2 rows (at the bound), where
+// the 8-bit GEMV beats the float one; a smaller weight under more rows folds
+// to float32, whose GEMM is faster there.
+inline constexpr int64_t kWeightOnlyFoldLimit = int64_t{16} << 20;  // FoldConstants' kMaxFoldElements
+Status WeightOnlyInt8MatMul(ir::Graph& g, int64_t fold_limit = kWeightOnlyFoldLimit);
+
 // Precision "int8" (src/passes/quantize_int8.cc): every Conv (1-D or 2-D,
 // any group), MatMul (A of rank >= 2) and Gemm (transA = 0) with a float32
 // constant weight and a float32 input becomes ONNX Runtime's dynamic-

@@ -715,3 +715,92 @@ TEST(FuseGelu, LeavesAPatternWhoseIntermediateIsUsedElsewhere) {
 
 }  // namespace
 }  // namespace fcb::passes
+
+namespace fcb::passes {
+namespace {
+
+// x [rows, K] -> MatMul(x, DequantizeLinear(Transpose(wq [N, K] int8), scale,
+// zero_point, axis)) -> y [rows, N].
+struct DequantMatMul {
+  static constexpr int64_t K = 70, N = 37;
+  ir::Graph g;
+  int x = -1, y = -1;
+  int64_t rows = 3;
+  explicit DequantMatMul(bool per_row = false, bool weight_is_input = false, int64_t m = 3) : rows(m) {
+    x = AddTensor(g, "x", {rows, K});
+    g.inputs = {x};
+    auto wq = ir::TensorData::Make(ir::DType::kI8, {N, K});
+    for (int64_t i = 0; i < N * K; ++i) wq->mutable_data<int8_t>()[i] = static_cast<int8_t>((i * 37) % 255 - 127);
+    int w = -1;
+    if (weight_is_input) {
+      w = AddTensor(g, "wq", {N, K}, ir::DType::kI8);
+      g.inputs.push_back(w);
+    } else {
+      w = g.AddConstant("wq", wq);
+    }
+    const int64_t len = per_row ? K : N;  // per column: the transposed weight's axis 1 (N)
+    std::vector<float> s(len);
+    auto zp = ir::TensorData::Make(ir::DType::kI8, {len});
+    for (int64_t i = 0; i < len; ++i) {
+      s[i] = 0.01f + 0.001f * static_cast<float>(i);
+      zp->mutable_data<int8_t>()[i] = static_cast<int8_t>(i % 7 - 3);
+    }
+    const int sc = g.AddConstant("scale", ir::TensorData::FromFloats({len}, s));
+    const int z = g.AddConstant("zero_point", zp);
+    const int wt = AddTensor(g, "wq_t", {K, N}, ir::DType::kI8);
+    AddNode(g, "Transpose", {w}, {wt}, "transpose").SetInts("perm", {1, 0});
+    const int wf = AddTensor(g, "w", {K, N});
+    AddNode(g, "DequantizeLinear", {wt, sc, z}, {wf}, "dq").SetInt("axis", per_row ? 0 : 1);
+    y = AddTensor(g, "y", {rows, N});
+    AddNode(g, "MatMul", {x, wf}, {y}, "mm");
+    g.outputs = {y};
+  }
+  ir::TensorPtr Input() const { return ir::TensorData::FromFloats({rows, K}, Ramp(rows * K, 0.37f, 0.1f)); }
+};
+
+TEST(WeightOnlyInt8MatMul, DequantizedTransposedWeightBecomesMatMulNBits) {
+  // Three rows with a weight above the (lowered) fold limit; one row with any
+  // weight.
+  for (int64_t rows : {3, 1}) {
+    DequantMatMul t(false, false, rows);
+    auto want = Interpret(t.g, {{t.x, t.Input()}});
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ASSERT_TRUE(WeightOnlyInt8MatMul(t.g, rows == 1 ? kWeightOnlyFoldLimit : 0).ok());
+    ASSERT_TRUE(EliminateDeadNodes(t.g).ok());
+    // Only the MatMulNBits node is left: no Transpose or DequantizeLinear of
+    // the weight runs.
+    ASSERT_EQ(t.g.nodes.size(), 1u);
+    const ir::Node& n = t.g.nodes[0];
+    EXPECT_EQ(n.op_type, "com.microsoft.MatMulNBits");
+    EXPECT_EQ(n.GetInt("bits", 0), 8);
+    EXPECT_EQ(n.GetInt("K", 0), DequantMatMul::K);
+    EXPECT_EQ(n.GetInt("N", 0), DequantMatMul::N);
+    EXPECT_EQ(t.g.values[n.outputs[0]].name, "y");
+    std::vector<const ir::TensorData*> in;
+    const auto x = t.Input();
+    for (int i : n.inputs) in.push_back(i == t.g.inputs[0] ? x.get() : i >= 0 ? t.g.values[i].constant.get() : nullptr);
+    auto got = ops::Evaluate(n.op_type, ops::AttrsFromNode(n), in, 1);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const auto ref = Floats(want.value()[t.y]), out = Floats(got.value()[0]);
+    ASSERT_EQ(ref.size(), out.size());
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << i;
+  }
+}
+
+TEST(WeightOnlyInt8MatMul, LeavesOtherFormsUnchanged) {
+  // Per-row scales (along K): not uniform within a block along K.
+  // A weight that is not a constant. A weight within the fold limit under 3
+  // rows.
+  for (int c = 0; c < 3; ++c) {
+    DequantMatMul t(c == 0, c == 1);
+    const size_t nodes = t.g.nodes.size(), values = t.g.values.size();
+    ASSERT_TRUE(WeightOnlyInt8MatMul(t.g, c == 2 ? DequantMatMul::K * DequantMatMul::N : 0).ok());
+    ASSERT_EQ(t.g.nodes.size(), nodes) << c;
+    EXPECT_EQ(t.g.values.size(), values) << c;
+    EXPECT_EQ(t.g.nodes.back().op_type, "MatMul") << c;
+    EXPECT_EQ(t.g.nodes.back().domain, "") << c;
+  }
+}
+
+}  // namespace
+}  // namespace fcb::passes

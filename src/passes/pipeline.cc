@@ -26,6 +26,9 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
     FCB_RETURN_IF_ERROR(FuseMatMulBias(g).Annotate("fusing MatMul bias"));
     FCB_RETURN_IF_ERROR(FuseActivations(g).Annotate("fusing activations"));
     FCB_RETURN_IF_ERROR(FuseQuantized(g).Annotate("fusing quantized operators"));
+    // After FuseQuantized (which takes QDQ MatMuls whole), before the folding
+    // that turns the remaining dequantized weights into float32.
+    FCB_RETURN_IF_ERROR(WeightOnlyInt8MatMul(g).Annotate("weight-only int8 MatMul"));
     FCB_RETURN_IF_ERROR(FoldConstants(g).Annotate("constant folding"));
   }
   FCB_RETURN_IF_ERROR(EliminateDeadNodes(g).Annotate("dead node elimination"));

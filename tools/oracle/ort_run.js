@@ -2,7 +2,11 @@
 // Runs one ONNX model with ONNX Runtime (CPU) and writes every output as .npy:
 // the numerical oracle fcb's outputs are compared against.
 //
-//   node ort_run.js MODEL.onnx OUTDIR NAME=IN.npy ... [--threads N]
+//   node ort_run.js MODEL.onnx OUTDIR NAME=IN.npy ... [--threads N] [--no-graph-optimization]
+//
+// --no-graph-optimization: the model's own nodes, without ONNX Runtime's
+// fusions (some of which change results, e.g. one that quantizes a MatMul's
+// float input to 8 bits when its weight is a dequantized int8 constant).
 //
 // Output names are sanitized like `fcb run` does: characters outside
 // [A-Za-z0-9._-] become '_'. Exit status 0 on success, else 1 with
@@ -104,17 +108,20 @@ function sanitize(name) {
 async function main() {
   const args = process.argv.slice(2);
   let threads = 1;
+  let optimization = 'all';
   const positional = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--threads') {
       threads = Number(args[++i]);
       if (!Number.isInteger(threads) || threads < 1) fail('--threads needs a positive integer');
+    } else if (args[i] === '--no-graph-optimization') {
+      optimization = 'disabled';
     } else {
       positional.push(args[i]);
     }
   }
   if (positional.length < 2) {
-    fail('usage: node ort_run.js MODEL.onnx OUTDIR NAME=IN.npy ... [--threads N]');
+    fail('usage: node ort_run.js MODEL.onnx OUTDIR NAME=IN.npy ... [--threads N] [--no-graph-optimization]');
   }
   const [model, outDir, ...inputArgs] = positional;
   const feeds = {};
@@ -127,7 +134,7 @@ async function main() {
   try {
     session = await ort.InferenceSession.create(model, {
       executionProviders: ['cpu'],
-      graphOptimizationLevel: 'all',
+      graphOptimizationLevel: optimization,
       intraOpNumThreads: threads,
       interOpNumThreads: 1,
     });
