@@ -269,6 +269,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   r.steps.clear();
   r.info_slot.assign(nt, -1);
   r.infos.clear();
+  r.infos.reserve(16);
+  r.steps.reserve(ns);
   r.small_constants = bound.small_constants;
   r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
@@ -342,7 +344,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         values.push_back(s.op == "Size" ? ir::TensorData::FromInts({}, v)
                                         : ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v));
       } else {
-        auto ev = Evaluate(s.op, b.attrs, rs.constants, static_cast<int>(s.outputs.size()));
+        auto ev = Evaluate(*b.def, b.attrs, rs.constants, rs.inputs, rs.outputs);
         if (!ev.ok()) return InvalidArgument(b.where + ": evaluating it from the shapes: " + ev.status().message());
         values = std::move(ev).value();
       }
@@ -365,7 +367,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       }
     }
     if (b.def->scratch) {
-      auto scratch = b.def->scratch(CreateContext{b.def->name, b.attrs, rs.inputs, rs.outputs, rs.constants, &b.data});
+      auto scratch =
+          b.def->scratch(CreateContext{b.def->name, b.attrs, rs.inputs, rs.outputs, rs.constants, &b.data, true});
       if (!scratch.ok()) return InvalidArgument(b.where + ": " + scratch.status().message());
       rs.scratch = scratch.value();
       if (rs.scratch > (uint64_t{1} << 30))

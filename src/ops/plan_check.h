@@ -128,7 +128,7 @@ struct ResolvedPlan {
   CreateContext create_context(size_t step) const {
     const CheckedStep& b = bound->steps[step];
     const Step& s = steps[step_slot[step]];
-    return CreateContext{b.def->name, b.attrs, s.inputs, s.outputs, s.constants, &b.data};
+    return CreateContext{b.def->name, b.attrs, s.inputs, s.outputs, s.constants, &b.data, true};
   }
 };
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
