@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <random>
 
 #include "fcb/fcb.h"
 #include "fcb/inspect.h"
@@ -192,6 +194,148 @@ TEST_P(DynamicModel, MethodsAndTargetsShareTheWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Exported, DynamicModel, ::testing::Values(kBert, kResnet, kDecoder),
                          [](const ::testing::TestParamInfo<Model>& i) { return std::string(i.param.name); });
+
+// One input of a run: its bytes and shape.
+struct Feed {
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> shape;
+};
+template <typename T>
+Feed FeedOf(const std::vector<T>& v, std::vector<int64_t> shape) {
+  Feed f;
+  f.bytes.resize(v.size() * sizeof(T));
+  std::memcpy(f.bytes.data(), v.data(), f.bytes.size());
+  f.shape = std::move(shape);
+  return f;
+}
+
+// Runs `method` of `file` at `runs` sizes one after another in one execution
+// (more sizes than its cache of 16 resolutions holds, so sizes are resolved
+// anew, evicted and resolved again) and each of them in a fresh execution,
+// where it is the first size resolved: every output has the same shape and
+// the same bytes (the same kernels run on the same inputs), on every target.
+void ExpectSequenceMatchesFreshResolutions(const std::string& file, const std::string& method,
+                                           const std::vector<std::map<std::string, Feed>>& runs) {
+  int compared = 0;
+  testing::ForEachRunnableTarget(file, [&](const std::string& target, const std::shared_ptr<const Program>& program) {
+    auto seq = Execution::Create(program, method, 1);
+    ASSERT_TRUE(seq.ok()) << seq.status().message();
+    for (size_t r = 0; r < runs.size(); ++r) {
+      SCOPED_TRACE("run " + std::to_string(r) + " of method " + method + " on " + target);
+      auto fresh = Execution::Create(program, method, 1);
+      ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+      for (Execution* ex : {seq.value().get(), fresh.value().get()}) {
+        for (const auto& [name, f] : runs[r]) {
+          Status s = ex->SetInput(name, f.bytes.data(), f.bytes.size(), f.shape);
+          ASSERT_TRUE(s.ok()) << name << ": " << s.message();
+        }
+        Status s = ex->Run();
+        ASSERT_TRUE(s.ok()) << s.message();
+      }
+      const Execution& a = *seq.value();
+      const Execution& b = *fresh.value();
+      for (size_t o = 0; o < a.info().outputs.size(); ++o) {
+        ASSERT_EQ(a.output_shape(o), b.output_shape(o)) << a.info().outputs[o].name;
+        ASSERT_EQ(a.output_bytes(o), b.output_bytes(o)) << a.info().outputs[o].name;
+        EXPECT_EQ(std::memcmp(a.output_data(o), b.output_data(o), a.output_bytes(o)), 0)
+            << a.info().outputs[o].name << " differs from the same size resolved in a fresh execution";
+        ++compared;
+      }
+    }
+  });
+  EXPECT_GT(compared, 0);
+}
+
+// BERT at every length 1..64 in a shuffled order, then the first 20 of that
+// order again (each evicted from the cache by then).
+TEST(DynamicResolution, BertAtManyLengthsInSequenceMatchesEachLengthResolvedAlone) {
+  const std::string dir = TestDataDir();
+  const std::string model = dir + "/bert_dyn.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  const auto feeds = testing::ReadNpyFolder(dir + "/bert_dyn.L64.feeds");
+  ASSERT_TRUE(feeds.count("input_ids") && feeds.count("attention_mask")) << "run scripts/prepare_testdata.sh";
+  TempDir tmp;
+  const std::string out = tmp.File("bert.fcb");
+  ASSERT_TRUE(CompileMethods({{"main", model}}, SpecOf(kBert.methods, {"all"}), out).ok());
+  std::vector<int64_t> lengths;
+  for (int64_t l = 1; l <= 64; ++l) lengths.push_back(l);
+  std::mt19937 rng(34);
+  for (size_t i = lengths.size(); i > 1; --i) std::swap(lengths[i - 1], lengths[rng() % i]);
+  for (size_t i = 0; i < 20; ++i) lengths.push_back(lengths[i]);
+  std::vector<std::map<std::string, Feed>> runs;
+  for (int64_t l : lengths) {
+    std::map<std::string, Feed> run;
+    for (const char* name : {"input_ids", "attention_mask"}) {
+      const NpyArray& a = feeds.at(name);  // [1, 64] int64: its first l
+      std::vector<int64_t> v(l);
+      std::memcpy(v.data(), a.data.data(), l * 8);
+      if (std::string(name) == "attention_mask" && l > 2) v[l - 1] = 0;  // a padded position
+      run[name] = FeedOf(v, {1, l});
+    }
+    runs.push_back(std::move(run));
+  }
+  ExpectSequenceMatchesFreshResolutions(out, "main", runs);
+}
+
+// The decoder's decode method at past lengths 1..200 one after another, as
+// generation runs it (each a new size), with the prefill at 1..40 prompts.
+TEST(DynamicResolution, DecoderAtManyPastLengthsInSequenceMatchesEachResolvedAlone) {
+  const std::string dir = TestDataDir();
+  const std::string model = dir + "/decoder_merged.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  TempDir tmp;
+  const std::string out = tmp.File("decoder.fcb");
+  ASSERT_TRUE(CompileMethods({{"prefill", model}, {"decode", model}}, SpecOf({Prefill(), Decode()}, {"all"}), out).ok());
+  std::mt19937 rng(35);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = uniform(rng);
+    return v;
+  };
+  const std::vector<std::string> pasts = {"past_key_values.0.key", "past_key_values.0.value", "past_key_values.1.key",
+                                          "past_key_values.1.value"};
+  std::vector<std::map<std::string, Feed>> decode, prefill;
+  for (int64_t past = 1; past <= 200; ++past) {
+    std::map<std::string, Feed> run;
+    run["input_ids"] = FeedOf(std::vector<int64_t>{static_cast<int64_t>(rng() % 50)}, {1, 1});
+    run["attention_mask"] = FeedOf(std::vector<int64_t>(past + 1, 1), {1, past + 1});
+    for (const auto& p : pasts) run[p] = FeedOf(floats(4 * past * 16), {1, 4, past, 16});
+    decode.push_back(std::move(run));
+  }
+  for (int64_t t = 1; t <= 40; ++t) {
+    std::map<std::string, Feed> run;
+    std::vector<int64_t> ids(t);
+    for (auto& id : ids) id = static_cast<int64_t>(rng() % 50);
+    run["input_ids"] = FeedOf(ids, {1, t});
+    run["attention_mask"] = FeedOf(std::vector<int64_t>(t, 1), {1, t});
+    for (const auto& p : pasts) run[p] = FeedOf(std::vector<float>(4 * 16, 0.f), {1, 4, 1, 16});
+    prefill.push_back(std::move(run));
+  }
+  ExpectSequenceMatchesFreshResolutions(out, "decode", decode);
+  ExpectSequenceMatchesFreshResolutions(out, "prefill", prefill);
+}
+
+// resnet18 at 20 sizes (height and width apart, odd ones, both sides of the
+// size where its layers change between Winograd and the direct convolution).
+TEST(DynamicResolution, ResnetAtManySizesInSequenceMatchesEachResolvedAlone) {
+  const std::string dir = TestDataDir();
+  const std::string model = dir + "/resnet18_dyn.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  TempDir tmp;
+  const std::string out = tmp.File("resnet.fcb");
+  ASSERT_TRUE(CompileMethods({{"main", model}}, SpecOf(kResnet.methods, {"all"}), out).ok());
+  std::mt19937 rng(36);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<std::map<std::string, Feed>> runs;
+  for (int i = 0; i < 20; ++i) {
+    const int64_t h = 64 + 7 * i, w = 64 + 11 * ((i * 7) % 20);
+    std::vector<float> x(3 * h * w);
+    for (auto& v : x) v = uniform(rng);
+    runs.push_back({{"input", FeedOf(x, {1, 3, h, w})}});
+  }
+  ExpectSequenceMatchesFreshResolutions(out, "main", runs);
+}
 
 // Greedy generation with the merged decoder's two methods: prefill runs the
 // prompt (a dummy past of length 1, which that branch does not read), then

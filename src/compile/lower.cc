@@ -374,6 +374,11 @@ class Lowerer final : public ops::LowerContext {
       if (!resolved.ok())
         return Unsupported("the plan compiled at the bound does not hold at " + where + ": " +
                            resolved.status().message());
+      // The runtime resolves incrementally from the bound (ops::ResolvePlan): it must agree.
+      ops::ResolvedPlan incremental;
+      Status st = ops::ResolvePlan(ctx_, checked.value(), probe_shapes_, &incremental);
+      const std::string diff = st.ok() ? ops::ResolutionDifference(ctx_, resolved.value(), incremental) : st.message();
+      if (!diff.empty()) return Internal("the plan resolved from the bound at " + where + " differs: " + diff);
       ctx_.scratch_bytes = std::max(ctx_.scratch_bytes, resolved.value().scratch_bytes);
     }
     return Status::Ok();

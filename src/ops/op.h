@@ -107,6 +107,10 @@ struct CreateContext {
   // whatever their size; null entries (or a null vector) where unknown. Lets a
   // kernel convert weights once at load (e.g. bf16 -> fp32).
   const std::vector<const void*>* input_data = nullptr;
+  // True where `outputs` are what this op's infer gave for exactly these
+  // inputs just before (a plan resolved at a run's sizes, ops::ResolvePlan;
+  // a value evaluated from inferred shapes): create need not infer them again.
+  bool outputs_inferred = false;
 };
 
 using InferFn = Status (*)(const InferContext& ctx, std::vector<TensorInfo>* outputs);
@@ -223,5 +227,11 @@ Status InferOutputs(const OpDef& def, const InferContext& ctx, std::vector<Tenso
 Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(
     std::string_view op, const Attrs& attrs, const std::vector<const ir::TensorData*>& inputs,
     int num_outputs);
+// The same with the inputs' and outputs' types and shapes already inferred
+// (InferOutputs on these inputs), which it does not infer again.
+Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(const OpDef& def, const Attrs& attrs,
+                                                              const std::vector<const ir::TensorData*>& inputs,
+                                                              const std::vector<TensorInfo>& in_info,
+                                                              const std::vector<TensorInfo>& out_info);
 
 }  // namespace fcb::ops

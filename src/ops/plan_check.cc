@@ -255,3 +255,175 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
 }
 
 }  // namespace fcb::ops
+
+namespace fcb::ops {
+
+Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
+                   ResolvedPlan* out) {
+  ResolvedPlan& r = *out;
+  const size_t nt = c.tensors.size(), ns = c.steps.size();
+  if (!c.dynamic() || input_shapes.size() != c.inputs.size() || bound.infos.size() != nt || bound.steps.size() != ns)
+    return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
+  r.bound = &bound;
+  r.step_slot.assign(ns, -1);
+  r.steps.clear();
+  r.info_slot.assign(nt, -1);
+  r.infos.clear();
+  r.infos.reserve(16);
+  r.steps.reserve(ns);
+  r.small_constants = bound.small_constants;
+  r.computed_steps = bound.computed_steps;
+  r.guarded_off = bound.guarded_off;
+  r.computed_tensors = bound.computed_tensors;
+  r.scratch_bytes = 0;
+  // Per tensor: its shape or its value computed from the shapes differs from the bound's.
+  std::vector<uint8_t> changed(nt, 0);
+  auto set_info = [&](int32_t t, const TensorInfo& info) {
+    if (r.info_slot[t] < 0) {
+      r.info_slot[t] = static_cast<int32_t>(r.infos.size());
+      r.infos.push_back(info);
+    } else {
+      r.infos[r.info_slot[t]] = info;
+    }
+    changed[t] = 1;
+  };
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const int32_t t = c.inputs[i];
+    const TensorInfo& info = bound.infos[t];
+    const TensorInfo given{info.dtype, input_shapes[i]};
+    if (given.shape.size() != info.shape.size() || given.numel() < 0 ||
+        static_cast<uint64_t>(given.bytes()) > bound.bytes[t])
+      return InvalidArgument("method '" + c.method + "' input " + std::to_string(i) + " cannot be " +
+                             ir::ShapeToString(given.shape));
+    if (given.shape != info.shape) set_info(t, given);
+  }
+  for (size_t si = 0; si < ns; ++si) {
+    const format::StepDesc& s = c.steps[si];
+    const CheckedStep& b = bound.steps[si];
+    bool touched = false;
+    for (int32_t t : s.inputs) touched = touched || (t >= 0 && changed[t]);
+    if (!touched) {  // the same operands as at the bound: the same outputs, values and scratch
+      r.scratch_bytes = std::max(r.scratch_bytes, (b.scratch + 63) / 64 * 64);
+      continue;
+    }
+    ResolvedPlan::Step rs;
+    rs.inputs.reserve(s.inputs.size());
+    rs.constants.reserve(s.inputs.size());
+    for (int32_t t : s.inputs) {
+      rs.inputs.push_back(t < 0 ? TensorInfo{} : r.info(t));
+      rs.constants.push_back(t < 0 ? nullptr : r.small_constants[t].get());
+    }
+    InferContext ictx{s.op, b.attrs, rs.inputs, rs.constants, static_cast<int>(s.outputs.size())};
+    Status st = InferOutputs(*b.def, ictx, &rs.outputs);
+    if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
+    for (size_t i = 0; i < rs.outputs.size(); ++i) {
+      const int32_t t = s.outputs[i];
+      const TensorInfo& declared = bound.infos[t];  // the bound's check made them equal to what it infers
+      if (rs.outputs[i].dtype != declared.dtype || rs.outputs[i].shape.size() != declared.shape.size())
+        return InvalidArgument(b.where + ": output " + std::to_string(i) + " is declared " +
+                               ir::DTypeName(declared.dtype) + " of rank " + std::to_string(declared.shape.size()) +
+                               " but at this size its inputs give " + ir::DTypeName(rs.outputs[i].dtype) + " " +
+                               ir::ShapeToString(rs.outputs[i].shape));
+      auto numel = CheckedNumel(rs.outputs[i].shape);
+      if (!numel.ok() || static_cast<uint64_t>(numel.value()) * ir::DTypeSize(declared.dtype) > bound.bytes[t])
+        return InvalidArgument(b.where + ": output " + std::to_string(i) + " ('" + c.tensors[t].name + "') is " +
+                               ir::ShapeToString(rs.outputs[i].shape) + " at this size, more than the " +
+                               std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
+                               ir::ShapeToString(declared.shape) + ")");
+      if (rs.outputs[i].shape != declared.shape) set_info(t, rs.outputs[i]);
+    }
+    if (!s.guard.empty()) {
+      if (rs.outputs.empty() || rs.outputs[0].shape.size() != 4)
+        return InvalidArgument(b.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
+      r.guarded_off[si] = !GuardHolds(s.guard, rs.outputs[0].shape);
+    }
+    if (ComputedFromShapes(s, r.computed_tensors, r.small_constants, rs.outputs)) {
+      std::vector<std::shared_ptr<ir::TensorData>> values;
+      if (s.op == "Shape" || s.op == "Size") {
+        const auto v = ShapeOpValues(s.op, b.attrs, rs.inputs[0].shape);
+        values.push_back(s.op == "Size" ? ir::TensorData::FromInts({}, v)
+                                        : ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v));
+      } else {
+        auto ev = Evaluate(*b.def, b.attrs, rs.constants, rs.inputs, rs.outputs);
+        if (!ev.ok()) return InvalidArgument(b.where + ": evaluating it from the shapes: " + ev.status().message());
+        values = std::move(ev).value();
+      }
+      r.computed_steps[si] = true;
+      for (size_t i = 0; i < s.outputs.size() && i < values.size(); ++i) {
+        if (values[i]->dtype != rs.outputs[i].dtype || values[i]->shape != rs.outputs[i].shape)
+          return InvalidArgument(b.where + ": its value from the shapes disagrees with its inferred output");
+        const int32_t t = s.outputs[i];
+        const ir::TensorData* was = bound.computed_tensors[t] ? bound.small_constants[t].get() : nullptr;
+        if (!was || was->bytes != values[i]->bytes) changed[t] = 1;
+        r.small_constants[t] = std::move(values[i]);
+        r.computed_tensors[t] = true;
+      }
+    } else if (r.computed_steps[si]) {  // computed at the bound, not at these sizes
+      r.computed_steps[si] = false;
+      for (int32_t t : s.outputs) {
+        r.computed_tensors[t] = false;
+        r.small_constants[t] = nullptr;
+        changed[t] = 1;
+      }
+    }
+    if (b.def->scratch) {
+      auto scratch =
+          b.def->scratch(CreateContext{b.def->name, b.attrs, rs.inputs, rs.outputs, rs.constants, &b.data, true});
+      if (!scratch.ok()) return InvalidArgument(b.where + ": " + scratch.status().message());
+      rs.scratch = scratch.value();
+      if (rs.scratch > (uint64_t{1} << 30))
+        return InvalidArgument(b.where + ": scratch of " + std::to_string(rs.scratch) + " bytes is too large");
+    }
+    r.scratch_bytes = std::max(r.scratch_bytes, (rs.scratch + 63) / 64 * 64);
+    r.step_slot[si] = static_cast<int32_t>(r.steps.size());
+    r.steps.push_back(std::move(rs));
+  }
+  r.needed.assign(nt, false);
+  for (size_t si = 0; si < ns; ++si)
+    if (!r.computed_steps[si])
+      for (int32_t t : c.steps[si].inputs)
+        if (t >= 0) r.needed[t] = true;
+  for (int32_t t : c.outputs) r.needed[t] = true;
+  return Status::Ok();
+}
+
+}  // namespace fcb::ops
+
+namespace fcb::ops {
+
+std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r) {
+  const size_t nt = c.tensors.size(), ns = c.steps.size();
+  if (full.infos.size() != nt || r.info_slot.size() != nt || full.steps.size() != ns || r.step_slot.size() != ns)
+    return "the plans have different numbers of tensors or steps";
+  for (size_t t = 0; t < nt; ++t) {
+    const std::string where = "tensor " + std::to_string(t) + " ('" + c.tensors[t].name + "')";
+    const TensorInfo& a = full.infos[t];
+    const TensorInfo& b = r.info(static_cast<int32_t>(t));
+    if (a.dtype != b.dtype || a.shape != b.shape)
+      return where + " is " + ir::DTypeName(a.dtype) + " " + ir::ShapeToString(a.shape) + " when checked, " +
+             ir::DTypeName(b.dtype) + " " + ir::ShapeToString(b.shape) + " when resolved";
+    if (full.computed_tensors[t] != r.computed_tensors[t] || full.needed[t] != r.needed[t])
+      return where + ": computed from the shapes or needed differs";
+    const ir::TensorData* va = full.small_constants[t].get();
+    const ir::TensorData* vb = r.small_constants[t].get();
+    if ((va == nullptr) != (vb == nullptr) || (va && (va->dtype != vb->dtype || va->shape != vb->shape ||
+                                                     va->bytes != vb->bytes)))
+      return where + ": its value differs";
+  }
+  for (size_t si = 0; si < ns; ++si) {
+    if (full.computed_steps[si] != r.computed_steps[si] || full.guarded_off[si] != r.guarded_off[si])
+      return full.steps[si].where + ": computed from the shapes or guarded off differs";
+    const auto& a = full.steps[si].outputs;
+    const auto& b = r.outputs(si);
+    if (a.size() != b.size()) return full.steps[si].where + ": a different number of outputs";
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].dtype != b[i].dtype || a[i].shape != b[i].shape)
+        return full.steps[si].where + ": output " + std::to_string(i) + " differs";
+  }
+  if (full.scratch_bytes != r.scratch_bytes)
+    return "scratch " + std::to_string(full.scratch_bytes) + " when checked, " + std::to_string(r.scratch_bytes) +
+           " when resolved";
+  return "";
+}
+
+}  // namespace fcb::ops

@@ -87,6 +87,60 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
                               const std::vector<ir::Shape>* input_shapes = nullptr,
                               const std::vector<std::shared_ptr<ir::TensorData>>* weight_constants = nullptr);
 
+// A plan with symbols at the input shapes of one run, resolved from its check
+// at the bound (`bound`, CheckPlan without input shapes) instead of from
+// scratch: only the steps that read a tensor whose shape or computed value
+// differs from the bound's are inferred again (in step order, so a change
+// propagates to exactly the steps it reaches); every other step keeps the
+// bound's CheckedStep, shapes, values and scratch. It refuses what CheckPlan
+// with the same input shapes refuses, with the same messages (dtype or rank
+// changed, an output outgrowing its planned bytes, a guard on a step without
+// an [N, H, W, C] output, a value from the shapes that cannot be evaluated),
+// and gives the same shapes, values, guards and scratch: the runtime resolves
+// with it at each new combination of sizes, where the tensors' and operands'
+// structure (checked once at load) need not be checked again.
+struct ResolvedPlan {
+  const CheckedPlan* bound = nullptr;
+  // Per step: its inputs, outputs and constants at these sizes where it was
+  // inferred again (index into `steps`), else -1 (the bound's step holds).
+  struct Step {
+    std::vector<TensorInfo> inputs, outputs;
+    std::vector<const ir::TensorData*> constants;
+    uint64_t scratch = 0;
+  };
+  std::vector<int32_t> step_slot;
+  std::vector<Step> steps;
+  // Per tensor: its shape at these sizes where it differs from the bound's
+  // (index into `infos`), else -1.
+  std::vector<int32_t> info_slot;
+  std::vector<TensorInfo> infos;
+  // Per tensor: the bound's, with the values computed at these sizes.
+  std::vector<std::shared_ptr<ir::TensorData>> small_constants;
+  std::vector<bool> computed_steps, guarded_off, computed_tensors, needed;  // as in CheckedPlan
+  uint64_t scratch_bytes = 0;
+
+  bool changed(size_t step) const { return step_slot[step] >= 0; }
+  const TensorInfo& info(int32_t t) const { return info_slot[t] >= 0 ? infos[info_slot[t]] : bound->infos[t]; }
+  const std::vector<TensorInfo>& outputs(size_t step) const {
+    return step_slot[step] >= 0 ? steps[step_slot[step]].outputs : bound->steps[step].outputs;
+  }
+  // The create context of a step inferred again (changed(step)).
+  CreateContext create_context(size_t step) const {
+    const CheckedStep& b = bound->steps[step];
+    const Step& s = steps[step_slot[step]];
+    return CreateContext{b.def->name, b.attrs, s.inputs, s.outputs, s.constants, &b.data, true};
+  }
+};
+Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
+                   ResolvedPlan* out);
+
+// Where a ResolvedPlan differs from what CheckPlan gives at the same input
+// shapes (`full`): every tensor's dtype and shape, which values are computed
+// from the shapes and their bytes, which steps are computed, guarded off or
+// needed, and the scratch. Empty when they agree. The compiler checks this
+// at the sizes it probes, and tests at many more.
+std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r);
+
 // Whether a step with guard `guard` (StepDesc::guard; empty: none) runs when
 // its output 0 has shape `out0`.
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);

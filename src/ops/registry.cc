@@ -168,29 +168,37 @@ Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(
   std::vector<TensorInfo> out_info;
   InferContext ictx{op, attrs, in_info, inputs, num_outputs};
   FCB_RETURN_IF_ERROR(InferOutputs(*def, ictx, &out_info));
+  return Evaluate(*def, attrs, inputs, in_info, out_info);
+}
+
+Result<std::vector<std::shared_ptr<ir::TensorData>>> Evaluate(const OpDef& def, const Attrs& attrs,
+                                                              const std::vector<const ir::TensorData*>& inputs,
+                                                              const std::vector<TensorInfo>& in_info,
+                                                              const std::vector<TensorInfo>& out_info) {
   std::vector<const void*> data;
+  data.reserve(inputs.size());
   for (const auto* t : inputs) data.push_back(t ? t->bytes.data() : nullptr);
-  CreateContext cctx{op, attrs, in_info, out_info, inputs, &data};
-  FCB_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, def->create(cctx));
+  CreateContext cctx{def.name, attrs, in_info, out_info, inputs, &data, true};
+  FCB_ASSIGN_OR_RETURN(std::unique_ptr<Kernel> kernel, def.create(cctx));
   std::vector<std::shared_ptr<ir::TensorData>> outs;
   std::vector<void*> out_ptrs;
+  outs.reserve(out_info.size());
+  out_ptrs.reserve(out_info.size());
   for (const auto& o : out_info) {
     outs.push_back(ir::TensorData::Make(o.dtype, o.shape));
     out_ptrs.push_back(outs.back()->bytes.data());
   }
-  std::vector<const void*> in_ptrs;
-  for (const auto* t : inputs) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
   ThreadPool pool(1);
   RunContext rctx{&kernels::GetKernelBundle(TargetId::kGeneric), &pool};
   std::vector<uint64_t> scratch;  // 8-byte units, 64-byte aligned by over-allocating
-  if (def->scratch) {
-    FCB_ASSIGN_OR_RETURN(uint64_t bytes, def->scratch(cctx));
+  if (def.scratch) {
+    FCB_ASSIGN_OR_RETURN(uint64_t bytes, def.scratch(cctx));
     scratch.resize((bytes + 64) / 8 + 8);
     const auto addr = reinterpret_cast<uintptr_t>(scratch.data());
     rctx.scratch = reinterpret_cast<uint8_t*>((addr + 63) / 64 * 64);
     rctx.scratch_stride = bytes;
   }
-  FCB_RETURN_IF_ERROR(kernel->Run(rctx, in_ptrs.data(), out_ptrs.data()));
+  FCB_RETURN_IF_ERROR(kernel->Run(rctx, data.data(), out_ptrs.data()));
   return outs;
 }
 

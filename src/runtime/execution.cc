@@ -282,7 +282,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
     t.node = sd.node;
     if (!sd.outputs.empty()) {
       t.output_dtype = c.tensors[sd.outputs[0]].dtype;
-      t.output_shape = impl_->resolved ? impl_->resolved->step_output0[i] : c.tensors[sd.outputs[0]].shape;
+      t.output_shape = impl_->resolved ? impl_->resolved->step_output0(i) : c.tensors[sd.outputs[0]].shape;
     }
     t.flops = impl_->resolved ? impl_->resolved->flops[i] : m.steps[i].flops;
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);

@@ -96,19 +96,6 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   m->weights = p.weights;
   m->bytes = p.bytes;
   m->shape_values = ShapeValues::From(c, p);
-  if (c.dynamic()) {
-    m->weight_constants.resize(c.tensors.size());
-    for (size_t t = 0; t < c.tensors.size(); ++t)
-      if (c.tensors[t].storage == format::Storage::kWeight) m->weight_constants[t] = p.small_constants[t];
-    for (size_t si = 0; si < p.steps.size(); ++si) {
-      PreparedMethod::StepAtBound b;
-      for (const auto& i : p.steps[si].inputs) b.inputs.push_back(i.shape);
-      for (const auto& o : p.steps[si].outputs) b.outputs.push_back(o.shape);
-      for (int32_t t : c.steps[si].inputs)
-        b.computed_inputs.push_back(t >= 0 && p.computed_tensors[t] ? p.small_constants[t] : nullptr);
-      m->at_bound.push_back(std::move(b));
-    }
-  }
   size_t k = 0;
   for (int32_t t : c.inputs) {
     TensorSpec spec{c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape, {}, {}};
@@ -144,77 +131,51 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     ps.outputs = c.steps[si].outputs;
     m->steps.push_back(std::move(ps));
   }
+  if (c.dynamic()) m->bound_plan = std::make_unique<const ops::CheckedPlan>(std::move(plan).value());
   return Status::Ok();
 }
 
 }  // namespace
 
-Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program, const PreparedMethod& m,
+Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const PreparedMethod& m,
                                                       const std::vector<ir::Shape>& shapes) {
   const format::ContextDesc& c = *m.context;
-  // Every blob read here was verified at load (small and non-float ones are).
-  FileWeights weights(*program.file, nullptr);
-  auto plan = ops::CheckPlan(c, weights, &shapes, &m.weight_constants);
-  if (!plan.ok()) return plan.TakeStatus().Annotate("method '" + c.method + "'");
-  const ops::CheckedPlan& p = plan.value();
+  if (!m.bound_plan) return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
+  auto r = std::make_unique<ResolvedMethod>();
+  const ops::ResolvedPlan& p = r->plan;
+  Status st = ops::ResolvePlan(c, *m.bound_plan, shapes, &r->plan);
+  if (!st.ok()) return st.Annotate("method '" + c.method + "'");
   if (p.scratch_bytes > c.scratch_bytes)
     return InvalidArgument("method '" + c.method + "' needs " + std::to_string(p.scratch_bytes) +
                            " bytes of scratch per thread at these sizes, more than the " +
                            std::to_string(c.scratch_bytes) + " planned");
-  auto r = std::make_unique<ResolvedMethod>();
-  for (size_t si = 0; si < p.steps.size(); ++si) {
-    const ops::CheckedStep& cs = p.steps[si];
-    r->step_output0.push_back(cs.outputs.empty() ? std::vector<int64_t>{} : cs.outputs[0].shape);
-    // The bound's kernel where nothing it was made from changed.
-    const PreparedMethod::StepAtBound& b = m.at_bound[si];
-    bool same = b.outputs.size() == cs.outputs.size() && b.inputs.size() == cs.inputs.size();
-    for (size_t k = 0; same && k < cs.inputs.size(); ++k) same = b.inputs[k] == cs.inputs[k].shape;
-    for (size_t k = 0; same && k < cs.outputs.size(); ++k) same = b.outputs[k] == cs.outputs[k].shape;
-    for (size_t k = 0; same && k < c.steps[si].inputs.size(); ++k) {
-      const int32_t t = c.steps[si].inputs[k];
-      const bool computed = t >= 0 && p.computed_tensors[t];
-      if (computed != (b.computed_inputs[k] != nullptr)) same = false;
-      else if (computed) same = b.computed_inputs[k]->bytes == p.small_constants[t]->bytes;
-    }
-    // A step computed from the shapes never runs its kernel (ShapeValues).
+  const size_t ns = c.steps.size();
+  r->kernels.resize(ns);
+  r->flops.resize(ns);
+  for (size_t si = 0; si < ns; ++si) {
+    // A step computed from the shapes never runs its kernel (ShapeValues), nor one guarded off.
     if (p.computed_steps[si] || p.guarded_off[si]) {
-      r->kernels.push_back(m.steps[si].kernel.get());
-      r->flops.push_back(0);
+      r->kernels[si] = m.steps[si].kernel.get();
+      r->flops[si] = 0;
       continue;
     }
-    if (same) {
-      r->kernels.push_back(m.steps[si].kernel.get());
-      r->flops.push_back(m.steps[si].flops);
+    // The bound's kernel where none of its operands' shapes or values from the shapes changed.
+    if (!p.changed(si)) {
+      r->kernels[si] = m.steps[si].kernel.get();
+      r->flops[si] = m.steps[si].flops;
       continue;
     }
-    r->flops.push_back(cs.def->flops ? cs.def->flops(cs.create_context()) : 0);
-    auto kernel = cs.def->create(cs.create_context());
-    if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + cs.where);
+    const ops::OpDef& def = *m.bound_plan->steps[si].def;
+    const ops::CreateContext ctx = p.create_context(si);
+    r->flops[si] = def.flops ? def.flops(ctx) : 0;
+    auto kernel = def.create(ctx);
+    if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
     r->made.push_back(std::move(kernel).value());
-    r->kernels.push_back(r->made.back().get());
+    r->kernels[si] = r->made.back().get();
   }
-  for (int32_t t : c.outputs) r->output_shapes.push_back(p.infos[t].shape);
+  for (int32_t t : c.outputs) r->output_shapes.push_back(p.info(t).shape);
   r->shape_values = ShapeValues::From(c, p);
   return r;
-}
-
-ShapeValues ShapeValues::From(const format::ContextDesc& c, const ops::CheckedPlan& p) {
-  ShapeValues v;
-  if (!c.dynamic()) return v;
-  v.actions.assign(c.steps.size(), Action::kRun);
-  v.values.resize(c.steps.size());
-  for (size_t si = 0; si < c.steps.size(); ++si) {
-    if (p.guarded_off[si]) {
-      v.actions[si] = Action::kSkip;  // the other variant of its node runs at these sizes
-      continue;
-    }
-    if (!p.computed_steps[si]) continue;
-    bool needed = false;
-    for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];
-    v.actions[si] = needed ? Action::kCopy : Action::kSkip;
-    for (int32_t t : c.steps[si].outputs) v.values[si].push_back(p.small_constants[t]);
-  }
-  return v;
 }
 
 namespace {

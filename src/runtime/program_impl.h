@@ -32,12 +32,33 @@ struct ShapeValues {
   enum class Action : uint8_t { kRun, kCopy, kSkip };
   std::vector<Action> actions;                                    // per step (empty: run all)
   std::vector<std::vector<std::shared_ptr<ir::TensorData>>> values;  // per step: its outputs' values (kCopy)
-  static ShapeValues From(const format::ContextDesc& c, const ops::CheckedPlan& p);
+  // From a plan checked at the bound or resolved at other sizes
+  // (ops::CheckedPlan, ops::ResolvedPlan: the same fields).
+  template <typename Plan>
+  static ShapeValues From(const format::ContextDesc& c, const Plan& p) {
+    ShapeValues v;
+    if (!c.dynamic()) return v;
+    v.actions.assign(c.steps.size(), Action::kRun);
+    v.values.resize(c.steps.size());
+    for (size_t si = 0; si < c.steps.size(); ++si) {
+      if (p.guarded_off[si]) {
+        v.actions[si] = Action::kSkip;  // the other variant of its node runs at these sizes
+        continue;
+      }
+      if (!p.computed_steps[si]) continue;
+      bool needed = false;
+      for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];
+      v.actions[si] = needed ? Action::kCopy : Action::kSkip;
+      for (int32_t t : c.steps[si].outputs) v.values[si].push_back(p.small_constants[t]);
+    }
+    return v;
+  }
 };
 
 // A method with ranges at one combination of sizes: every step's kernel
 // made for those shapes, and the shapes of the method's outputs.
 struct ResolvedMethod {
+  ops::ResolvedPlan plan;  // the shapes and values at these sizes (only the steps that change are inferred)
   ShapeValues shape_values;
   // Per step: its kernel, the bound's where the step's shapes and the values
   // it reads from the shapes are the bound's (kernels are immutable), else
@@ -45,8 +66,13 @@ struct ResolvedMethod {
   std::vector<const ops::Kernel*> kernels;
   std::vector<std::unique_ptr<ops::Kernel>> made;
   std::vector<std::vector<int64_t>> output_shapes;    // per method output
-  std::vector<std::vector<int64_t>> step_output0;     // per step: its first output's shape (profiles)
   std::vector<uint64_t> flops;                        // per step at these sizes (profiles)
+  // Per step: its first output's shape at these sizes (profiles; empty for a step without outputs).
+  const std::vector<int64_t>& step_output0(size_t step) const {
+    static const std::vector<int64_t> kNone;
+    const auto& outs = plan.outputs(step);
+    return outs.empty() ? kNone : outs[0].shape;
+  }
 };
 
 struct PreparedMethod {
@@ -54,15 +80,11 @@ struct PreparedMethod {
   // Per input, per dim: the index of the symbol it is in context->symbols, or -1.
   std::vector<std::vector<int32_t>> input_symbols;
   ShapeValues shape_values;  // at the bound
-  // Plans with symbols, per step: what its kernel was made from at the bound
-  // (operand shapes, and the values computed from shapes it reads), so that a
-  // resolution remakes only the kernels whose steps change.
-  struct StepAtBound {
-    std::vector<ir::Shape> inputs, outputs;
-    std::vector<std::shared_ptr<ir::TensorData>> computed_inputs;  // null where not computed
-  };
-  std::vector<StepAtBound> at_bound;
-  std::vector<std::shared_ptr<ir::TensorData>> weight_constants;  // per tensor: small weights' contents, else null
+  // Plans with symbols: the plan as checked at the bound (shapes, values
+  // computed from shapes, small weights' contents, each step's parsed
+  // attributes), from which a resolution infers again only the steps whose
+  // operands change (ops::ResolvePlan) and remakes only their kernels.
+  std::unique_ptr<const ops::CheckedPlan> bound_plan;
   bool dynamic() const { return context && context->dynamic(); }
   const format::ContextDesc* context = nullptr;
   std::vector<PreparedStep> steps;
