@@ -260,7 +260,7 @@ else
     log=$("${qemu[@]}" -cpu max "$arm/fcb-transcribe" "$work/whisper.fcb" "$clip" --target "$t" --tokens --times 2>&1) \
       || status=error
     got=$(echo "$log" | sed -n 's/^tokens: //p')
-    if [ "$status" = ok ] && ! echo "$log" | grep -q "^target $t,"; then status="did not run target $t"; fi
+    # A forced target the CPU cannot run is an error (checked above), so this ran target $t.
     if [ "$status" = ok ] && [ "$got" != "$want" ]; then status="tokens differ from ONNX Runtime's: $got"; fi
     printf "  %-15s %5d s  %s  %s\n" "$t" "$(( $(date +%s) - t0 ))" "$status" "$(echo "$log" | head -1)"
     if [ "$status" != ok ]; then echo "$log" | tail -5; fail=1; fi
