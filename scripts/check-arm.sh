@@ -26,6 +26,9 @@
 # 4. The ONNX conformance suite exported on x86-64 (fcb-conformance --export)
 #    and replayed on every ARM target under qemu: each must pass exactly the
 #    tests x86-64-v4 passes (full), or the same on a subset of operators.
+# 5. Whisper base (fcb-transcribe compile on x86-64, --target all): one
+#    stable espeak-ng clip transcribed on each ARM target under qemu -cpu max,
+#    token ids equal to ONNX Runtime's (slow: minutes per target).
 # Prints a table (target x model: selected, rel L2, max abs, seconds) and
 # fails on the first broken expectation after printing what it saw.
 set -euo pipefail
@@ -228,6 +231,41 @@ for pair in "cortex-a53 armv9-a SVE2" "cortex-a76 armv8.2-a+sve SVE" "a64fx armv
     echo "  -cpu $cpu --target $t: $err"
   fi
 done
+
+echo "== 5. Whisper base: one .fcb for every target (fcb-transcribe compile on x86-64), one clip on each ARM target"
+# The same file transcribes a stable espeak-ng clip (its ONNX Runtime tokens
+# stay put under 1e-6 perturbations: scripts/prepare_testdata.sh) under qemu
+# -cpu max with each ARM target forced; the token ids must equal ONNX
+# Runtime's. Slow under emulation (the encoder is ~20 GFLOP per 30 s window):
+# minutes per target. FCB_ARM_WHISPER_TARGETS="armv8-a ..." picks the targets
+# (default: all four; "none" leaves the section out and says so).
+whisper_targets="${FCB_ARM_WHISPER_TARGETS-${arm_targets[*]}}"
+clip="$data/speech/speech_1.wav"
+if [ "$whisper_targets" = none ]; then
+  echo "  left out (FCB_ARM_WHISPER_TARGETS=none)"
+elif [ ! -x "$x86/fcb-transcribe" ] || [ ! -x "$arm/fcb-transcribe" ] || [ ! -f "$data/whisper-base/config.json" ] \
+    || [ ! -f "$data/speech.ref/speech_1.tokens" ] || [ -e "$data/speech.ref/speech_1.unstable" ]; then
+  echo "FAIL: section 5 needs $x86/fcb-transcribe, $arm/fcb-transcribe (scripts/build-cross.sh builds it), and" \
+    "$data/whisper-base and a stable speech_1 clip (scripts/prepare_testdata.sh)"
+  fail=1
+else
+  want=$(head -1 "$data/speech.ref/speech_1.tokens")
+  "$x86/fcb-transcribe" compile "$data/whisper-base" "$work/whisper.fcb" --target all >/dev/null
+  echo "  whisper.fcb: $("$x86/fcb" inspect --json "$work/whisper.fcb" | "$py" -c \
+    "import json, sys; j = json.load(sys.stdin); print(len(j['targets']), 'targets:', ' '.join(j['targets']))")"
+  echo "  ONNX Runtime's tokens: $want"
+  for t in $whisper_targets; do
+    t0=$(date +%s)
+    status=ok
+    log=$("${qemu[@]}" -cpu max "$arm/fcb-transcribe" "$work/whisper.fcb" "$clip" --target "$t" --tokens --times 2>&1) \
+      || status=error
+    got=$(echo "$log" | sed -n 's/^tokens: //p')
+    # A forced target the CPU cannot run is an error (checked above), so this ran target $t.
+    if [ "$status" = ok ] && [ "$got" != "$want" ]; then status="tokens differ from ONNX Runtime's: $got"; fi
+    printf "  %-15s %5d s  %s  %s\n" "$t" "$(( $(date +%s) - t0 ))" "$status" "$(echo "$log" | head -1)"
+    if [ "$status" != ok ]; then echo "$log" | tail -5; fail=1; fi
+  done
+fi
 
 if [ "$conformance" != none ]; then
   echo "== 4. ONNX conformance suite exported on x86-64, replayed on every ARM target under qemu -cpu max"

@@ -5,12 +5,16 @@
 // then transcribes each espeak-ng clip (scripts/make_speech_clips.py) on every
 // x86 target this host runs, and its token ids equal ONNX Runtime's for the
 // same loop on the same ONNX files (tools/oracle/ort_transcribe.js). Bad
-// input (not a Whisper folder, a WAV that is not audio, a file without the
-// attachments) is refused with a clear error and writes nothing.
+// input (not a Whisper folder; a WAV that is empty, truncated, compressed, of
+// an unsupported depth, rate or channel count, or longer than 30 s -- refused,
+// not chunked; a file without the methods or attachments) is refused with a
+// clear error naming the file and writes nothing; 24-bit, float and stereo
+// encodings of a clip give the same tokens, another rate is resampled.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include "fcb/fcb.h"
@@ -123,44 +127,188 @@ TEST_F(Transcribe, EveryStableClipGivesOnnxRuntimesTokensOnEveryX86Target) {
   EXPECT_GE(clips, 5) << unstable << " clips left out as unstable under ONNX Runtime itself";
 }
 
+// A RIFF/WAVE file: a 16-byte fmt chunk (format tag, channels, rate, bits)
+// and a data chunk holding `data`, whose size field says `declared` bytes
+// (SIZE_MAX: the size of `data`).
+std::string Wav(int tag, int channels, int rate, int bits, const std::string& data, size_t declared = SIZE_MAX) {
+  auto le = [](uint64_t v, int n) {
+    std::string b;
+    for (int i = 0; i < n; ++i) b += static_cast<char>((v >> (8 * i)) & 0xFF);
+    return b;
+  };
+  if (declared == SIZE_MAX) declared = data.size();
+  const int frame = channels * bits / 8;
+  return "RIFF" + le(36 + declared, 4) + "WAVE" + "fmt " + le(16, 4) + le(tag, 2) + le(channels, 2) + le(rate, 4) +
+         le(static_cast<uint64_t>(rate) * frame, 4) + le(frame, 2) + le(bits, 2) + "data" + le(declared, 4) + data;
+}
+
+// speech_N.wav's 16-bit mono samples (Python's wave module writes the canonical 44-byte header).
+std::vector<int16_t> Samples(const std::string& wav_path) {
+  std::ifstream in(wav_path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_GT(bytes.size(), 44u);
+  EXPECT_EQ(bytes.substr(36, 4), "data") << wav_path << " has no canonical header";
+  std::vector<int16_t> s((bytes.size() - 44) / 2);
+  std::memcpy(s.data(), bytes.data() + 44, s.size() * 2);
+  return s;
+}
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Every refusal happens before any method runs (no transcription here): exit
+// code 1, one error line naming the file and what is wrong, nothing written.
 TEST_F(Transcribe, BadInputIsRefusedClearly) {
   TempDir tmp;
-  // Not a Whisper folder: nothing written.
-  std::filesystem::create_directories(tmp.File("notwhisper"));
-  std::ofstream(tmp.File("notwhisper/config.json")) << R"({"model_type": "bert"})";
-  std::ofstream(tmp.File("notwhisper/generation_config.json")) << "{}";
-  std::ofstream(tmp.File("notwhisper/vocab.json")) << "{}";
-  auto r = RunCommand(Tool("compile " + tmp.File("notwhisper") + " " + tmp.File("x.fcb")));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("model_type is not \"whisper\""), std::string::npos) << r.err;
-  EXPECT_FALSE(std::filesystem::exists(tmp.File("x.fcb")));
-  r = RunCommand(Tool("compile " + tmp.File("missing") + " " + tmp.File("x.fcb")));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("is not a folder"), std::string::npos) << r.err;
-  // Audio that is not a WAV, an empty one, a truncated one.
-  std::ofstream(tmp.File("text.wav")) << "hello, not audio";
-  r = RunCommand(Tool(*file_ + " " + tmp.File("text.wav")));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("RIFF"), std::string::npos) << r.err;
-  std::ofstream(tmp.File("empty.wav")).close();
-  r = RunCommand(Tool(*file_ + " " + tmp.File("empty.wav")));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_FALSE(r.err.empty());
-  {
-    std::ifstream in(TestDataDir() + "/speech/speech_0.wav", std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::ofstream(tmp.File("cut.wav"), std::ios::binary) << bytes.substr(0, 30);
-  }
-  r = RunCommand(Tool(*file_ + " " + tmp.File("cut.wav")));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_FALSE(r.err.empty());
-  // A .fcb without the tokenizer attached.
-  r = RunCommand(std::string(FCB_CLI_PATH) + " compile " + FCB_SOURCE_DIR + "/models/demo_cnn.onnx -o " +
-                 tmp.File("demo.fcb") + " --target generic --input-shape input=1x3x64x64");
+  auto refused = [&](const std::string& args, const std::vector<std::string>& phrases) {
+    SCOPED_TRACE(args);
+    auto r = RunCommand(Tool(args));
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    for (const auto& p : phrases) EXPECT_NE(r.err.find(p), std::string::npos) << "want \"" << p << "\" in: " << r.err;
+  };
+  auto nothing_written = [&] {
+    EXPECT_FALSE(std::filesystem::exists(tmp.File("x.fcb")));
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+  };
+
+  // ---- fcb-transcribe compile: a folder that is not Whisper (each refused before compiling; nothing written).
+  const std::string model = *model_;
+  const std::string nw = tmp.File("notwhisper");
+  std::filesystem::create_directories(nw);
+  refused("compile " + nw + " " + tmp.File("x.fcb"), {nw, "is not a Whisper model folder", "config.json"});
+  nothing_written();
+  Write(nw + "/config.json", R"({"model_type": "bert"})");
+  Write(nw + "/generation_config.json", "{}");
+  Write(nw + "/vocab.json", "{}");
+  refused("compile " + nw + " " + tmp.File("x.fcb"), {nw, "model_type is not \"whisper\""});
+  nothing_written();
+  Write(nw + "/config.json", "not json");
+  refused("compile " + nw + " " + tmp.File("x.fcb"), {nw + "/config.json", "is not a JSON object"});
+  nothing_written();
+  // Whisper's configuration and vocabulary but no ONNX files.
+  for (const char* f : {"config.json", "generation_config.json", "vocab.json"})
+    std::filesystem::copy_file(model + "/" + f, nw + "/" + f, std::filesystem::copy_options::overwrite_existing);
+  refused("compile " + nw + " " + tmp.File("x.fcb"), {nw, "onnx/encoder_model[_quantized].onnx"});
+  nothing_written();
+  // The ONNX files but no front end graph.
+  std::filesystem::create_directories(nw + "/onnx");
+  for (const char* f : {"onnx/encoder_model_quantized.onnx", "onnx/decoder_model_merged_quantized.onnx"})
+    std::filesystem::create_symlink(model + "/" + f, nw + "/" + f);
+  refused("compile " + nw + " " + tmp.File("x.fcb"), {"no front end graph at '" + nw + "/whisper_frontend.onnx'"});
+  nothing_written();
+  // An ONNX file that is not a model: the compile fails, and no partial file is left.
+  Write(tmp.File("frontend.onnx"), "not a model");
+  refused("compile " + nw + " " + tmp.File("x.fcb") + " --target generic --frontend " + tmp.File("frontend.onnx"),
+          {"frontend.onnx"});
+  nothing_written();
+  refused("compile " + tmp.File("missing") + " " + tmp.File("x.fcb"), {tmp.File("missing"), "is not a folder"});
+  nothing_written();
+
+  // ---- audio: each error names the WAV file and what is wrong.
+  const std::string clip = TestDataDir() + "/speech/speech_1.wav";
+  const std::vector<int16_t> pcm = Samples(clip);
+  const std::string pcm_bytes(reinterpret_cast<const char*>(pcm.data()), pcm.size() * 2);
+  auto wav = [&](const std::string& name, const std::string& bytes) {
+    Write(tmp.File(name), bytes);
+    return *file_ + " " + tmp.File(name);
+  };
+  refused(wav("text.wav", "hello, not audio"), {tmp.File("text.wav"), "not a RIFF file"});
+  refused(wav("empty.wav", ""), {tmp.File("empty.wav"), "empty"});
+  // Cut inside the header, and a data chunk that declares more bytes than the file holds.
+  refused(wav("cut.wav", Wav(1, 1, 16000, 16, pcm_bytes).substr(0, 30)),
+          {tmp.File("cut.wav"), "truncated WAV: chunk 'fmt '"});
+  refused(wav("short.wav", Wav(1, 1, 16000, 16, pcm_bytes.substr(0, 1000), pcm_bytes.size())),
+          {tmp.File("short.wav"), "truncated WAV: chunk 'data' at byte offset 36 declares " +
+                                      std::to_string(pcm_bytes.size()) + " bytes, only 1000 remain"});
+  refused(wav("nodata.wav", Wav(1, 1, 16000, 16, "")), {tmp.File("nodata.wav"), "no samples"});
+  // Not PCM or float: compressed format tags.
+  refused(wav("alaw.wav", Wav(6, 1, 8000, 8, std::string(800, 'x'))), {tmp.File("alaw.wav"), "A-law", "16-bit PCM"});
+  refused(wav("mp3.wav", Wav(0x55, 1, 16000, 16, pcm_bytes)), {tmp.File("mp3.wav"), "MPEG layer 3"});
+  refused(wav("adpcm.wav", Wav(2, 1, 16000, 4, pcm_bytes)), {tmp.File("adpcm.wav"), "MS ADPCM"});
+  // Bit depths and rates that are neither converted nor resampled.
+  refused(wav("pcm12.wav", Wav(1, 1, 16000, 12, pcm_bytes)), {tmp.File("pcm12.wav"), "12-bit PCM is not supported"});
+  refused(wav("float16.wav", Wav(3, 1, 16000, 16, pcm_bytes)),
+          {tmp.File("float16.wav"), "16-bit IEEE float is not supported"});
+  refused(wav("rate500.wav", Wav(1, 1, 500, 16, pcm_bytes)), {tmp.File("rate500.wav"), "sample rate 500 Hz"});
+  refused(wav("rate1M.wav", Wav(1, 1, 1000000, 16, pcm_bytes)), {tmp.File("rate1M.wav"), "sample rate 1000000 Hz"});
+  refused(wav("ch0.wav", Wav(1, 0, 16000, 16, pcm_bytes)), {tmp.File("ch0.wav"), "0 channels"});
+  // Longer than one 30 s window: refused, not chunked (the message gives the length).
+  refused(wav("long.wav", Wav(1, 1, 16000, 16, std::string(2 * 16000 * 31, '\0'))),
+          {tmp.File("long.wav"), "the audio is 31 s long; at most 30 s is accepted"});
+  refused(wav("long44k.wav", Wav(1, 2, 44100, 16, std::string(4 * 44100 * 31, '\0'))),
+          {tmp.File("long44k.wav"), "the audio is 31 s long"});
+  refused(*file_ + " " + tmp.File("absent.wav"), {"cannot open " + tmp.File("absent.wav")});
+
+  // ---- a .fcb without what fcb-transcribe compile attaches.
+  const std::string demo = std::string(FCB_SOURCE_DIR) + "/models/demo_cnn.onnx";
+  const std::string cfg = model + "/config.json", gen = model + "/generation_config.json";
+  auto r = RunCommand(std::string(FCB_CLI_PATH) + " compile " + demo + " -o " + tmp.File("none.fcb") +
+                      " --target generic --input-shape input=1x3x64x64");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = RunCommand(Tool(tmp.File("demo.fcb") + " " + TestDataDir() + "/speech/speech_0.wav"));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("was not made by fcb-transcribe compile"), std::string::npos) << r.err;
+  refused(tmp.File("none.fcb") + " " + clip, {tmp.File("none.fcb"), "vocab.json", "was not made by fcb-transcribe compile"});
+  // Every attachment but the vocabulary, then every one but the generation settings.
+  r = RunCommand(std::string(FCB_CLI_PATH) + " compile " + demo + " -o " + tmp.File("novocab.fcb") +
+                 " --target generic --input-shape input=1x3x64x64 --attach config.json=" + cfg +
+                 " --attach generation_config.json=" + gen);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  refused(tmp.File("novocab.fcb") + " " + clip,
+          {tmp.File("novocab.fcb"), "vocab.json", "was not made by fcb-transcribe compile"});
+  r = RunCommand(std::string(FCB_CLI_PATH) + " compile " + demo + " -o " + tmp.File("nogen.fcb") +
+                 " --target generic --input-shape input=1x3x64x64 --attach config.json=" + cfg +
+                 " --attach vocab.json=" + model + "/vocab.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  refused(tmp.File("nogen.fcb") + " " + clip,
+          {tmp.File("nogen.fcb"), "generation_config.json", "was not made by fcb-transcribe compile"});
+  // Whisper's attachments on a file without Whisper's methods.
+  r = RunCommand(std::string(FCB_CLI_PATH) + " compile " + demo + " -o " + tmp.File("nomethods.fcb") +
+                 " --target generic --input-shape input=1x3x64x64 --attach config.json=" + cfg +
+                 " --attach generation_config.json=" + gen + " --attach vocab.json=" + model + "/vocab.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  refused(tmp.File("nomethods.fcb") + " " + clip, {tmp.File("nomethods.fcb"), "features"});
+  // Not a .fcb at all.
+  refused(clip + " " + clip, {clip});
+}
+
+// Other encodings of the same samples are converted to exactly the same
+// 16 kHz mono float audio (24-bit PCM: the 16-bit value shifted; float:
+// value / 32768; stereo: both channels equal), so the tokens stay ONNX
+// Runtime's; another rate is resampled and transcribed, not refused.
+TEST_F(Transcribe, OtherPcmLayoutsAreConverted) {
+  TempDir tmp;
+  const std::string clip = TestDataDir() + "/speech/speech_1.wav";
+  ASSERT_FALSE(std::filesystem::exists(TestDataDir() + "/speech.ref/speech_1.unstable"));
+  const std::string want = ReadLine(TestDataDir() + "/speech.ref/speech_1.tokens");
+  ASSERT_FALSE(want.empty());
+  const std::vector<int16_t> pcm = Samples(clip);
+  std::string f32, s24, stereo;
+  for (int16_t v : pcm) {
+    const float f = static_cast<float>(v) / 32768.f;
+    f32.append(reinterpret_cast<const char*>(&f), 4);
+    const int32_t w = static_cast<int32_t>(v) * 256;
+    s24.append(reinterpret_cast<const char*>(&w), 3);
+    stereo.append(reinterpret_cast<const char*>(&v), 2);
+    stereo.append(reinterpret_cast<const char*>(&v), 2);
+  }
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"float32.wav", Wav(3, 1, 16000, 32, f32)},
+           {"pcm24.wav", Wav(1, 1, 16000, 24, s24)},
+           {"stereo.wav", Wav(1, 2, 16000, 16, stereo)}}) {
+    SCOPED_TRACE(name);
+    Write(tmp.File(name), bytes);
+    auto r = RunCommand(Tool(*file_ + " " + tmp.File(name) + " --tokens"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Tokens(r.out), want) << r.out;
+  }
+  // The clip declared as 8 kHz (twice as long, half the pitch): resampled to 16 kHz and transcribed.
+  Write(tmp.File("rate8k.wav"),
+        Wav(1, 1, 8000, 16, std::string(reinterpret_cast<const char*>(pcm.data()), pcm.size() * 2)));
+  auto r = RunCommand(Tool(*file_ + " " + tmp.File("rate8k.wav") + " --tokens"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Tokens(r.out), "(no tokens line)") << r.out;
 }
 
 }  // namespace

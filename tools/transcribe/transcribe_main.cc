@@ -252,6 +252,13 @@ int Transcribe(int argc, char** argv) {
   auto detok = fcb::transcribe::Detokenizer::FromVocabJson(vocab.value(), c.eos);
   if (!detok.ok()) return Fail("attachment vocab.json: " + detok.status().message());
 
+  for (const char* m : {"features", "encoder", "first", "next"})
+    if (!p->method(m).ok()) {
+      std::string have;
+      for (const auto& name : p->methods()) have += (have.empty() ? "" : ", ") + name;
+      return Fail("'" + file + "' was not made by fcb-transcribe compile: it has no method '" + m + "' (it has: " +
+                  have + ")");
+    }
   auto wav = fcb::transcribe::ReadWav(audio);
   if (!wav.ok()) return Fail(wav.status().message());
   std::vector<float> samples = std::move(wav.value().samples);

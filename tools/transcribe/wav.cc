@@ -133,6 +133,7 @@ std::vector<float> Resample(const std::vector<float>& in, int in_rate, int out_r
 }
 
 Result<WavAudio> DecodeWav(const uint8_t* data, size_t size, const WavOptions& options) {
+  if (size == 0) return InvalidArgument("the file is empty (0 bytes), not a WAV");
   if (size < 12)
     return InvalidArgument("truncated WAV: " + std::to_string(size) + " bytes, a RIFF/WAVE header needs 12");
   if (std::memcmp(data, "RIFF", 4) != 0)

@@ -161,7 +161,7 @@ TEST(Wav, RefusesMalformedFiles) {
   const Bytes fmt = Chunk("fmt ", Fmt(1, 1, 16000, 16));
   const Bytes data = Chunk("data", Pcm16({1, 2}));
   EXPECT_TRUE(Refused(Bytes{'R', 'I', 'F', 'F', 0, 0}, StatusCode::kInvalidArgument, "6 bytes, a RIFF/WAVE header needs 12"));
-  EXPECT_TRUE(Refused(Bytes{}, StatusCode::kInvalidArgument, "truncated WAV"));
+  EXPECT_TRUE(Refused(Bytes{}, StatusCode::kInvalidArgument, "the file is empty (0 bytes), not a WAV"));
   Bytes rifx = Riff({fmt, data});
   rifx[3] = 'X';
   EXPECT_TRUE(Refused(rifx, StatusCode::kInvalidArgument, "not a RIFF file: bytes 0-3 are 'RIFX'"));
