@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "fcb/fcb.h"
+#include "fcb/fcb_c.h"
 #include "fcb/npy.h"
 #include "per_target.h"
 #include "test_util.h"
@@ -330,6 +331,59 @@ TEST_F(StateTest, SetInputOnAStateInputLoadsTheCache) {
   ASSERT_TRUE(p.decode->SetInput("past_key_1", ones.data(), ones.size() * 4).ok());
   const float* buf = static_cast<const float*>(p.state->data("past_key_1").value());
   EXPECT_EQ(std::vector<float>(buf, buf + ones.size()), ones);
+}
+
+// The C API: a state shared by a prefill and a decode execution generates
+// ONNX Runtime's tokens; fcb_execution_reset_state starts over.
+TEST_F(StateTest, CApiSharesAStateBetweenMethods) {
+  const std::vector<int64_t> want = ReadTokens(dir_ + "/gqa_decoder_static.ref/tokens.npy");
+  auto ok = [](fcb_status_t* s) {
+    const std::string msg = s ? fcb_status_message(s) : "";
+    fcb_status_destroy(s);
+    EXPECT_EQ(msg, "");
+    return msg.empty();
+  };
+  fcb_program_t* program = nullptr;
+  ASSERT_TRUE(ok(fcb_program_load(fcb_.c_str(), nullptr, 1, &program)));
+  fcb_state_t* state = nullptr;
+  ASSERT_TRUE(ok(fcb_state_create(program, &state)));
+  fcb_execution_t *prefill = nullptr, *decode = nullptr;
+  ASSERT_TRUE(ok(fcb_execution_create_with_state(program, "prefill", 1, state, &prefill)));
+  ASSERT_TRUE(ok(fcb_execution_create_with_state(program, "decode", 1, state, &decode)));
+  fcb_state_destroy(state);  // the executions keep it alive
+  auto last_token = [](fcb_execution_t* e) {
+    const void* data = nullptr;
+    size_t bytes = 0;
+    fcb_status_destroy(fcb_execution_output(e, 0, &data, &bytes));
+    const float* row = static_cast<const float*>(data) + bytes / 4 - kVocab;
+    int64_t best = 0;
+    for (int64_t v = 1; v < kVocab; ++v)
+      if (row[v] > row[best]) best = v;
+    return best;
+  };
+  auto generate = [&]() {
+    std::vector<int64_t> tokens;
+    const int64_t shape[2] = {1, static_cast<int64_t>(prompt_.size())};
+    int32_t seqlens = static_cast<int32_t>(prompt_.size()) - 1;
+    EXPECT_TRUE(ok(fcb_execution_set_input_shaped(prefill, "input_ids", prompt_.data(), prompt_.size() * 8, shape, 2)));
+    EXPECT_TRUE(ok(fcb_execution_set_input(prefill, "seqlens_k", &seqlens, 4)));
+    EXPECT_TRUE(ok(fcb_execution_run(prefill)));
+    tokens.push_back(last_token(prefill));
+    while (tokens.size() < want.size()) {
+      ++seqlens;
+      EXPECT_TRUE(ok(fcb_execution_set_input(decode, "input_ids", &tokens.back(), 8)));
+      EXPECT_TRUE(ok(fcb_execution_set_input(decode, "seqlens_k", &seqlens, 4)));
+      EXPECT_TRUE(ok(fcb_execution_run(decode)));
+      tokens.push_back(last_token(decode));
+    }
+    return tokens;
+  };
+  EXPECT_EQ(generate(), want);
+  fcb_execution_reset_state(decode);
+  EXPECT_EQ(generate(), want);
+  fcb_execution_destroy(prefill);
+  fcb_execution_destroy(decode);
+  fcb_program_destroy(program);
 }
 
 // Spec errors: refused at compile time naming the fix.
