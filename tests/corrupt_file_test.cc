@@ -254,9 +254,10 @@ class StateFieldsTest : public ::testing::Test {
     ASSERT_TRUE(Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("same.fcb"), [](format::FileDesc*) {})).ok());
   }
   Result<std::shared_ptr<const Program>> Edited(void (*edit)(format::FileDesc*)) {
-    return Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("edited.fcb"), edit));
+    return Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("edited" + std::to_string(++edits_) + ".fcb"), edit));
   }
   testing::TempDir dir_;
+  int edits_ = 0;
 };
 
 TEST_F(StateFieldsTest, HostileBindingsAreRefusedNamingThem) {
