@@ -112,4 +112,13 @@ J
 cat > "$out/spec/options.json" <<'J'
 {"targets": ["x86-64-v4"], "target_options": {"precision": "bf16", "optimization_level": 3}}
 J
+cat > "$out/spec/state.json" <<'J'
+{"targets": "generic", "state": {"past_key_values.0.key": "present.0.key", "decode:past_key_0": "present_key_0"}}
+J
+cat > "$out/spec/state_auto.json" <<'J'
+{"targets": "all", "state": "auto", "input_shapes": {"prefill:input_ids": [1, [1, 16]], "decode:input_ids": [1, 1]}}
+J
+cat > "$out/spec/state_bad.json" <<'J'
+{"targets": "generic", "state": {"past": "present", "past2": "present", "": ""}}
+J
 for t in load onnx npy spec; do echo "$t: $(ls "$out/$t" | wc -l) seeds"; done

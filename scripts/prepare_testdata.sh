@@ -207,6 +207,20 @@ if [ ! -f "$dir/tiny_decoder.merged.ref/.done" ]; then
   touch "$dir/tiny_decoder.merged.ref/.done"
 fi
 
+# A small decoder with a static KV buffer (scripts/export_state_models.py:
+# GroupQueryAttention with past and present of one capacity), its prompt, and
+# ONNX Runtime's greedy loop of 16 tokens feeding the presents back as pasts
+# (tools/oracle/ort_generate_static.js) for tests/state_test.cc.
+lstamp="$dir/.export_llm.stamp"
+lwant="$(sha256sum "$repo/scripts/export_state_models.py" "$oracle/ort_generate_static.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$lstamp" ] || [ "$(cat "$lstamp")" != "$lwant" ]; then
+  "$py" "$repo/scripts/export_state_models.py" "$dir" >/dev/null
+  rm -rf "$dir/gqa_decoder_static.ref"
+  node "$oracle/ort_generate_static.js" "$dir/gqa_decoder_static.onnx" "$dir/gqa_decoder_static.prompt.npy" 16 \
+    "$dir/gqa_decoder_static.ref" >/dev/null
+  printf '%s' "$lwant" >"$lstamp"
+fi
+
 # Models with dimensions chosen at each run (scripts/export_dynamic_models.py,
 # whose header lists models, dims and files): bert_dyn (sequence), resnet18_dyn
 # (height, width) and decoder_merged (an optimum-style merged decoder), each run

@@ -13,7 +13,7 @@ names() { sed -E 's/\(.*//'; }
 
 # What include/fcb/ declares: these classes' members and these functions, and
 # the C API (fcb/fcb_c.h), fcb_* with C linkage (unmangled).
-public_classes='Status|Program|Execution|TensorSpec'
+public_classes='Status|Program|Execution|State|TensorSpec'
 public_functions='StatusCodeName|EscapeForDisplay|FileSummaryJson|CompileReportJson|InvalidArgument|NotFound|Unsupported|IoError|CorruptFile|ResourceExhausted|Unavailable|Internal|Compile|CompileMethods|ParseSpecJson|ParseTargetOptionsJson|ValidateSpec|ReadAttachmentFile|DTypeName|DTypeSize|Version|ListTargets|ListOperators|InspectFile|NpyElementSize|ReadNpy|ParseNpy|SerializeNpy|WriteNpy'
 abi='(\[abi:cxx11\])?'
 allowed="^(fcb::(${public_classes})::(~?[A-Za-z_][A-Za-z0-9_]*|operator=)${abi}|fcb::(${public_functions})${abi}|fcb_[a-z0-9_]+|_init|_fini|_edata|_end|__bss_start)$"

@@ -208,9 +208,10 @@ class PlanVersionTest : public ::testing::Test {
 
 TEST_F(PlanVersionTest, NewerPlanIsRefusedNamingBothVersions) {
   const std::string path = Rewritten(dir_.File("good.fcb"), dir_.File("newer.fcb"),
-                                     [](format::FileDesc* d) { d->plan_version = 9; });
+                                     [](format::FileDesc* d) { d->plan_version = ops::kPlanVersion + 1; });
   auto p = Program::Load(path);
-  ASSERT_REFUSED(p, StatusCode::kUnsupported, "holds plans of encoding version 9, newer than this runtime's");
+  ASSERT_REFUSED(p, StatusCode::kUnsupported,
+                 "holds plans of encoding version " + std::to_string(ops::kPlanVersion + 1) + ", newer than this runtime's");
   EXPECT_NE(p.status().message().find("newer than this runtime's version"), std::string::npos) << p.status().message();
 }
 
@@ -229,6 +230,62 @@ TEST_F(PlanVersionTest, TooLittleScratchIsRefused) {
   auto p = Program::Load(path);
   ASSERT_REFUSED(p, StatusCode::kCorruptFile, "method 'main' declares 64 bytes of scratch per thread; its steps need");
   EXPECT_NE(p.status().message().find("scratch"), std::string::npos) << p.status().message();
+}
+
+// The state bindings of a plan (Context.state, plan version 9): the test
+// decoder with a static KV buffer (scripts/export_state_models.py), compiled
+// with its past_*/present_* pairs as state, loads and runs; each hostile
+// edit of the bindings is refused at load naming what is wrong.
+class StateFieldsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string model = testing::TestDataDir() + "/gqa_decoder_static.onnx";
+    ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+    CompileSpec spec;
+    spec.targets = {"generic"};
+    spec.input_shapes["input_ids"] = {1, 1};
+    spec.state_auto = true;
+    auto r = Compile(model, spec, dir_.File("good.fcb"));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto f = format::LoadFcbFile(dir_.File("good.fcb"));
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(f.value()->desc().plan_version, ops::kPlanVersion);
+    ASSERT_EQ(f.value()->desc().contexts.at(0).state.size(), 4u);
+    ASSERT_TRUE(Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("same.fcb"), [](format::FileDesc*) {})).ok());
+  }
+  Result<std::shared_ptr<const Program>> Edited(void (*edit)(format::FileDesc*)) {
+    return Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("edited" + std::to_string(++edits_) + ".fcb"), edit));
+  }
+  testing::TempDir dir_;
+  int edits_ = 0;
+};
+
+TEST_F(StateFieldsTest, HostileBindingsAreRefusedNamingThem) {
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->plan_version = ops::kPlanVersionSymbols; }),
+                 StatusCode::kCorruptFile, "has state bindings, which plans of encoding version 8 cannot hold");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state[0].input = 99; }), StatusCode::kCorruptFile,
+                 "state binding 0 names method input 99, out of range");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state[1].output = -1; }), StatusCode::kCorruptFile,
+                 "state binding 1 names method output -1, out of range");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state[1] = d->contexts[0].state[0]; }),
+                 StatusCode::kCorruptFile, "a second time (binding 0)");
+  // seqlens_k (input 1) against a cache-shaped output.
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state[0].input = 1; }), StatusCode::kCorruptFile,
+                 "of different dtypes or shapes");
+  // past_key_0 against present_value_0: one shape, but not written in place from it.
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) {
+                   auto& st = d->contexts[0].state;
+                   std::swap(st[0].output, st[1].output);
+                 }),
+                 StatusCode::kCorruptFile, "which does not update 'past_key_0' in place");
+  // A binding to the logits (an output that is no cache).
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state[0].output = 0; }), StatusCode::kCorruptFile,
+                 "of different dtypes or shapes");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) {
+                   auto& c = d->contexts[0];
+                   c.state.resize(c.inputs.size() + 1);
+                 }),
+                 StatusCode::kCorruptFile, "state bindings, more than its");
 }
 
 // A step whose output shares arena bytes with one of its inputs: every

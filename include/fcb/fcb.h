@@ -76,6 +76,19 @@ struct CompileSpec {
   // Program::attachment. Names: 1 to limits::kMaxAttachmentNameBytes bytes of
   // printable ASCII without spaces or '='; at most limits::kMaxAttachments.
   std::map<std::string, std::string> attachments;
+  // State kept between runs (a KV cache; docs/design.md section 14): past
+  // input name -> the output that carries its next value ("NAME" applies to
+  // every method, "METHOD:NAME" to one, as in input_shapes). Both must have
+  // one dtype and fixed shape, and the output must be written in place over
+  // the input (a com.microsoft.GroupQueryAttention static buffer: past and
+  // present of one capacity); anything else is refused naming the fix. The
+  // runtime then keeps them as one buffer in a State shared by the methods.
+  std::map<std::string, std::string> state;
+  // Also pair, in every method, the inputs and outputs named as exporters
+  // name a cache: past_key_values.N.key -> present.N.key (and .value), and
+  // any past* -> present* (past_key_N -> present_key_N). The spec's
+  // "state": "auto". Refused when no method has such a pair.
+  bool state_auto = false;
 };
 
 // What precision "int8" costs one method: its int8 context against an fp32
@@ -176,6 +189,11 @@ struct StepTiming {
   double start_ms = 0;               // from the start of the run
   double ms = 0;                     // its duration
   uint64_t flops = 0;                // arithmetic operations (2 per multiply-add); 0 where not defined
+  // Bytes the step writes: its outputs' bytes (the first at this run's
+  // shape, the others at the planned one), except that an output updated in
+  // place in a State counts only the rows the step appends (new tokens x
+  // batch x heads x row bytes), which is what shows a cache is not copied.
+  uint64_t bytes_written = 0;
 };
 
 struct MethodInfo {
@@ -235,14 +253,59 @@ class FCB_API Program {
   std::unique_ptr<ProgramImpl> impl_;
 };
 
+class StateImpl;
+
+// The state a program's methods keep between runs (a KV cache; the compile
+// spec's "state" declares it, docs/design.md section 14): one buffer per
+// state variable, which the executions bound to this State read and update
+// in place, so that one method (prefill) fills a cache and another (decode)
+// continues it with nothing copied between runs. Two States of one program
+// are independent. A State is used by one thread at a time: the executions
+// bound to it must not run concurrently.
+class FCB_API State {
+ public:
+  // Zeroed buffers for every state variable of the program's methods (none:
+  // an empty State). ResourceExhausted when they cannot be allocated.
+  static Result<std::shared_ptr<State>> Create(std::shared_ptr<const Program> program);
+  ~State();
+  // The state variables: the bound inputs' names, dtypes and shapes.
+  std::vector<TensorSpec> variables() const;
+  // Variable `name`'s bytes (valid while the State lives); NotFound lists the names.
+  Result<void*> data(const std::string& name);
+  // Zeroes every variable (an empty cache).
+  void Reset();
+
+ private:
+  friend class Execution;
+  FCB_INTERNAL explicit State(std::unique_ptr<StateImpl> impl);
+  std::unique_ptr<StateImpl> impl_;
+};
+
 class ExecutionImpl;
 
 class FCB_API Execution {
  public:
-  // num_threads >= 1 (1 = run on the calling thread only).
+  // num_threads >= 1 (1 = run on the calling thread only). A method with
+  // state gets a State of its own (State::Create).
   static Result<std::unique_ptr<Execution>> Create(std::shared_ptr<const Program> program,
                                                    const std::string& method, int num_threads = 1);
+  // The same, bound to `state` (a State of the same program; null: one of
+  // its own): the method's state inputs and outputs are that State's
+  // buffers. Run reads a state input from the buffer and the step producing
+  // its output updates it there (no copy in or out); SetInput on a state
+  // input writes the buffer, output_data of a state output points into it.
+  // Before any step runs, Run refuses a step whose valid length would pass a
+  // state's capacity (InvalidArgument naming the method, input and
+  // capacity; the state is left as it was).
+  static Result<std::unique_ptr<Execution>> Create(std::shared_ptr<const Program> program,
+                                                   const std::string& method, int num_threads,
+                                                   std::shared_ptr<State> state);
   ~Execution();
+
+  // The State this execution is bound to (null when the method has none).
+  const std::shared_ptr<State>& state() const;
+  // Zeroes the bound State (every variable, also those of other methods).
+  void ResetState();
 
   const MethodInfo& info() const;
   // Copies `bytes` bytes into input `name`; the size must match its spec.

@@ -233,6 +233,30 @@ FCB_C_API fcb_status_t* fcb_execution_output(const fcb_execution_t* execution, s
 FCB_C_API fcb_status_t* fcb_execution_output_shape(const fcb_execution_t* execution, size_t index, int64_t* shape,
                                                    size_t capacity, size_t* rank);
 
+/* ------------------------------------------------------------------ state */
+
+/* Since 1.3. The state a program's methods keep between runs (a KV cache
+ * declared by the compile spec's "state"; fcb::State): one buffer per state
+ * variable, read and updated in place by the executions bound to it, so that
+ * a prefill execution fills a cache and a decode execution continues it with
+ * nothing copied. Two states are independent. A state is used by one thread
+ * at a time: the executions bound to it must not run concurrently. It keeps
+ * its program alive; destroy it after (or before) its executions, which keep
+ * it alive in turn. */
+typedef struct fcb_state fcb_state_t;
+/* Zeroed buffers for every state variable of the program (none: an empty state). */
+FCB_C_API fcb_status_t* fcb_state_create(const fcb_program_t* program, fcb_state_t** state);
+FCB_C_API void fcb_state_destroy(fcb_state_t* state);
+/* Zeroes every variable (an empty cache). */
+FCB_C_API void fcb_state_reset(fcb_state_t* state);
+/* fcb_execution_create bound to `state` (a state of the same program; NULL:
+ * one of its own, as fcb_execution_create gives a method with state). */
+FCB_C_API fcb_status_t* fcb_execution_create_with_state(const fcb_program_t* program, const char* method,
+                                                        int num_threads, fcb_state_t* state,
+                                                        fcb_execution_t** execution);
+/* Zeroes the state the execution is bound to (nothing when its method has none). */
+FCB_C_API void fcb_execution_reset_state(fcb_execution_t* execution);
+
 /* ------------------------------------------------------------ describing */
 
 /* The file's description as JSON, the document `fcb inspect --json` prints

@@ -34,6 +34,10 @@ struct fcb_execution {
   std::unique_ptr<fcb::Execution> execution;
 };
 
+struct fcb_state {
+  std::shared_ptr<fcb::State> state;
+};
+
 namespace {
 
 // Out of memory while reporting an error: this preallocated status says so
@@ -323,12 +327,41 @@ fcb_status_t* fcb_program_method_input_range(const fcb_program_t* program, const
 
 fcb_status_t* fcb_execution_create(const fcb_program_t* program, const char* method, int num_threads,
                                    fcb_execution_t** execution) {
+  return fcb_execution_create_with_state(program, method, num_threads, nullptr, execution);
+}
+
+fcb_status_t* fcb_state_create(const fcb_program_t* program, fcb_state_t** state) {
+  return Guard("fcb_state_create", [&]() -> fcb_status_t* {
+    if (!program) return NullArgument("fcb_state_create", "program");
+    if (!state) return NullArgument("fcb_state_create", "state");
+    auto created = fcb::State::Create(program->program);
+    if (!created.ok()) return FromStatus(created.status());
+    auto st = std::make_unique<fcb_state>();
+    st->state = std::move(created).value();
+    *state = st.release();
+    return nullptr;
+  });
+}
+
+void fcb_state_destroy(fcb_state_t* state) { delete state; }
+
+void fcb_state_reset(fcb_state_t* state) {
+  if (state && state->state) state->state->Reset();
+}
+
+void fcb_execution_reset_state(fcb_execution_t* execution) {
+  if (execution && execution->execution) execution->execution->ResetState();
+}
+
+fcb_status_t* fcb_execution_create_with_state(const fcb_program_t* program, const char* method, int num_threads,
+                                              fcb_state_t* state, fcb_execution_t** execution) {
   return Guard("fcb_execution_create", [&]() -> fcb_status_t* {
     if (!program) return NullArgument("fcb_execution_create", "program");
     if (!execution) return NullArgument("fcb_execution_create", "execution");
     auto m = FindMethod(program, method);
     if (!m.ok()) return FromStatus(m.status());
-    auto created = fcb::Execution::Create(program->program, m.value()->name, num_threads);
+    auto created = fcb::Execution::Create(program->program, m.value()->name, num_threads,
+                                          state ? state->state : nullptr);
     if (!created.ok()) return FromStatus(created.status());
     auto e = std::make_unique<fcb_execution>();
     e->program = program->program;

@@ -112,10 +112,15 @@ int CmdProfile(const ProfileArgs& a) {
       return Fail(IoError("cannot write the trace file '" + a.trace + "'"));
     }
   }
+  // What one run writes (StepTiming::bytes_written): a cache updated in
+  // place counts only its new rows, so a decode step shows no cache copy.
+  uint64_t written = 0;
+  for (size_t i = 0; i < n; ++i) written += runs[0][i].bytes_written;
   if (a.json) {
     nlohmann::ordered_json j = TimingJson(l, a.threads, a.iterations);
     j["run_median_ms"] = Median(run_total);
     j["step_median_sum_ms"] = sum;
+    j["bytes_written"] = written;
     j["steps"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < n; ++i) {
       const StepTiming& t = runs[0][i];
@@ -127,6 +132,7 @@ int CmdProfile(const ProfileArgs& a) {
                                   {"ms", med[i]},
                                   {"percent", sum > 0 ? 100 * med[i] / sum : 0}};
       if (t.flops) s["gflops_per_s"] = gflops(t.flops, med[i]);
+      s["bytes_written"] = t.bytes_written;
       j["steps"].push_back(s);
     }
     j["ops"] = nlohmann::ordered_json::array();
@@ -154,6 +160,8 @@ int CmdProfile(const ProfileArgs& a) {
     std::printf("%-20s %6d %9.3f %6.1f %8s\n", Shown(name).c_str(), o.steps, o.ms, sum > 0 ? 100 * o.ms / sum : 0,
                 gf.c_str());
   }
+  std::printf("\nbytes written per run: %llu (a state updated in place counts only its new rows)\n",
+              static_cast<unsigned long long>(written));
   if (!a.trace.empty()) std::printf("\ntrace: %s\n", Shown(a.trace).c_str());
   return 0;
 }

@@ -26,6 +26,7 @@
 #include "compile/onnx_plugin.h"
 #include "ops/names.h"
 #include "ops/lowering.h"
+#include "ops/plan_check.h"
 #include "passes/passes.h"
 
 namespace fcb {
@@ -62,6 +63,76 @@ ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& m
     return t;
   }, &o.input_values);
   return o;
+}
+
+// The output an exporter pairs with cache input `input` (CompileSpec::
+// state_auto): past_key_values.N.key -> present.N.key, else past* -> present*.
+std::string AutoStateOutput(const std::string& input) {
+  static const std::string kPkv = "past_key_values.", kPast = "past";
+  if (input.rfind(kPkv, 0) == 0) return "present." + input.substr(kPkv.size());
+  if (input.rfind(kPast, 0) == 0) return "present" + input.substr(kPast.size());
+  return "";
+}
+
+std::string ShapeText(DType d, const std::vector<int64_t>& shape) {
+  std::string s = std::string(DTypeName(d)) + " [";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The spec's state pairs for this method, bound in its plan (ContextDesc::
+// state) after checking names, dtypes, shapes and that the output is written
+// in place over the input. `*found` is set when a pair was bound.
+Status BindState(const CompileSpec& spec, const std::string& method, format::ContextDesc* c, bool* found) {
+  std::map<std::string, std::string> pairs;
+  PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
+  auto position = [&](const std::vector<int32_t>& list, const std::string& name) -> int32_t {
+    for (size_t i = 0; i < list.size(); ++i)
+      if (c->tensors[list[i]].name == name) return static_cast<int32_t>(i);
+    return -1;
+  };
+  auto names = [&](const std::vector<int32_t>& list) {
+    std::string out;
+    for (int32_t t : list) out += (out.empty() ? "" : ", ") + c->tensors[t].name;
+    return out;
+  };
+  if (spec.state_auto)
+    for (int32_t t : c->inputs) {
+      const std::string& in = c->tensors[t].name;
+      const std::string out = AutoStateOutput(in);
+      if (!out.empty() && !pairs.count(in) && position(c->outputs, out) >= 0) pairs[in] = out;
+    }
+  const std::string where = "spec \"state\", method '" + method + "': ";
+  for (const auto& [in, out] : pairs) {
+    const int32_t i = position(c->inputs, in);
+    if (i < 0) return InvalidArgument(where + "no input '" + in + "'; its inputs are: " + names(c->inputs));
+    const int32_t o = position(c->outputs, out);
+    if (o < 0)
+      return InvalidArgument(where + "no output '" + out + "' to carry the next value of '" + in +
+                             "'; its outputs are: " + names(c->outputs));
+    const auto& ti = c->tensors[c->inputs[i]];
+    const auto& to = c->tensors[c->outputs[o]];
+    if (ti.dtype != to.dtype || ti.shape != to.shape)
+      return InvalidArgument(where + "'" + out + "' is " + ShapeText(to.dtype, to.shape) + " but '" + in + "' is " +
+                             ShapeText(ti.dtype, ti.shape) +
+                             "; a state's output must have its input's dtype and shape (a static KV buffer: "
+                             "GroupQueryAttention with past and present of one capacity). Caches that grow "
+                             "(present = Concat(past, new)) are not supported yet");
+    if (!c->input_symbols.empty()) {
+      size_t k = 0;
+      for (int32_t j = 0; j < i; ++j) k += c->tensors[c->inputs[j]].shape.size();
+      for (size_t d = 0; d < ti.shape.size(); ++d)
+        if (c->input_symbols[k + d] >= 0)
+          return InvalidArgument(where + "'" + in + "' dim " + std::to_string(d) +
+                                 " is a range; a state has one shape: give it a fixed size in \"input_shapes\"");
+    }
+    const format::ContextDesc::StateDesc b{i, o};
+    const std::string err = ops::CheckStateBinding(*c, b);
+    if (!err.empty()) return Unsupported(where + err);
+    c->state.push_back(b);
+    *found = true;
+  }
+  return Status::Ok();
 }
 
 // The weight bytes each target would need on its own, to report what a mix of
@@ -261,6 +332,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   desc.producer = std::string("fcb ") + Version();
   desc.plan_version = ops::kPlanVersion;
   format::WeightPoolBuilder pool;
+  bool state_found = false;  // some method bound a state pair
   for (const auto& entry : methods) {
     // Named copies: C++20 lambdas (clang 14) cannot capture structured bindings.
     const std::string& method = entry.first;
@@ -323,6 +395,14 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
         note(ctx.status().code());
         continue;
       }
+      if (!spec.state.empty() || spec.state_auto) {
+        Status st = BindState(spec, method, &ctx.value(), &state_found);
+        if (!st.ok()) {
+          failures.push_back("target '" + target + "', method '" + method + "': " + st.message());
+          note(st.code());
+          continue;
+        }
+      }
       desc.contexts.push_back(std::move(ctx).value());
     }
     // What int8 costs this method: measured only when everything so far compiled.
@@ -377,15 +457,37 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     for (const auto& f : failures) msg += "\n  - " + f;
     return Status(failure_code, msg);
   }
+  if (spec.state_auto && !state_found)
+    return InvalidArgument("spec \"state\": \"auto\" found no cache inputs to pair: no method has an input "
+                           "past_key_values.N.key/.value or past* with a matching present.N.key/.value or present* "
+                           "output; name the pairs instead, {\"PAST_INPUT\": \"PRESENT_OUTPUT\"}");
+  // Methods of one target sharing a state (by its input's name) give it one
+  // dtype and shape: a State holds one buffer for it.
+  for (const auto& a : desc.contexts)
+    for (const auto& b : desc.contexts) {
+      if (&a == &b || a.target != b.target) continue;
+      for (const auto& sa : a.state)
+        for (const auto& sb : b.state) {
+          const auto& ta = a.tensors[a.inputs[sa.input]];
+          const auto& tb = b.tensors[b.inputs[sb.input]];
+          if (ta.name == tb.name && (ta.dtype != tb.dtype || ta.shape != tb.shape))
+            return InvalidArgument("spec \"state\": '" + ta.name + "' is " + ShapeText(ta.dtype, ta.shape) +
+                                   " in method '" + a.method + "' but " + ShapeText(tb.dtype, tb.shape) +
+                                   " in method '" + b.method + "'; methods sharing a state give it one shape");
+        }
+    }
   // Attachments are pool blobs of their own (never merged with a weight or
   // with each other, so inspect can tell them apart), in name order.
   for (const auto& [name, bytes] : spec.attachments)
     desc.attachments.push_back({name, pool.AddUnshared(bytes.data(), bytes.size())});
   Progress(hooks, "write", "", "");
   // Version 8 only where a method has ranges: fixed-shape files stay readable by runtimes of version 7.
+  // and version 9 only where a method has state.
   desc.plan_version = ops::kPlanVersionFixedShapes;
   for (const auto& c : desc.contexts)
-    if (c.dynamic()) desc.plan_version = ops::kPlanVersion;
+    if (c.dynamic()) desc.plan_version = ops::kPlanVersionSymbols;
+  for (const auto& c : desc.contexts)
+    if (!c.state.empty()) desc.plan_version = ops::kPlanVersion;
   FCB_RETURN_IF_ERROR(format::WriteFcbFile(desc, pool, out_path));
   std::error_code size_error;
   report.file_size = std::filesystem::file_size(out_path, size_error);

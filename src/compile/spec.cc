@@ -274,6 +274,18 @@ Status ValidateSpec(const CompileSpec& spec) {
       return InvalidArgument("an input value has an empty input name; write NAME=FILE.npy or METHOD:NAME=...");
   }
   FCB_RETURN_IF_ERROR(ValidateAttachments(spec.attachments));
+  std::map<std::string, std::string> state_outputs;  // output -> the input first bound to it
+  for (const auto& [input, output] : spec.state) {
+    if (input.empty() || input.back() == ':' || output.empty())
+      return InvalidArgument("a state pair has an empty name; write {\"PAST_INPUT\": \"PRESENT_OUTPUT\"} or "
+                             "{\"METHOD:PAST_INPUT\": \"PRESENT_OUTPUT\"}");
+    const auto colon = input.find(':');
+    const std::string key = (colon == std::string::npos ? "" : input.substr(0, colon + 1)) + output;
+    auto [it, fresh] = state_outputs.emplace(key, input);
+    if (!fresh)
+      return InvalidArgument("state inputs '" + it->second + "' and '" + input + "' both name the output '" + output +
+                             "'; each state has an output of its own");
+  }
   return Status::Ok();
 }
 
@@ -310,7 +322,7 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
                            "' is given more than once in \"attachments\"; name each attachment once");
   if (!j.is_object()) return InvalidArgument("the spec must be a JSON object with a \"targets\" key");
   static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes",
-                                                 "input_values", "attachments"};
+                                                 "input_values", "attachments", "state"};
   CompileSpec spec;
   bool options_is_object = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -355,6 +367,22 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
                                "{\"use_cache_branch\": [true]}");
       for (auto s = it->begin(); s != it->end(); ++s) {
         FCB_ASSIGN_OR_RETURN(spec.input_values[s.key()], ParseValue(*s, s.key()));
+      }
+    } else if (key == "state") {
+      if (it->is_string() && it->get<std::string>() == "auto") {
+        spec.state_auto = true;
+      } else if (it->is_object()) {
+        for (auto s = it->begin(); s != it->end(); ++s) {
+          if (!s->is_string())
+            return InvalidArgument("state['" + EscapeForDisplay(s.key()) +
+                                   "'] must be the name of the output that carries that input's next value, e.g. "
+                                   "{\"past_key_values.0.key\": \"present.0.key\"}");
+          spec.state[s.key()] = s->get<std::string>();
+        }
+      } else {
+        return InvalidArgument("\"state\" must be \"auto\" (pair past*/present* names) or an object mapping a "
+                               "past input to the output carrying its next value, e.g. "
+                               "{\"past_key_values.0.key\": \"present.0.key\"}");
       }
     } else if (key == "attachments") {
       if (!it->is_object())

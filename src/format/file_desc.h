@@ -81,6 +81,16 @@ struct ContextDesc {
   std::vector<Symbol> symbols;
   std::vector<int32_t> input_symbols;
   bool dynamic() const { return !symbols.empty(); }
+  // State kept between runs (plan version 9; docs/design.md section 14):
+  // method input `input` (the past, by position in `inputs`) and method
+  // output `output` (its next value, by position in `outputs`) of one dtype
+  // and shape are one buffer that outlives the run, written in place by the
+  // step producing the output. Empty: the method has no state.
+  struct StateDesc {
+    int32_t input = -1, output = -1;
+    bool operator==(const StateDesc&) const = default;
+  };
+  std::vector<StateDesc> state;
 };
 
 // A blob of the weight pool. `offset` is relative to the start of the pool.

@@ -98,8 +98,14 @@ Offset<fb::Context> EncodeContext(FlatBufferBuilder& fbb, const ContextDesc& c, 
     symbols = fbb.CreateVector(syms);
     input_symbols = fbb.CreateVector(c.input_symbols);
   }
+  Offset<flatbuffers::Vector<const fb::StateBinding*>> state = 0;
+  if (!c.state.empty()) {
+    std::vector<fb::StateBinding> st;
+    for (const auto& b : c.state) st.emplace_back(b.input, b.output);
+    state = fbb.CreateVectorOfStructs(st);
+  }
   return fb::CreateContext(fbb, method, target, options, tensor_vec, step_vec, inputs, outputs,
-                           c.arena_bytes, c.scratch_bytes, symbols, input_symbols);
+                           c.arena_bytes, c.scratch_bytes, symbols, input_symbols, state);
 }
 
 std::string ToString(const flatbuffers::String* s) {
@@ -169,6 +175,8 @@ ContextDesc DecodeContext(const fb::Context& c) {
   if (c.symbols())
     for (const fb::Symbol* sym : *c.symbols()) out.symbols.push_back({ToString(sym->name()), sym->lo(), sym->hi()});
   out.input_symbols = ToVector(c.input_symbols());
+  if (c.state())
+    for (const fb::StateBinding* b : *c.state()) out.state.push_back({b->input(), b->output()});
   return out;
 }
 
@@ -266,6 +274,41 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
       }
     }
   }
+  // State bindings: positions in range, each input and output bound once,
+  // one dtype and shape, and the input's dims fixed (a state buffer has one
+  // size). Whether the producing step writes it in place is the plan
+  // checker's (ops::CheckStateBinding).
+  if (c.state.size() > c.inputs.size())
+    return "holds " + std::to_string(c.state.size()) + " state bindings, more than its " +
+           std::to_string(c.inputs.size()) + " inputs";
+  for (size_t k = 0; k < c.state.size(); ++k) {
+    const auto& b = c.state[k];
+    const std::string where = "state binding " + std::to_string(k) + " ";
+    if (b.input < 0 || static_cast<size_t>(b.input) >= c.inputs.size())
+      return where + "names method input " + std::to_string(b.input) + ", out of range (method has " +
+             std::to_string(c.inputs.size()) + " inputs)";
+    if (b.output < 0 || static_cast<size_t>(b.output) >= c.outputs.size())
+      return where + "names method output " + std::to_string(b.output) + ", out of range (method has " +
+             std::to_string(c.outputs.size()) + " outputs)";
+    for (size_t j = 0; j < k; ++j)
+      if (c.state[j].input == b.input || c.state[j].output == b.output)
+        return where + "binds method input " + std::to_string(b.input) + " or output " + std::to_string(b.output) +
+               " a second time (binding " + std::to_string(j) + ")";
+    const TensorDesc& in = c.tensors[c.inputs[b.input]];
+    const TensorDesc& out = c.tensors[c.outputs[b.output]];
+    if (c.inputs[b.input] == c.outputs[b.output] || in.storage != Storage::kArena || out.storage != Storage::kArena)
+      return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + ", which must be two arena tensors";
+    if (in.dtype != out.dtype || in.shape != out.shape)
+      return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + " of different dtypes or shapes";
+    if (!c.input_symbols.empty()) {
+      size_t k0 = 0;
+      for (int32_t i = 0; i < b.input; ++i) k0 += c.tensors[c.inputs[i]].shape.size();
+      for (size_t d = 0; d < in.shape.size(); ++d)
+        if (c.input_symbols[k0 + d] != -1)
+          return where + "binds " + Quote(in.name) + ", whose dim " + std::to_string(d) +
+                 " is chosen at each run; a state has one shape";
+    }
+  }
   return "";
 }
 
@@ -290,7 +333,8 @@ uint64_t DecodedBytes(const fb::Context& c) {
   auto str = [](const flatbuffers::String* s) -> uint64_t { return s ? s->size() : 0; };
   auto vec = [](const auto* v, uint64_t elem) -> uint64_t { return v ? uint64_t{v->size()} * elem : 0; };
   uint64_t n = sizeof(ContextDesc) + str(c.method()) + str(c.target()) + str(c.options()) +
-               vec(c.inputs(), 4) + vec(c.outputs(), 4) + vec(c.input_symbols(), 4);
+               vec(c.inputs(), 4) + vec(c.outputs(), 4) + vec(c.input_symbols(), 4) +
+               vec(c.state(), sizeof(ContextDesc::StateDesc));
   if (c.symbols())
     for (const fb::Symbol* sym : *c.symbols()) n += sizeof(ContextDesc::Symbol) + str(sym->name());
   for (const fb::Tensor* t : *c.tensors()) n += sizeof(TensorDesc) + str(t->name()) + vec(t->shape(), 8);

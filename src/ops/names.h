@@ -78,8 +78,12 @@ namespace fcb::ops {
 //   8: dimensions chosen at each run (Context.symbols, input_symbols). A file
 //      is written as version 8 only when a method has them: a plan of fixed
 //      shapes is still version 7, and this runtime reads both.
-inline constexpr uint32_t kPlanVersion = 8;
-inline constexpr uint32_t kPlanVersionFixedShapes = 7;  // what a file without symbols is written as
+//   9: state kept between runs (Context.state: a past input and its present
+//      output as one buffer). Written only when a method has state: other
+//      files stay version 7 or 8, and this runtime reads all three.
+inline constexpr uint32_t kPlanVersion = 9;
+inline constexpr uint32_t kPlanVersionSymbols = 8;      // a file with symbols but no state
+inline constexpr uint32_t kPlanVersionFixedShapes = 7;  // what a file without symbols or state is written as
 
 // Operator domains. The registry names an operator of the default ONNX domain
 // ("" or "ai.onnx") by its op_type, and one of another domain fcb implements

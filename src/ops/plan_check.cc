@@ -254,6 +254,51 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   return p;
 }
 
+std::string CheckStateBinding(const format::ContextDesc& c, const format::ContextDesc::StateDesc& b,
+                              int32_t* step) {
+  const int32_t in = c.inputs[b.input], out = c.outputs[b.output];
+  const std::string pair = "state '" + c.tensors[in].name + "' -> '" + c.tensors[out].name + "'";
+  int32_t producer = -1;
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    const auto& s = c.steps[i];
+    for (int32_t t : s.outputs)
+      if (t == out) {
+        if (producer >= 0)
+          return pair + ": '" + c.tensors[out].name + "' is written by two steps (" + std::to_string(producer) +
+                 " and " + std::to_string(i) + ")";
+        producer = static_cast<int32_t>(i);
+      }
+  }
+  if (producer < 0) return pair + ": no step writes '" + c.tensors[out].name + "'";
+  const auto& s = c.steps[producer];
+  // The steps that update a state in place, and which input each output
+  // continues: GroupQueryAttention's present_key (1) / present_value (2)
+  // over past_key (3) / past_value (4).
+  const bool gqa = s.op == "com.microsoft.GroupQueryAttention";
+  bool in_place = false;
+  if (gqa)
+    for (int k : {1, 2})
+      if (s.outputs.size() > static_cast<size_t>(k) && s.outputs[k] == out && s.inputs.size() > static_cast<size_t>(k + 2) &&
+          s.inputs[k + 2] == in)
+        in_place = true;
+  if (!in_place)
+    return pair + ": '" + c.tensors[out].name + "' is written by step " + std::to_string(producer) + " (" + s.op +
+           ", node '" + s.node + "'), which does not update '" + c.tensors[in].name +
+           "' in place; fcb keeps a state in place where a com.microsoft.GroupQueryAttention with a static "
+           "buffer (past and present of one shape) writes it";
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    if (static_cast<int32_t>(i) == producer) continue;
+    for (int32_t t : c.steps[i].inputs)
+      if (t == in)
+        return pair + ": step " + std::to_string(i) + " (" + c.steps[i].op + ", node '" + c.steps[i].node +
+               "') also reads '" + c.tensors[in].name + "', whose bytes the update overwrites";
+  }
+  for (int32_t t : c.outputs)
+    if (t == in) return pair + ": '" + c.tensors[in].name + "' is also a method output";
+  if (step) *step = producer;
+  return "";
+}
+
 }  // namespace fcb::ops
 
 namespace fcb::ops {

@@ -151,4 +151,15 @@ bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& comp
                         const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
                         const std::vector<TensorInfo>& outputs);
 
+// State binding `b` of plan `c` (format::ContextDesc::StateDesc; its indices
+// and shapes already checked by the metadata checks): the output is written
+// in place over the input's buffer by exactly one step that reads the input
+// as its past and writes only the new rows (com.microsoft.GroupQueryAttention
+// with a static buffer: past_key -> present_key, past_value ->
+// present_value), and no other step reads the input (its bytes change under
+// that step). Empty when it holds; else what is wrong, naming the tensors.
+// `*step` gets the producing step's index.
+std::string CheckStateBinding(const format::ContextDesc& c, const format::ContextDesc::StateDesc& b,
+                              int32_t* step = nullptr);
+
 }  // namespace fcb::ops

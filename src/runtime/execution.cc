@@ -10,6 +10,52 @@
 
 namespace fcb {
 
+// A State's buffers: one zeroed block per program state variable
+// (ProgramImpl::state_vars), each 64-byte aligned like the arena.
+class StateImpl {
+ public:
+  std::shared_ptr<const Program> program;
+  std::vector<std::unique_ptr<ArenaMemory>> buffers;  // per variable
+};
+
+State::State(std::unique_ptr<StateImpl> impl) : impl_(std::move(impl)) {}
+State::~State() = default;
+
+Result<std::shared_ptr<State>> State::Create(std::shared_ptr<const Program> program) {
+  if (!program) return InvalidArgument("State::Create needs a loaded program");
+  auto impl = std::make_unique<StateImpl>();
+  for (const StateVar& v : ProgramAccess::Of(*program).state_vars) {
+    auto mem = std::make_unique<ArenaMemory>();
+    if (!mem->Allocate(std::max<uint64_t>(v.bytes, 64)))
+      return ResourceExhausted("cannot allocate the " + std::to_string(v.bytes) + " bytes of state '" + v.name + "'");
+    impl->buffers.push_back(std::move(mem));
+  }
+  impl->program = std::move(program);
+  return std::shared_ptr<State>(new State(std::move(impl)));
+}
+
+std::vector<TensorSpec> State::variables() const {
+  std::vector<TensorSpec> v;
+  for (const StateVar& s : ProgramAccess::Of(*impl_->program).state_vars) v.push_back({s.name, s.dtype, s.shape, {}, {}});
+  return v;
+}
+
+Result<void*> State::data(const std::string& name) {
+  const auto& vars = ProgramAccess::Of(*impl_->program).state_vars;
+  std::string names;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i].name == name) return static_cast<void*>(impl_->buffers[i]->data());
+    names += (names.empty() ? "" : ", ") + vars[i].name;
+  }
+  return NotFound("the program has no state '" + name + "'; its state variables are: " +
+                  (names.empty() ? std::string("none") : names));
+}
+
+void State::Reset() {
+  const auto& vars = ProgramAccess::Of(*impl_->program).state_vars;
+  for (size_t i = 0; i < vars.size(); ++i) std::memset(impl_->buffers[i]->data(), 0, vars[i].bytes);
+}
+
 // The mutable state of one method's run: the arena, the thread pool and, per
 // step, its operand pointers, resolved once so Run allocates nothing.
 class ExecutionImpl {
@@ -24,6 +70,7 @@ class ExecutionImpl {
   // the activations they are copied from.
   ArenaMemory scratch_memory;
   std::unique_ptr<ThreadPool> pool;
+  std::shared_ptr<State> state;  // bound State (methods with state), else null
   std::vector<void*> tensor_ptr;
   uint8_t* scratch = nullptr;  // num_threads slices of the plan's scratch_bytes (scratch_memory)
   size_t scratch_stride = 0;
@@ -62,7 +109,31 @@ class ExecutionImpl {
     return kernel(i).Run(ctx, step_in[i].data(), step_out[i].data());
   }
   Status Resolve();
+  Status CheckStateCapacity() const;
 };
+
+// Each state's valid length after this run, where a method input gives it
+// (GroupQueryAttention's seqlens_k: length - 1 per batch), against the
+// buffer's capacity: checked before any step runs, so a refused run leaves
+// every state as it was.
+Status ExecutionImpl::CheckStateCapacity() const {
+  const PreparedMethod& m = *method;
+  for (const PreparedState& ps : m.state) {
+    if (ps.seqlens_input < 0) continue;
+    const auto& shape = input_shapes[ps.seqlens_input];
+    const int64_t n = ir::NumElements(shape);
+    const auto* seqlens = static_cast<const int32_t*>(tensor_ptr[m.input_tensors[ps.seqlens_input]]);
+    for (int64_t b = 0; b < n; ++b)
+      if (int64_t{seqlens[b]} + 1 > ps.capacity)
+        return InvalidArgument("method '" + m.info.name + "': input '" + m.info.inputs[ps.seqlens_input].name +
+                               "' gives batch " + std::to_string(b) + " " + std::to_string(int64_t{seqlens[b]} + 1) +
+                               " valid rows after this run, past the capacity of " + std::to_string(ps.capacity) +
+                               " rows of state '" + m.info.inputs[ps.input].name +
+                               "'; nothing was run and the state is unchanged (ResetState to start over, or "
+                               "export the model with a larger cache)");
+  }
+  return Status::Ok();
+}
 
 // The sizes the inputs were given, checked to agree per symbol, then the
 // kernels for them: the bound's, a cached resolution, or a new one.
@@ -119,6 +190,12 @@ Execution::~Execution() = default;
 
 Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Program> program,
                                                      const std::string& method, int num_threads) {
+  return Create(std::move(program), method, num_threads, nullptr);
+}
+
+Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Program> program,
+                                                     const std::string& method, int num_threads,
+                                                     std::shared_ptr<State> state) {
   if (!program) return InvalidArgument("Execution::Create needs a loaded program");
   if (num_threads < 1 || num_threads > 1024)
     return InvalidArgument("thread count " + std::to_string(num_threads) + " must be between 1 and 1024");
@@ -145,6 +222,22 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   impl->tensor_ptr.resize(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t)
     impl->tensor_ptr[t] = m->weights[t] ? const_cast<void*>(m->weights[t]) : impl->arena.data() + tensors[t].offset;
+  // A state's input and output are its buffer in the bound State (their
+  // arena slots go unused).
+  if (!m->state.empty()) {
+    if (!state) {
+      FCB_ASSIGN_OR_RETURN(state, State::Create(program));
+    } else if (state->impl_->program.get() != program.get()) {
+      return InvalidArgument("the State given for method '" + method +
+                             "' was created from another program; create it from this one (State::Create)");
+    }
+    for (const PreparedState& ps : m->state) {
+      void* buf = state->impl_->buffers[ps.var]->data();
+      impl->tensor_ptr[m->input_tensors[ps.input]] = buf;
+      impl->tensor_ptr[m->output_tensors[ps.output]] = buf;
+    }
+    impl->state = std::move(state);
+  }
   for (const auto& s : m->steps) {
     std::vector<const void*> in;
     for (int32_t t : s.inputs) in.push_back(t < 0 ? nullptr : impl->tensor_ptr[t]);
@@ -167,6 +260,12 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
 }
 
 const MethodInfo& Execution::info() const { return impl_->method->info; }
+
+const std::shared_ptr<State>& Execution::state() const { return impl_->state; }
+
+void Execution::ResetState() {
+  if (impl_->state) impl_->state->Reset();
+}
 
 static std::string RangeText(int64_t lo, int64_t hi) { return std::to_string(lo) + ".." + std::to_string(hi); }
 
@@ -250,6 +349,7 @@ Status Execution::Run() {
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
   if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
+  if (!m.state.empty()) FCB_RETURN_IF_ERROR(impl_->CheckStateCapacity());
   for (size_t i = 0; i < m.steps.size(); ++i) {
     Status s = impl_->RunStep(ctx, i);
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
@@ -267,6 +367,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
   if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
+  if (!m.state.empty()) FCB_RETURN_IF_ERROR(impl_->CheckStateCapacity());
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto prev = t0;
@@ -285,6 +386,19 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
       t.output_shape = impl_->resolved ? impl_->resolved->step_output0(i) : c.tensors[sd.outputs[0]].shape;
     }
     t.flops = impl_->resolved ? impl_->resolved->flops[i] : m.steps[i].flops;
+    for (size_t k = 0; k < sd.outputs.size(); ++k) {
+      const auto& td = c.tensors[sd.outputs[k]];
+      const uint64_t elem = DTypeSize(td.dtype);
+      const PreparedState* st = nullptr;
+      for (const PreparedState& ps : m.state)
+        if (m.output_tensors[ps.output] == sd.outputs[k]) st = &ps;
+      if (st && td.shape.size() == 4 && t.output_shape.size() >= 2) {
+        // [B, heads, capacity, head]: the step appends output 0's dim 1 (its new tokens) rows.
+        t.bytes_written += static_cast<uint64_t>(td.shape[0] * td.shape[1] * td.shape[3] * t.output_shape[1]) * elem;
+      } else {
+        t.bytes_written += static_cast<uint64_t>(ir::NumElements(k == 0 ? t.output_shape : td.shape)) * elem;
+      }
+    }
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
   return ProgramAccess::Of(*impl_->program).pool_check.Wait();

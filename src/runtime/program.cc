@@ -135,6 +135,44 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   return Status::Ok();
 }
 
+// The method's state bindings (their indices and shapes checked with the
+// metadata): each written in place by its producing step
+// (ops::CheckStateBinding), and bound to the program's variable of its
+// input's name, which every method binding that name must give one dtype
+// and shape.
+Status PrepareState(const format::ContextDesc& c, PreparedMethod* m, std::vector<StateVar>* vars) {
+  for (const auto& b : c.state) {
+    int32_t step = -1;
+    const std::string err = ops::CheckStateBinding(c, b, &step);
+    if (!err.empty()) return CorruptFile(err);
+    const format::TensorDesc& t = c.tensors[c.inputs[b.input]];
+    if (t.shape.size() != 4)
+      return CorruptFile("state '" + t.name + "' has the shape " + ir::ShapeToString(t.shape) +
+                         "; a cache is [batch, heads, capacity, head]");
+    PreparedState ps;
+    ps.input = static_cast<size_t>(b.input);
+    ps.output = static_cast<size_t>(b.output);
+    ps.capacity = t.shape[2];
+    const auto& producer = c.steps[step];
+    if (producer.inputs.size() > 5)
+      for (size_t i = 0; i < c.inputs.size(); ++i)
+        if (c.inputs[i] == producer.inputs[5]) ps.seqlens_input = static_cast<int32_t>(i);
+    for (size_t v = 0; v < vars->size(); ++v)
+      if ((*vars)[v].name == t.name) ps.var = static_cast<int32_t>(v);
+    if (ps.var < 0) {
+      ps.var = static_cast<int32_t>(vars->size());
+      vars->push_back({t.name, t.dtype, t.shape, static_cast<uint64_t>(ir::NumElements(t.shape)) * DTypeSize(t.dtype)});
+    } else if ((*vars)[ps.var].dtype != t.dtype || (*vars)[ps.var].shape != t.shape) {
+      return CorruptFile("state '" + t.name + "' is " + DTypeName(t.dtype) + " " + ir::ShapeToString(t.shape) +
+                         " here but " + DTypeName((*vars)[ps.var].dtype) + " " +
+                         ir::ShapeToString((*vars)[ps.var].shape) + " in an earlier method; methods sharing a "
+                         "state give it one dtype and shape");
+    }
+    m->state.push_back(ps);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const PreparedMethod& m,
@@ -232,12 +270,19 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
     return loaded.TakeStatus().Annotate("(" + limit_name + ")");
   FCB_ASSIGN_OR_RETURN(impl->file, std::move(loaded));
   const auto& desc = impl->file->desc();
-  if (desc.plan_version != ops::kPlanVersion && desc.plan_version != ops::kPlanVersionFixedShapes)
+  if (desc.plan_version != ops::kPlanVersion && desc.plan_version != ops::kPlanVersionSymbols &&
+      desc.plan_version != ops::kPlanVersionFixedShapes)
     return Unsupported("'" + path + "' holds plans of encoding version " + std::to_string(desc.plan_version) +
                        (desc.plan_version > ops::kPlanVersion ? ", newer than" : ", older than") +
                        " this runtime's version " + std::to_string(ops::kPlanVersion) + " (fcb " + Version() +
                        "); recompile the model with this fcb, or run it with the fcb that compiled it (" +
                        desc.producer + ")");
+  for (const auto& c : desc.contexts)
+    if (!c.state.empty() && desc.plan_version < ops::kPlanVersion)
+      return CorruptFile("'" + path + "' method '" + c.method + "' (target " + c.target +
+                         ") has state bindings, which plans of encoding version " +
+                         std::to_string(desc.plan_version) + " cannot hold (version " +
+                         std::to_string(ops::kPlanVersion) + " or later)");
   for (const auto& c : desc.contexts)
     if (std::find(impl->targets_in_file.begin(), impl->targets_in_file.end(), c.target) == impl->targets_in_file.end())
       impl->targets_in_file.push_back(c.target);
@@ -277,6 +322,8 @@ Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const 
                                                 options.max_memory_bytes != 0));
     PreparedMethod m;
     Status s = PrepareMethod(*impl->file, c, &m, options.verify_checksums ? &checked : nullptr);
+    if (!s.ok()) return s.Annotate("'" + path + "', target " + c.target + ", method '" + c.method + "'");
+    s = PrepareState(c, &m, &impl->state_vars);
     if (!s.ok()) return s.Annotate("'" + path + "', target " + c.target + ", method '" + c.method + "'");
     impl->methods.push_back(std::move(m));
   }

@@ -75,8 +75,29 @@ struct ResolvedMethod {
   }
 };
 
+// A state variable of the program (ContextDesc::state): one buffer per
+// State, shared by every method that binds an input of this name.
+struct StateVar {
+  std::string name;  // the bound input's name
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+
+// One state binding of a method: input `input` and output `output` (method
+// positions) are variable `var`'s buffer. Where the step writing it reads its
+// valid length from a method input (GroupQueryAttention's seqlens_k), Run
+// checks that length against the capacity before any step runs.
+struct PreparedState {
+  size_t input = 0, output = 0;
+  int32_t var = -1;
+  int32_t seqlens_input = -1;  // method input position of seqlens_k, or -1
+  int64_t capacity = 0;        // rows the buffer holds (dim 2: [B, heads, capacity, head])
+};
+
 struct PreparedMethod {
   MethodInfo info;
+  std::vector<PreparedState> state;  // empty: the method has no state
   // Per input, per dim: the index of the symbol it is in context->symbols, or -1.
   std::vector<std::vector<int32_t>> input_symbols;
   ShapeValues shape_values;  // at the bound
@@ -101,6 +122,7 @@ class ProgramImpl {
   const kernels::KernelBundle* kernels = nullptr;
   std::vector<std::string> targets_in_file;
   std::vector<PreparedMethod> methods;
+  std::vector<StateVar> state_vars;  // every method's, by name (a State holds one buffer each)
   uint64_t memory_limit = 0;  // LoadOptions::max_memory_bytes, or the host's available memory
   bool memory_limit_from_options = false;
   // Declared last: destroyed first, so its thread stops before `file` goes.
