@@ -332,6 +332,30 @@ def nbits_cases():
         matmul_nbits("nbits8_b64_k100", [1, 2], 100, 24, 8, 64, zp="uint8"),
         matmul_nbits("nbits8_b128_m9", [9], 384, 64, 8, 128, bias=True),
         matmul_nbits("nbits8_b256_zp_m1", [1, 1], 600, 40, 8, 256, zp="uint8"),
+    ] + nbits_acc4_cases()
+
+
+def nbits_acc4_cases():
+    """MatMulNBits with accuracy_level 4 (ONNX Runtime GenAI's CPU int4 models): ONNX
+    Runtime quantizes A to int8 per block and computes integer dot products where its
+    CPU has such a kernel (4-bit, every block size here), else in float (8-bit)."""
+    return [
+        matmul_nbits("nbits4_acc4_b32_m1", [1, 1], 256, 96, 4, 32, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b16_zp_m1", [1], 200, 40, 4, 16, zp="uint8", accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b64_zp_bias", [1, 7], 320, 72, 4, 64, zp="uint8", bias=True, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b128_k300", [2, 3], 300, 33, 4, 128, zp="uint8", accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b256_m1_bias", [1, 1], 896, 136, 4, 256, bias=True, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b32_k_odd", [5], 97, 17, 4, 32, zp="uint8", bias=True, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b16_m6", [2, 3], 208, 70, 4, 16, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b256_zp_m5", [5], 640, 50, 4, 256, zp="uint8", accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b32_m1", [1, 1], 256, 80, 8, 32, accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b16_zp_m4", [4], 176, 50, 8, 16, zp="uint8", bias=True, accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b64_k100", [1, 2], 100, 24, 8, 64, zp="uint8", accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b128_m9", [9], 384, 64, 8, 128, bias=True, accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b256_zp_m1", [1, 1], 600, 40, 8, 256, zp="uint8", accuracy_level=4),
+        # ONNX Runtime's float paths at level 4: g_idx, float zero points.
+        matmul_nbits("nbits4_acc4_gidx_float", [1, 1], 128, 32, 4, 32, g_idx=True, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_floatzp", [1, 3], 160, 48, 4, 32, zp="float", accuracy_level=4),
     ]
 
 

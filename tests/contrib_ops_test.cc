@@ -88,7 +88,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // MatMul by a dequantized int8/uint8 weight (weight_only_cases() in the script)
                       "dqmm_i8_tensor_tbefore_m1", "dqmm_i8_column_kn_m2", "dqmm_u8_tensor_kn_m6",
                       "dqmm_u8_column_tafter_m1", "dqmm_i8_column_tbefore_m2", "dqmm_u8_tensor_tafter_m1",
-                      "dqmm_i8_nozp_tafter_m1", "dqmm_u8_column_tbefore_m1", "dqmm_i8_rows_kn_m1"),
+                      "dqmm_i8_nozp_tafter_m1", "dqmm_u8_column_tbefore_m1", "dqmm_i8_rows_kn_m1",
+                      // accuracy_level 4 (nbits_acc4_cases() in the script)
+                      "nbits4_acc4_b32_m1", "nbits4_acc4_b16_zp_m1", "nbits4_acc4_b64_zp_bias",
+                      "nbits4_acc4_b128_k300", "nbits4_acc4_b256_m1_bias", "nbits4_acc4_b32_k_odd",
+                      "nbits4_acc4_b16_m6", "nbits4_acc4_b256_zp_m5", "nbits8_acc4_b32_m1",
+                      "nbits8_acc4_b16_zp_m4", "nbits8_acc4_b64_k100", "nbits8_acc4_b128_m9",
+                      "nbits8_acc4_b256_zp_m1", "nbits4_acc4_gidx_float", "nbits4_acc4_floatzp"),
     [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

@@ -242,6 +242,16 @@ struct KernelTable {
   void (*gemv_nbits)(const NBitsGeom& g, const float* a, const float* a_block_sums, const uint8_t* qw,
                      const float* scales, const uint8_t* zero_points, const float* bias, float* y,
                      int64_t panel_begin, int64_t panel_end);
+  // ONNX Runtime's accuracy_level 4 arithmetic: y[r][0..n) = sum over blocks b
+  // of a_scales[r][b] * scales[b][col] * (dot(qa[r] block b, q[., col]) -
+  // zp[b][col] * a_sums[r][b]) + bias, for rows r in [0, m), with A quantized
+  // by QuantizeBlocksI8 (kernels/nbits.h): qa [m][blocks * block_size] int16
+  // holding int8 values (the padding past k zero), a_scales and a_sums
+  // [m][blocks]. The dot products are exact integers. Row stride of y: ldy.
+  // Work items: panels of 16 columns, as gemv_nbits.
+  void (*gemm_nbits_i8)(const NBitsGeom& g, int64_t m, const int16_t* qa, const float* a_scales,
+                        const int32_t* a_sums, const uint8_t* qw, const float* scales, const uint8_t* zero_points,
+                        const float* bias, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end);
 };
 
 // Every kernel of KernelTable: its member and the function each target's code
@@ -250,7 +260,8 @@ struct KernelTable {
 #define FCB_F32_KERNELS(X)                                                                                      \
   X(conv, Conv) X(depthwise, Depthwise) X(grouped_small, GroupedSmall) X(winograd, Winograd) X(gemm, Gemm)      \
   X(matmul, MatMul) X(maxpool, MaxPool) X(avgpool, AvgPool) X(global_avgpool, GlobalAvgPool) X(unary, Unary) \
-  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm) X(attention, Attention) X(gemv_nbits, GemvNBits)
+  X(binary, Binary) X(softmax, Softmax) X(layernorm, LayerNorm) X(attention, Attention) X(gemv_nbits, GemvNBits) \
+  X(gemm_nbits_i8, GemmNBitsI8)
 #define FCB_COUNT_KERNEL(member, fn) +1
 static_assert(sizeof(KernelTable) == sizeof(const char*) + (0 FCB_F32_KERNELS(FCB_COUNT_KERNEL)) * sizeof(void (*)()),
               "every KernelTable member is in FCB_F32_KERNELS");

@@ -20,6 +20,7 @@
 #endif
 
 #include <algorithm>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
@@ -153,6 +154,125 @@ HWY_NOINLINE void GemvNBits(const NBitsGeom& g, const float* a, const float* a_b
       VF r = VF(out[v]);
       if (bias) r = hn::Add(r, LoadN(d, bias + c, g.n - c));
       StoreN(r, d, y + c, g.n - c);
+    }
+  }
+}
+
+namespace nbits {
+
+#if HWY_TARGET == HWY_SCALAR
+// The exact integer dot product of block [k0, k0 + block_size) of one panel
+// column c with qa (int8 values in int16).
+inline int32_t DotI8(const NBitsGeom& g, const uint8_t* q, const int16_t* qa, int64_t k0, int c) {
+  int32_t s = 0;
+  for (int64_t k = k0; k < k0 + g.block_size; ++k) {
+    const int w = g.bits == 8 ? q[k * kPanel + c] : (q[k / 2 * kPanel + c] >> ((k & 1) * 4)) & 15;
+    s += w * qa[k];
+  }
+  return s;
+}
+#else
+using DI16 = hn::Repartition<int16_t, DI>;
+using VI = hn::Vec<DI>;
+
+// acc + per 32-bit lane (w.lo16 * a.lo16 + w.hi16 * a.hi16). The weights are
+// 0..255 and a is -127..127, so each product fits 16 bits and no pair
+// saturates (pmaddwd saturates only -32768 * -32768 pairs).
+HWY_INLINE VI MulPairs(VI w, VI a, VI acc) {
+  const DI di;
+  const DI16 d16;
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_EMU128
+  VI unused = hn::Zero(di);  // x86: pmaddwd, the pairs summed in sum0
+  return hn::ReorderWidenMulAccumulate(di, hn::BitCast(d16, w), hn::BitCast(d16, a), acc, unused);
+#else
+  const VI p = hn::BitCast(di, hn::Mul(hn::BitCast(d16, w), hn::BitCast(d16, a)));
+  return hn::Add(acc, hn::Add(hn::ShiftRight<16>(hn::ShiftLeft<16>(p)), hn::ShiftRight<16>(p)));
+#endif
+}
+
+// The exact integer dot products of block [k0, k0 + block_size) of kN panel
+// columns starting at column c0 with qa: pairs (k, k + 1) of weights in the
+// low and high halves of each 32-bit lane against the pair (qa[k], qa[k + 1])
+// in every lane.
+HWY_INLINE VI DotI8(const NBitsGeom& g, const uint8_t* q, const int16_t* qa, int64_t k0, int c0) {
+  const DI di;
+  const DU8 du8;
+  VI acc0 = hn::Zero(di), acc1 = hn::Zero(di);
+  const int64_t k1 = k0 + g.block_size;  // block_size is even (>= 16)
+  if (g.bits == 4) {
+    const VI lo = hn::Set(di, 0x0F), hi = hn::Set(di, 0xF0);
+    for (int64_t k = k0; k < k1; k += 4) {
+      int32_t a01, a23;
+      std::memcpy(&a01, qa + k, 4);
+      std::memcpy(&a23, qa + k + 2, 4);
+      const VI x0 = hn::PromoteTo(di, hn::LoadU(du8, q + k / 2 * kPanel + c0));
+      const VI x1 = hn::PromoteTo(di, hn::LoadU(du8, q + (k / 2 + 1) * kPanel + c0));
+      acc0 = MulPairs(hn::Or(hn::And(x0, lo), hn::ShiftLeft<12>(hn::And(x0, hi))), hn::Set(di, a01), acc0);
+      acc1 = MulPairs(hn::Or(hn::And(x1, lo), hn::ShiftLeft<12>(hn::And(x1, hi))), hn::Set(di, a23), acc1);
+    }
+  } else {
+    for (int64_t k = k0; k < k1; k += 4) {
+      int32_t a01, a23;
+      std::memcpy(&a01, qa + k, 4);
+      std::memcpy(&a23, qa + k + 2, 4);
+      const uint8_t* row = q + k * kPanel + c0;
+      const VI x0 = hn::PromoteTo(di, hn::LoadU(du8, row));
+      const VI x1 = hn::PromoteTo(di, hn::LoadU(du8, row + kPanel));
+      const VI x2 = hn::PromoteTo(di, hn::LoadU(du8, row + 2 * kPanel));
+      const VI x3 = hn::PromoteTo(di, hn::LoadU(du8, row + 3 * kPanel));
+      acc0 = MulPairs(hn::Or(x0, hn::ShiftLeft<16>(x1)), hn::Set(di, a01), acc0);
+      acc1 = MulPairs(hn::Or(x2, hn::ShiftLeft<16>(x3)), hn::Set(di, a23), acc1);
+    }
+  }
+  return hn::Add(acc0, acc1);
+}
+#endif
+
+}  // namespace nbits
+
+HWY_NOINLINE void GemmNBitsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, const float* a_scales,
+                              const int32_t* a_sums, const uint8_t* qw, const float* scales,
+                              const uint8_t* zero_points, const float* bias, float* y, int64_t ldy,
+                              int64_t panel_begin, int64_t panel_end) {
+  using namespace nbits;
+  const DF d;
+  const int64_t blocks = NBitsBlocks(g), panel_bytes = NBitsPanelBytes(g), kp = blocks * g.block_size;
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const uint8_t* q = qw + p * panel_bytes;
+    const float* sc = scales + p * blocks * kPanel;
+    const uint8_t* zp = zero_points + p * blocks * kPanel;
+    const int64_t c0 = p * kPanel;
+    for (int64_t r = 0; r < m; ++r) {
+      const int16_t* ar = qa + r * kp;
+      const float* as = a_scales + r * blocks;
+      const int32_t* asum = a_sums + r * blocks;
+      for (int v = 0; v < kV; ++v) {
+        const int64_t c = c0 + v * kN;
+        if (c >= g.n) break;
+#if HWY_TARGET == HWY_SCALAR
+        float out = 0.0f;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int32_t dot = DotI8(g, q, ar, b * g.block_size, v) - zp[b * kPanel + v] * asum[b];
+          out += (sc[b * kPanel + v] * as[b]) * static_cast<float>(dot);
+        }
+        if (bias) out += bias[c];
+        y[r * ldy + c] = out;
+#else
+        const DI di;
+        const DU8 du8;
+        VF out = hn::Zero(d);
+        for (int64_t b = 0; b < blocks; ++b) {
+          // dot - zp * sum(qa): an exact integer (|.| < 2^24 for blocks up to
+          // 256), so its conversion to float is exact too.
+          const VI z = hn::PromoteTo(di, hn::LoadU(du8, zp + b * kPanel + v * kN));
+          const VI dot = hn::Sub(DotI8(g, q, ar, b * g.block_size, v * kN), hn::Mul(z, hn::Set(di, asum[b])));
+          const VF s = hn::Mul(hn::LoadU(d, sc + b * kPanel + v * kN), hn::Set(d, as[b]));
+          out = hn::MulAdd(s, hn::ConvertTo(d, dot), out);
+        }
+        if (bias) out = hn::Add(out, LoadN(d, bias + c, g.n - c));
+        StoreN(out, d, y + r * ldy + c, g.n - c);
+#endif
+      }
     }
   }
 }

@@ -2,6 +2,9 @@
 // kernels/nbits.h.
 #include "kernels/nbits.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace fcb::kernels {
 
 PackedNBits PackNBits(const NBitsGeom& g, const uint8_t* b, const float* scales, const uint8_t* zero_points) {
@@ -29,6 +32,33 @@ PackedNBits PackNBits(const NBitsGeom& g, const uint8_t* b, const float* scales,
     }
   }
   return out;
+}
+
+void QuantizeBlocksI8(const NBitsGeom& g, const float* a, int64_t m, int16_t* qa, float* scales, int32_t* sums) {
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* ar = a + r * g.k;
+    int16_t* q = qa + r * kp;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t k0 = b * g.block_size, k1 = std::min(g.k, k0 + g.block_size);
+      float amax = 0.0f;
+      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(ar[k]));
+      // ONNX Runtime multiplies by the inverse scale (not divides by the
+      // scale) and converts with the current rounding mode (cvtps2dq: to
+      // nearest, ties to even); std::nearbyint does the same in the default
+      // floating-point environment.
+      const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int32_t sum = 0;
+      for (int64_t k = k0; k < k1; ++k) {
+        const int v = static_cast<int>(std::nearbyint(ar[k] * inv));
+        q[k] = static_cast<int16_t>(v);
+        sum += v;
+      }
+      for (int64_t k = k1; k < k0 + g.block_size; ++k) q[k] = 0;
+      scales[r * blocks + b] = amax / 127.0f;
+      sums[r * blocks + b] = sum;
+    }
+  }
 }
 
 }  // namespace fcb::kernels

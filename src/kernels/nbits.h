@@ -66,4 +66,12 @@ inline int ZeroPointOf(const NBitsGeom& g, const uint8_t* zp, int64_t blk, int64
   return (zp[col * row + blk / 2] >> ((blk & 1) * 4)) & 15;
 }
 
+// ONNX Runtime's quantization of A at MatMulNBits accuracy_level 4 (MLAS'
+// CompInt8 path): each row of a [m][k] in blocks of block_size values (the
+// last one padded with zeros), per block scale = amax / 127 and values
+// round_half_even(a * (127 / amax)) (0 where amax is 0), stored as int16 in
+// qa [m][blocks * block_size]; scales [m][blocks] the scales, sums
+// [m][blocks] the sums of the block's quantized values.
+void QuantizeBlocksI8(const NBitsGeom& g, const float* a, int64_t m, int16_t* qa, float* scales, int32_t* sums);
+
 }  // namespace fcb::kernels

@@ -25,14 +25,16 @@
 //            zp[n][b]), b = k / block_size; K need not be a multiple of
 //            block_size (the last block's padding is ignored).
 //
-// accuracy_level: every value is accepted, and fcb always computes in float32
-// with the exactly dequantized weights. ONNX Runtime computes the same at
-// levels 0-3 for float32 A; at level 4 (where its MLAS has int8 kernels) it
-// quantizes A to int8 per block (symmetric, scale = max|a| / 127 per block of
-// block_size values of a row) and accumulates int8 x int4/int8 products in
-// int32, so its outputs differ from fcb's by that rounding of A: 5e-3 to
-// 1.3e-2 relative L2 on the cases of tests/contrib_ops_test.cc (its float
-// zero-point and g_idx paths stay in float32 and match exactly).
+// accuracy_level: every value is accepted. At levels 0-3 fcb computes in
+// float32 with the exactly dequantized weights, as ONNX Runtime does for
+// float32 A. At level 4 (where its MLAS has int8 kernels: x86 AVX2 and later,
+// ARM dot products) ONNX Runtime quantizes A to int8 per block (symmetric,
+// scale = max|a| / 127 per block of block_size values of a row, round half to
+// even) and accumulates int8 x int4/int8 products in int32; the packed form
+// (MatMulNBitsPacked, accuracy_level 4) does the same, so outputs match to
+// ~2e-7 rather than the 5e-3 to 1.3e-2 relative L2 the float arithmetic
+// differs by. ONNX Runtime's float zero-point and g_idx paths stay in float32
+// at level 4, and so do this reference kernel and the lowering.
 //
 // Kernels. This operator's own kernel is the reference: it dequantizes each
 // block of a column as it reads it and multiplies in float32, for any
@@ -89,7 +91,7 @@ Status Resolve(const InferContext& c, Plan* p) {
   if (p->bits != 4 && p->bits != 8) return OpError(c.op, "bits must be 4 or 8, not " + std::to_string(p->bits));
   if (p->block < 16 || p->block > (int64_t{1} << 16) || (p->block & (p->block - 1)) != 0)
     return OpError(c.op, "block_size must be a power of two in [16, 65536], not " + std::to_string(p->block));
-  (void)c.attrs.GetInt("accuracy_level", 0);  // any level: fcb computes in float32 (see the header)
+  (void)c.attrs.GetInt("accuracy_level", 0);  // any level; level 4 is the packed form's (see the header)
   if (SafeProduct(ir::Shape{p->k, p->n}, 0, 2) < 0) return OpError(c.op, "K x N is too large");
   p->blocks = (p->k + p->block - 1) / p->block;
   if (a.shape.empty() || a.shape.back() != p->k)

@@ -58,7 +58,8 @@
   X(kInputNchw, "input_nchw", true)                            \
   /* also attributes of com.microsoft MatMulNBits: */          \
   X(kBits, "bits", false)                                      \
-  X(kBlockSize, "block_size", false)
+  X(kBlockSize, "block_size", false)                           \
+  X(kAccuracyLevel, "accuracy_level", false)
 
 namespace fcb::ops {
 

@@ -2,7 +2,8 @@
 // whose weights stay quantized in the pool, packed once at compile time.
 //
 //   MatMulNBitsPacked(A[..., k], weights, scales, zero_points[, bias[n]]) -> Y[..., n]
-//   params: columns (n), bits (4 or 8), block_size (a power of two in [16, 2^16]).
+//   params: columns (n), bits (4 or 8), block_size (a power of two in [16, 2^16]),
+//           accuracy_level (optional, 0..4; 4: ONNX Runtime's int8 arithmetic, below).
 //   weights: uint8, NBitsWeightBytes; scales: float32, NBitsBlockParams;
 //   zero_points: uint8, NBitsBlockParams (PackNBits' layout, kernels/nbits.h:
 //   panels of 16 columns, the same bytes for every target).
@@ -14,12 +15,24 @@
 // with the target's gemm kernel, so the weights are still read once and the
 // arithmetic runs at GEMM speed. Up to kGemvRows rows take the GEMV per row.
 //
+// accuracy_level 4: A is quantized to int8 per block of block_size values of
+// a row the way ONNX Runtime's MLAS does (kernels::QuantizeBlocksI8: scale
+// max|a| / 127, round half to even) and each block's dot product with the
+// 4- or 8-bit weights is an exact integer (the target's gemm_nbits_i8), scaled
+// by both scales and summed in float; every row count takes this path, the
+// weights read once per group of kI8Rows rows. ONNX Runtime does this when
+// its CPU has an int8 kernel for the configuration (x86 with AVX2 or later,
+// ARM with dot products; block sizes 16-256, uint8 or no zero points, no
+// g_idx); the lowering records level 4 only for those configurations, and
+// the others compute in float like ONNX Runtime's fallback.
+//
 // Lowering: a com.microsoft MatMulNBits node whose B and scales are
 // constants, whose zero points are absent or constant uint8, and whose g_idx
 // is absent or the identity grouping (ops/matmul_nbits.cc refuses any other).
 // Float zero points keep the ONNX operator's reference kernel.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/nbits.h"
 #include "ops/internal/internal.h"
@@ -38,14 +51,20 @@ constexpr int64_t kGemvRows = 2;
 constexpr int64_t kChunkPanels = 2;
 // Largest k: the prefill path's scratch holds kChunkPanels * k * 16 floats.
 constexpr int64_t kMaxK = int64_t{1} << 16;
+// Rows quantized (and multiplied per panel) at a time on the int8 path.
+constexpr int64_t kI8Rows = 16;
+// Largest block of ONNX Runtime's int8 (CompInt8) kernels.
+constexpr int64_t kI8MaxBlock = 256;
 
 struct Params {
   int64_t columns = 1, bits = 4, block_size = 32;
+  std::optional<int64_t> accuracy_level;  // absent: 0
   template <typename V>
   void Fields(V& v) {
     v.Int(attr::kColumns, columns, 1, kMaxChannels);
     v.Int(attr::kBits, bits, 4, 8);
     v.Int(attr::kBlockSize, block_size, 16, int64_t{1} << 16);
+    v.OptionalInt(attr::kAccuracyLevel, accuracy_level);
   }
 };
 
@@ -53,6 +72,7 @@ struct Config {
   int64_t m = 0;
   NBitsGeom g;
   bool has_bias = false;
+  bool int8 = false;  // accuracy_level 4: A quantized to int8 per block
 };
 
 Status ExpectBytes(const TensorInfo& t, const char* what, ir::DType dtype, int64_t count) {
@@ -69,11 +89,17 @@ Result<Config> Resolve(const Attrs& a, const std::vector<TensorInfo>& in) {
   FCB_ASSIGN_OR_RETURN(Params p, DecodeParams<Params>(kOp, a));
   if (p.bits != 4 && p.bits != 8) return OpError(kOp, "bits must be 4 or 8");
   if ((p.block_size & (p.block_size - 1)) != 0) return OpError(kOp, "block_size must be a power of two");
+  if (p.accuracy_level && (*p.accuracy_level < 0 || *p.accuracy_level > 4))
+    return OpError(kOp, "accuracy_level must be in [0, 4], got " + std::to_string(*p.accuracy_level));
+  if (p.accuracy_level == 4 && p.block_size > kI8MaxBlock)
+    return OpError(kOp, "accuracy_level 4 needs block_size <= " + std::to_string(kI8MaxBlock) + ", got " +
+                            std::to_string(p.block_size));
   Config c;
   c.g.k = x.shape.back();
   c.g.n = p.columns;
   c.g.bits = p.bits;
   c.g.block_size = p.block_size;
+  c.int8 = p.accuracy_level == 4;
   if (c.g.k < 1 || c.g.k > kMaxK)
     return OpError(kOp, "reduction size " + std::to_string(c.g.k) + " must be in [1, " + std::to_string(kMaxK) + "]");
   FCB_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(x.shape));
@@ -140,6 +166,24 @@ class MatMulNBitsKernel : public Kernel {
     float* y = static_cast<float*>(out[0]);
     const NBitsGeom& g = c_.g;
     const int64_t panels = kernels::NBitsPanels(g), blocks = kernels::NBitsBlocks(g);
+    if (c_.int8) {
+      const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, kernels::NBitsPanelBytes(g)));
+      ctx.pool->ParallelForThreads(panels, grain, [&](int t, int64_t p0, int64_t p1) {
+        // Each thread quantizes the rows it multiplies, kI8Rows at a time, in
+        // its own scratch (I8Scratch): a few K per row against the row's
+        // k * columns multiply-adds.
+        int16_t* qa = static_cast<int16_t*>(ctx.ThreadScratch(t));
+        const int64_t kp = blocks * g.block_size;
+        float* as = reinterpret_cast<float*>(qa + kI8Rows * kp);
+        int32_t* asum = reinterpret_cast<int32_t*>(as + kI8Rows * blocks);
+        for (int64_t r0 = 0; r0 < c_.m; r0 += kI8Rows) {
+          const int64_t rows = std::min(kI8Rows, c_.m - r0);
+          kernels::QuantizeBlocksI8(g, a + r0 * g.k, rows, qa, as, asum);
+          ctx.k->f32.gemm_nbits_i8(g, rows, qa, as, asum, qw, scales, zp, bias, y + r0 * g.n, g.n, p0, p1);
+        }
+      });
+      return Status::Ok();
+    }
     if (c_.m <= kGemvRows) {
       for (int64_t r = 0; r < c_.m; ++r) {
         const float* ar = a + r * g.k;
@@ -175,6 +219,12 @@ class MatMulNBitsKernel : public Kernel {
 
   // Floats of the prefill path's dequantized panels (64-byte multiple).
   static int64_t DequantFloats(const NBitsGeom& g) { return kChunkPanels * g.k * kPanel; }
+  // Bytes of the int8 path's quantized rows: kI8Rows rows of int16 values,
+  // float scales and int32 sums per block (kp is even, so the floats are aligned).
+  static uint64_t I8Scratch(const NBitsGeom& g) {
+    const int64_t blocks = kernels::NBitsBlocks(g);
+    return static_cast<uint64_t>(kI8Rows * (blocks * g.block_size * 2 + blocks * 8));
+  }
 
  private:
   Config c_;
@@ -187,6 +237,7 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
 
 Result<uint64_t> Scratch(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config g, Resolve(c.attrs, c.inputs));
+  if (g.int8) return MatMulNBitsKernel::I8Scratch(g.g);
   if (g.m <= kGemvRows) return static_cast<uint64_t>(kernels::NBitsBlocks(g.g)) * sizeof(float);
   return static_cast<uint64_t>(MatMulNBitsKernel::DequantFloats(g.g) + kernels::kGemmScratchFloats) * sizeof(float);
 }
@@ -236,6 +287,9 @@ Result<bool> Lower(LowerContext& c, int ni) {
   p.columns = g.n;
   p.bits = g.bits;
   p.block_size = g.block_size;
+  // ONNX Runtime's int8 arithmetic where it has it (see the header); g_idx,
+  // even the identity, keeps its unpacked float path.
+  if (n.GetInt("accuracy_level", 0) == 4 && g.block_size <= kI8MaxBlock && !present(4)) p.accuracy_level = 4;
   const int32_t pw = c.Weights(n.name + ".qw", ir::DType::kU8, packed.weights.data(),
                                static_cast<int64_t>(packed.weights.size()));
   const int32_t ps = c.Floats(n.name + ".qscale", packed.scales);
