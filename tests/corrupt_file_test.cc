@@ -253,8 +253,35 @@ class StateFieldsTest : public ::testing::Test {
     ASSERT_EQ(f.value()->desc().contexts.at(0).state.size(), 4u);
     ASSERT_TRUE(Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("same.fcb"), [](format::FileDesc*) {})).ok());
   }
+  // The edited file, loaded. An edit that breaks the file's structure
+  // (format's CheckDescStructure, which the loader runs) cannot be written:
+  // the writer refuses to write what the loader would refuse. For those the
+  // writer's refusal is checked to name the same problem, and the loader's
+  // metadata decoder is run on the encoded edit.
   Result<std::shared_ptr<const Program>> Edited(void (*edit)(format::FileDesc*)) {
-    return Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("edited" + std::to_string(++edits_) + ".fcb"), edit));
+    auto f = format::LoadFcbFile(dir_.File("good.fcb"));
+    if (!f.ok()) return f.status();
+    format::FileDesc desc = f.value()->desc();
+    format::WeightPoolBuilder pool;
+    for (size_t b = 0; b < desc.blobs.size(); ++b)
+      pool.AddUnshared(f.value()->blob_data(static_cast<int32_t>(b)), desc.blobs[b].size);
+    const uint64_t pool_offset = desc.blobs.empty() ? 0 : 4096;
+    uint64_t pool_size = 0;
+    for (const auto& b : desc.blobs) pool_size = std::max(pool_size, b.offset + b.size);
+    edit(&desc);
+    const std::string path = dir_.File("edited" + std::to_string(++edits_) + ".fcb");
+    Status written = format::WriteFcbFile(desc, pool, path);
+    if (written.ok()) return Program::Load(path);
+    const std::vector<uint8_t> meta = format::EncodeMetadata(desc);
+    auto decoded = format::DecodeMetadata(meta.data(), meta.size(), 128, pool_offset, pool_size);
+    EXPECT_FALSE(decoded.ok()) << "the writer refused an edit that the loader accepts: " << written.message();
+    if (decoded.ok()) return written;
+    // The loader's message starts with where the metadata lies ("metadata [offset ..]: ").
+    const std::string& loader = decoded.status().message();
+    const size_t at = loader.find("]: ");
+    EXPECT_NE(written.message().find(at == std::string::npos ? loader : loader.substr(at + 3)), std::string::npos)
+        << "writer: " << written.message() << "\nloader: " << decoded.status().message();
+    return decoded.status();
   }
   testing::TempDir dir_;
   int edits_ = 0;
