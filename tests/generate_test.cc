@@ -302,6 +302,17 @@ TEST_F(GenerateTest, GenerateRefusesAFileWithoutPrefillAndDecode) {
   EXPECT_EQ(c.exit_code, 1);
   EXPECT_NE(c.err.find("needs the methods 'prefill' (the prompt) and 'decode'"), std::string::npos) << c.err;
   EXPECT_NE(c.err.find("'main'"), std::string::npos) << c.err;
+  // An attention_mask range below the cache's capacity bounds the tokens too.
+  spec.input_shapes["attention_mask"] = {1, {1, 100}};
+  spec.input_shapes["decode:attention_mask"] = {1, {2, 100}};
+  r = CompileMethods({{"prefill", model_}, {"decode", model_}}, spec, tmp.File("mask100.fcb"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  c = testing::RunCommand(testing::CliPath() + " generate " + tmp.File("mask100.fcb") + " --prompt 1,2,3 --max-new 99");
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("need an attention_mask of 101 in method 'decode', which takes at most 100"), std::string::npos)
+      << c.err;
+  c = testing::RunCommand(testing::CliPath() + " generate " + tmp.File("mask100.fcb") + " --prompt 1,2,3 --max-new 98");
+  EXPECT_EQ(c.exit_code, 0) << c.err;
   c = testing::RunCommand(testing::CliPath() + " generate " + File() + " --prompt 1,x,3");
   EXPECT_EQ(c.exit_code, 2);
   EXPECT_NE(c.err.find("'x' is not a token id"), std::string::npos) << c.err;

@@ -43,6 +43,7 @@ struct Step {
   std::vector<TensorSpec> feeds;  // the inputs fed per call (not the state)
   size_t logits = 0;              // output index
   int64_t max_tokens = 0, min_tokens = 0;  // input_ids dim 1 range
+  int64_t max_total = std::numeric_limits<int64_t>::max();  // attention_mask's longest, when it has one
 
   // Runs `ids` as the tokens at positions past..past+S-1; the next token is
   // the argmax of the last logits row.
@@ -120,6 +121,7 @@ Result<Step> MakeStep(const std::shared_ptr<const Program>& program, const std::
       st.min_tokens = t.dynamic() ? t.min_shape[1] : t.shape[1];
       ids = true;
     }
+    if (t.name == "attention_mask" && t.shape.size() == 2) st.max_total = t.shape[1];
     st.feeds.push_back(t);
   }
   if (!ids) return InvalidArgument(where + "has no input 'input_ids'");
@@ -184,12 +186,19 @@ int CmdGenerate(const GenerateArgs& a) {
   if (decode.value().min_tokens > 1 || decode.value().max_tokens < 1)
     return Fail("method 'decode' does not take one token (its input_ids take " +
                 std::to_string(decode.value().min_tokens) + ".." + std::to_string(decode.value().max_tokens) + ")");
-  // The cache holds the prompt and every generated token but the last.
+  // The cache holds the prompt and every generated token but the last; the
+  // attention mask's range may bound that below the buffer's capacity.
   const int64_t need = n + a.max_new - 1;
   if (capacity != std::numeric_limits<int64_t>::max() && need > capacity)
     return Fail("the prompt (" + std::to_string(n) + " tokens) and " + std::to_string(a.max_new) +
                 " new tokens need " + std::to_string(need) + " cache positions; the KV cache holds " +
                 std::to_string(capacity) + " (compile with a larger --kv-capacity, or ask for fewer tokens)", 2);
+  for (const Step* s : {&prefill.value(), &decode.value()})
+    if ((s == &prefill.value() ? n : need) > s->max_total)
+      return Fail("the prompt (" + std::to_string(n) + " tokens) and " + std::to_string(a.max_new) +
+                  " new tokens need an attention_mask of " + std::to_string(s == &prefill.value() ? n : need) +
+                  " in method '" + s->method + "', which takes at most " + std::to_string(s->max_total) +
+                  " (compile with a wider attention_mask range, or ask for fewer tokens)", 2);
 
   // One untimed warm-up (the prompt and one decode step: first-run costs,
   // the prompt's plan resolution), then an empty cache again.
