@@ -10,7 +10,8 @@
 // (tools/oracle/ort_generate.js --past-key-values --dummy-past 0, via
 // scripts/prepare_testdata.sh) is the oracle: on every target, at 1 and 2
 // threads, through the C++ API, `fcb generate` and examples/generate, the same tokens
-// and logits within rel L2 1e-3. Refusals: a step past the capacity (state
+// and logits within rel L2 1e-3 (and `fcb generate` on the static-buffer model
+// of state_test, which takes seqlens_k). Refusals: a step past the capacity (state
 // unchanged), kv_capacity out of range or without state, where no
 // GroupQueryAttention past takes it, a past it fixes that no state binds, a
 // sequence bound above the capacity, and `fcb generate` on a file without
@@ -212,6 +213,34 @@ TEST_F(GenerateTest, ExampleProgramGeneratesOnnxRuntimesTokens) {
                                  " 64 " + std::to_string(threads));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, want + "\n");
+  }
+}
+
+// fcb generate feeds seqlens_k where a model takes it: the static-buffer
+// decoder of tests/state_test.cc (GroupQueryAttention past and present of one
+// capacity, no kv_capacity), against ONNX Runtime's 16 tokens.
+TEST_F(GenerateTest, CliFeedsSeqlensToAStaticBufferModel) {
+  const std::string model = dir_ + "/gqa_decoder_static.onnx";
+  for (const std::string f : {model, dir_ + "/gqa_decoder_static.prompt.npy", dir_ + "/gqa_decoder_static.ref/tokens.npy"})
+    ASSERT_TRUE(testing::FileExists(f)) << f << " is missing: run scripts/prepare_testdata.sh";
+  TempDir tmp;
+  CompileSpec spec;
+  spec.targets = {"all"};
+  spec.input_shapes["prefill:input_ids"] = {1, {1, 16}};
+  spec.input_shapes["decode:input_ids"] = {1, 1};
+  spec.state_auto = true;
+  auto r = CompileMethods({{"prefill", model}, {"decode", model}}, spec, tmp.File("static.fcb"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::string prompt, want;
+  for (int64_t t : ReadTokens(dir_ + "/gqa_decoder_static.prompt.npy")) prompt += (prompt.empty() ? "" : ",") + std::to_string(t);
+  const std::vector<int64_t> tokens = ReadTokens(dir_ + "/gqa_decoder_static.ref/tokens.npy");
+  for (int64_t t : tokens) want += " " + std::to_string(t);
+  for (const std::string& target : testing::RunnableTargetNames(testing::ApiTargets())) {
+    SCOPED_TRACE(target);
+    auto c = testing::RunCommand(testing::CliPath() + " generate " + tmp.File("static.fcb") + " --prompt " + prompt +
+                                 " --max-new " + std::to_string(tokens.size()) + " --threads 2 --target " + target);
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    EXPECT_EQ(c.out.substr(0, c.out.find('\n')), "tokens:" + want);
   }
 }
 
