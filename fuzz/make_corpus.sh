@@ -121,4 +121,10 @@ J
 cat > "$out/spec/state_bad.json" <<'J'
 {"targets": "generic", "state": {"past": "present", "past2": "present", "": ""}}
 J
+cat > "$out/spec/kv_capacity.json" <<'J'
+{"targets": "all", "state": "auto", "kv_capacity": 1024, "input_shapes": {"input_ids": [1, [1, 512]], "attention_mask": [1, [1, 1024]], "decode:input_ids": [1, 1]}}
+J
+cat > "$out/spec/kv_capacity_bad.json" <<'J'
+{"targets": "generic", "kv_capacity": 1048577, "state": {}}
+J
 for t in load onnx npy spec; do echo "$t: $(ls "$out/$t" | wc -l) seeds"; done

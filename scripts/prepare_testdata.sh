@@ -221,6 +221,23 @@ if [ ! -f "$lstamp" ] || [ "$(cat "$lstamp")" != "$lwant" ]; then
   printf '%s' "$lwant" >"$lstamp"
 fi
 
+# The tiny shape of scripts/export_llm_models.py in form a (what ONNX Runtime
+# GenAI writes for CPU int4: MatMulNBits accuracy_level 4, GroupQueryAttention
+# with a growing past), a 32-token prompt, and ONNX Runtime's greedy generation
+# of 64 tokens from it (tools/oracle/ort_generate.js --past-key-values,
+# --dummy-past 0) for tests/generate_test.cc (kv_capacity, fcb generate).
+gstamp="$dir/.export_llm_tiny.stamp"
+gwant="$(sha256sum "$repo/scripts/export_llm_models.py" "$oracle/ort_generate.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$gstamp" ] || [ "$(cat "$gstamp")" != "$gwant" ]; then
+  "$py" "$repo/scripts/export_llm_models.py" --shape tiny --form a --out "$dir/llm_tiny_a.onnx" >/dev/null
+  "$py" -c 'import sys, numpy as np; np.save(sys.argv[1], ((np.arange(32) * 37 + 11) % 256).astype(np.int64)[None])' \
+    "$dir/llm_tiny_a.prompt.npy"
+  rm -rf "$dir/llm_tiny_a.ref"
+  node "$oracle/ort_generate.js" --past-key-values "$dir/llm_tiny_a.onnx" "$dir/llm_tiny_a.prompt.npy" 64 \
+    "$dir/llm_tiny_a.ref" --dummy-past 0 >/dev/null
+  printf '%s' "$gwant" >"$gstamp"
+fi
+
 # Models with dimensions chosen at each run (scripts/export_dynamic_models.py,
 # whose header lists models, dims and files): bert_dyn (sequence), resnet18_dyn
 # (height, width) and decoder_merged (an optimum-style merged decoder), each run

@@ -89,6 +89,19 @@ struct CompileSpec {
   // any past* -> present* (past_key_N -> present_key_N). The spec's
   // "state": "auto". Refused when no method has such a pair.
   bool state_auto = false;
+  // KV capacity (0: off; else 1..kMaxKvCapacity): with "state", every
+  // com.microsoft.GroupQueryAttention whose past_key/past_value is a graph
+  // input of a growing cache (past [B, kv, P, H] -> present [B, kv, P+S, H],
+  // as ONNX Runtime GenAI writes it) is compiled as a static buffer of this
+  // many positions: the past input's sequence dim is fixed at kv_capacity,
+  // present shares its shape and is written in place (only the new rows),
+  // and attention reads only the valid length (seqlens_k). The sequence a
+  // call sees (attention_mask's length, total_sequence_length) must then be
+  // bounded by kv_capacity in input_shapes. Refused without "state", where
+  // no method has such a past input, and where a past it fixes is not bound
+  // as a state. The spec's "kv_capacity", fcb compile --kv-capacity.
+  int64_t kv_capacity = 0;
+  static constexpr int64_t kMaxKvCapacity = int64_t{1} << 20;
 };
 
 // What precision "int8" costs one method: its int8 context against an fp32

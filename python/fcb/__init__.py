@@ -102,6 +102,8 @@ def compile(
     input_values: Optional[Mapping[str, Any]] = None,
     progress: Optional[Callable[[str, str, str], None]] = None,
     attachments: Optional[Mapping[str, Union[PathLike, bytes]]] = None,
+    state: Union[None, str, Mapping[str, str]] = None,
+    kv_capacity: Optional[int] = None,
 ) -> CompileReport:
     """Compile ONNX model(s) into one .fcb file at out_path.
 
@@ -142,6 +144,13 @@ def compile(
             stores the file's bytes, {"NAME": b"..."} the bytes given. Read
             back with Program.attachments and Program.attachment(name).
             Names: 1 to 255 printable ASCII bytes, no space, no '='.
+        state: a KV cache kept between runs (README "Language models"):
+            "auto" pairs past_key_values.N.* / past* inputs with the
+            present.N.* / present* outputs, or a dict {"PAST_INPUT":
+            "PRESENT_OUTPUT"} ("METHOD:PAST_INPUT" for one method).
+        kv_capacity: with state, compiles each GroupQueryAttention whose past
+            grows (ONNX Runtime GenAI's CPU form) as a static cache of this
+            many positions updated in place (1 to 2**20).
 
     The arguments follow the rules of the JSON compile spec (README "Compile
     specs"): a one-element list behaves exactly as the scalar (the files are
@@ -189,6 +198,10 @@ def compile(
             else:
                 paths[str(name)] = _os.fspath(value)
         spec["attachments"] = paths
+    if state is not None:
+        spec["state"] = state if isinstance(state, str) else {str(k): str(v) for k, v in state.items()}
+    if kv_capacity is not None:
+        spec["kv_capacity"] = kv_capacity
     text = _json.dumps(spec, default=_jsonable)
     raw = _json.loads(_fcb.compile(methods, text, _os.fspath(out_path), progress, attachment_bytes))
     for accuracy in raw["int8_accuracy"]:

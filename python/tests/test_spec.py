@@ -25,6 +25,14 @@ INVALID = [
     ({"targets": ["all", "generic"]}, {"targets": ["all", "generic"]}, "use 'all' alone"),
     ({"targets": "generic", "weight_sharing": "yes"}, {"targets": "generic", "weight_sharing": "yes"},
      "must be true or false"),
+    ({"targets": "generic", "kv_capacity": 256}, {"targets": "generic", "kv_capacity": 256},
+     'add "state": "auto"'),
+    ({"targets": "generic", "state": "auto", "kv_capacity": 0.5},
+     {"targets": "generic", "state": "auto", "kv_capacity": 0.5}, "must be an integer"),
+    ({"targets": "generic", "state": "auto", "kv_capacity": 2 ** 21},
+     {"targets": "generic", "state": "auto", "kv_capacity": 2 ** 21}, "out of range: give 1 to 1048576"),
+    ({"targets": "generic", "state": "everything"}, {"targets": "generic", "state": "everything"},
+     '"state" must be "auto"'),
 ]
 
 

@@ -18,6 +18,15 @@ struct CompileArgs {
   std::vector<std::string> targets, target_options, input_shapes, input_values, methods;
   std::vector<std::string> attachments;  // --attach NAME=FILE
   bool no_weight_sharing = false;
+  std::vector<std::string> state;  // --state auto | [METHOD:]PAST=PRESENT
+  int64_t kv_capacity = -1;        // --kv-capacity N (-1: the spec's)
+};
+// fcb generate: greedy generation on token ids with the prefill and decode
+// methods sharing one State.
+struct GenerateArgs {
+  std::string file, target = "auto", prompt;
+  int threads = 1;
+  int max_new = 16;
 };
 // What run, bench and profile share: the file, the method, the target, threads.
 struct ProgramArgs {
@@ -47,6 +56,7 @@ int CmdRun(const RunArgs& a);
 int CmdInspect(const std::string& file, bool json);
 int CmdBench(const BenchArgs& a);
 int CmdProfile(const ProfileArgs& a);
+int CmdGenerate(const GenerateArgs& a);
 int CmdTargets(bool json);
 int CmdOps(bool json);
 

@@ -129,6 +129,17 @@ int CmdCompile(const CompileArgs& a) {
     spec.attachments[name] = std::move(bytes).value();
   }
   if (a.no_weight_sharing) spec.weight_sharing = false;
+  // --state auto, or [METHOD:]PAST=PRESENT pairs added to the spec's.
+  for (const auto& s : a.state) {
+    if (s == "auto") {
+      spec.state_auto = true;
+      continue;
+    }
+    auto kv = SplitAssign(s, "--state");
+    if (!kv.ok()) return Fail(kv.status());
+    spec.state[kv.value().first] = kv.value().second;
+  }
+  if (a.kv_capacity >= 0) spec.kv_capacity = a.kv_capacity;
   if (Status s = ValidateSpec(spec); !s.ok()) return Fail(s);
 
   std::map<std::string, std::string> methods;

@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
   compile->add_option("--attach", ca.attachments,
                       "NAME=FILE: store FILE's bytes in the .fcb as attachment NAME (repeatable)");
   compile->add_flag("--no-weight-sharing", ca.no_weight_sharing, "store per-target weight copies");
+  compile->add_option("--state", ca.state,
+                      "'auto' (pair past*/present* names) or [METHOD:]PAST=PRESENT: keep a KV cache between runs "
+                      "(repeatable)");
+  compile->add_option("--kv-capacity", ca.kv_capacity,
+                      "with --state: compile GroupQueryAttention's growing past as a static cache of N positions");
 
   RunArgs ra;
   auto* run = app.add_subcommand("run", "run a method of an .fcb on .npy inputs");
@@ -71,6 +76,14 @@ int main(int argc, char** argv) {
   profile->add_flag("--json", pa.json, "machine-readable output");
   profile->add_option("--trace", pa.trace, "write a Chrome trace-event JSON file (Perfetto, chrome://tracing)");
 
+  GenerateArgs ga;
+  auto* generate = app.add_subcommand("generate", "greedy generation on token ids with a prefill and a decode method");
+  generate->add_option("file", ga.file, ".fcb file (methods 'prefill' and 'decode' sharing a state)")->required();
+  generate->add_option("--prompt", ga.prompt, "prompt token ids, comma-separated, e.g. 1,2,3")->required();
+  generate->add_option("--max-new", ga.max_new, "tokens to generate (default 16)");
+  generate->add_option("--threads", ga.threads, "threads (default 1)");
+  generate->add_option("--target", ga.target, "target to force (default: auto)");
+
   bool targets_json = false, ops_json = false;
   auto* targets = app.add_subcommand("targets", "list known targets and what this host runs");
   targets->add_flag("--json", targets_json, "machine-readable output");
@@ -92,6 +105,7 @@ int main(int argc, char** argv) {
   if (*inspect) return CmdInspect(inspect_file, inspect_json);
   if (*bench) return CmdBench(ba);
   if (*profile) return CmdProfile(pa);
+  if (*generate) return CmdGenerate(ga);
   if (*targets) return CmdTargets(targets_json);
   if (*ops) return CmdOps(ops_json);
   return Fail("no subcommand", 2);

@@ -62,7 +62,21 @@ ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& m
     t->bytes = a.data;
     return t;
   }, &o.input_values);
+  o.kv_capacity = spec.kv_capacity;
   return o;
+}
+
+// The graph inputs a com.microsoft.GroupQueryAttention reads as its past
+// (inputs 3 and 4): what kv_capacity turns into a static buffer.
+std::set<std::string> GqaPastInputs(const ir::Graph& g) {
+  std::set<int> inputs(g.inputs.begin(), g.inputs.end());
+  std::set<std::string> out;
+  for (const auto& n : g.nodes)
+    if (n.op_type == "com.microsoft.GroupQueryAttention")
+      for (size_t i : {size_t{3}, size_t{4}})
+        if (n.inputs.size() > i && n.inputs[i] >= 0 && inputs.count(n.inputs[i]))
+          out.insert(g.values[n.inputs[i]].name);
+  return out;
 }
 
 // The output an exporter pairs with cache input `input` (CompileSpec::
@@ -83,7 +97,8 @@ std::string ShapeText(DType d, const std::vector<int64_t>& shape) {
 // The spec's state pairs for this method, bound in its plan (ContextDesc::
 // state) after checking names, dtypes, shapes and that the output is written
 // in place over the input. `*found` is set when a pair was bound.
-Status BindState(const CompileSpec& spec, const std::string& method, format::ContextDesc* c, bool* found) {
+Status BindState(const CompileSpec& spec, const std::string& method, const std::set<std::string>& kv_inputs,
+                 format::ContextDesc* c, bool* found) {
   std::map<std::string, std::string> pairs;
   PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
   auto position = [&](const std::vector<int32_t>& list, const std::string& name) -> int32_t {
@@ -112,6 +127,15 @@ Status BindState(const CompileSpec& spec, const std::string& method, format::Con
                              "'; its outputs are: " + names(c->outputs));
     const auto& ti = c->tensors[c->inputs[i]];
     const auto& to = c->tensors[c->outputs[o]];
+    if (kv_inputs.count(in) && ti.dtype == to.dtype && ti.shape.size() == 4 && to.shape.size() == 4 &&
+        ti.shape != to.shape)
+      return InvalidArgument(where + "'" + out + "' is " + ShapeText(to.dtype, to.shape) + " but kv_capacity " +
+                             std::to_string(spec.kv_capacity) + " makes '" + in + "' " +
+                             ShapeText(ti.dtype, ti.shape) +
+                             ": the sequence a call sees (total_sequence_length, e.g. attention_mask's length) "
+                             "reaches " + std::to_string(to.shape[2]) +
+                             "; bound it by the capacity in \"input_shapes\" (e.g. attention_mask=1x1.." +
+                             std::to_string(spec.kv_capacity) + ") or raise kv_capacity");
     if (ti.dtype != to.dtype || ti.shape != to.shape)
       return InvalidArgument(where + "'" + out + "' is " + ShapeText(to.dtype, to.shape) + " but '" + in + "' is " +
                              ShapeText(ti.dtype, ti.shape) +
@@ -132,6 +156,11 @@ Status BindState(const CompileSpec& spec, const std::string& method, format::Con
     c->state.push_back(b);
     *found = true;
   }
+  for (const std::string& in : kv_inputs)
+    if (!pairs.count(in))
+      return InvalidArgument(where + "kv_capacity " + std::to_string(spec.kv_capacity) + " fixes input '" + in +
+                             "' (a GroupQueryAttention past) at that capacity, but no state pair binds it: "
+                             "add {\"" + in + "\": \"PRESENT_OUTPUT\"} to \"state\" or use \"state\": \"auto\"");
   return Status::Ok();
 }
 
@@ -333,6 +362,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
   desc.plan_version = ops::kPlanVersion;
   format::WeightPoolBuilder pool;
   bool state_found = false;  // some method bound a state pair
+  std::vector<std::string> no_kv_methods;  // with kv_capacity: methods without a GroupQueryAttention past input
   for (const auto& entry : methods) {
     // Named copies: C++20 lambdas (clang 14) cannot capture structured bindings.
     const std::string& method = entry.first;
@@ -344,6 +374,9 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       note(imported.status().code());
       continue;
     }
+    const std::set<std::string> kv_inputs =
+        spec.kv_capacity > 0 ? GqaPastInputs(imported.value()) : std::set<std::string>();
+    if (spec.kv_capacity > 0 && kv_inputs.empty()) no_kv_methods.push_back(method);
     // One optimized graph per (optimization level, int8 or not) in use.
     std::map<std::pair<int, bool>, Result<ir::Graph>> optimized;
     auto optimize = [&](int level, bool int8) -> const Result<ir::Graph>& {
@@ -396,7 +429,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
         continue;
       }
       if (!spec.state.empty() || spec.state_auto) {
-        Status st = BindState(spec, method, &ctx.value(), &state_found);
+        Status st = BindState(spec, method, kv_inputs, &ctx.value(), &state_found);
         if (!st.ok()) {
           failures.push_back("target '" + target + "', method '" + method + "': " + st.message());
           note(st.code());
@@ -449,6 +482,14 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       }
       report.int8_accuracy.push_back(std::move(acc));
     }
+  }
+  if (spec.kv_capacity > 0 && no_kv_methods.size() == methods.size()) {
+    std::string names;
+    for (const auto& m : no_kv_methods) names += (names.empty() ? "'" : ", '") + m + "'";
+    return InvalidArgument("spec \"kv_capacity\": " + std::to_string(spec.kv_capacity) + ": no method (" + names +
+                           ") has a com.microsoft.GroupQueryAttention whose past_key/past_value is a graph input, "
+                           "which is what kv_capacity turns into a state buffer; leave kv_capacity out (a model whose "
+                           "past and present already share one shape needs only \"state\")");
   }
   if (!failures.empty()) {
     std::string msg = failures.size() == 1 ? "compilation failed: " : "compilation failed in " +

@@ -274,6 +274,13 @@ Status ValidateSpec(const CompileSpec& spec) {
       return InvalidArgument("an input value has an empty input name; write NAME=FILE.npy or METHOD:NAME=...");
   }
   FCB_RETURN_IF_ERROR(ValidateAttachments(spec.attachments));
+  if (spec.kv_capacity < 0 || spec.kv_capacity > CompileSpec::kMaxKvCapacity)
+    return InvalidArgument("kv_capacity " + std::to_string(spec.kv_capacity) + " is out of range: give the KV cache's "
+                           "positions, 1 to " + std::to_string(CompileSpec::kMaxKvCapacity) + " (0 or absent: off)");
+  if (spec.kv_capacity > 0 && spec.state.empty() && !spec.state_auto)
+    return InvalidArgument("kv_capacity " + std::to_string(spec.kv_capacity) + " needs \"state\": the cache it sizes "
+                           "is kept between runs; add \"state\": \"auto\" (or name the pairs, "
+                           "{\"past_key_values.0.key\": \"present.0.key\", ...})");
   std::map<std::string, std::string> state_outputs;  // output -> the input first bound to it
   for (const auto& [input, output] : spec.state) {
     if (input.empty() || input.back() == ':' || output.empty())
@@ -322,7 +329,7 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
                            "' is given more than once in \"attachments\"; name each attachment once");
   if (!j.is_object()) return InvalidArgument("the spec must be a JSON object with a \"targets\" key");
   static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes",
-                                                 "input_values", "attachments", "state"};
+                                                 "input_values", "attachments", "state", "kv_capacity"};
   CompileSpec spec;
   bool options_is_object = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -384,6 +391,15 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
                                "past input to the output carrying its next value, e.g. "
                                "{\"past_key_values.0.key\": \"present.0.key\"}");
       }
+    } else if (key == "kv_capacity") {
+      // An integer (a float like 1024.0 is refused too: a capacity is a count).
+      if (!it->is_number_integer())
+        return InvalidArgument("\"kv_capacity\" must be an integer, the KV cache's positions, e.g. 1024");
+      if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(CompileSpec::kMaxKvCapacity)
+                                   : it->get<int64_t>() < 0 || it->get<int64_t>() > CompileSpec::kMaxKvCapacity)
+        return InvalidArgument("\"kv_capacity\" " + it->dump() + " is out of range: give 1 to " +
+                               std::to_string(CompileSpec::kMaxKvCapacity) + " (0: off)");
+      spec.kv_capacity = it->get<int64_t>();
     } else if (key == "attachments") {
       if (!it->is_object())
         return InvalidArgument("\"attachments\" must be an object mapping a name to a file path, e.g. "

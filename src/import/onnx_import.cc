@@ -278,6 +278,7 @@ Status Importer::AddInputs() {
     if (!t) return InvalidArgument("input_values['" + name + "'] has no data");
   }
   FCB_RETURN_IF_ERROR(BindSymbols(runtime));
+  if (opts_.kv_capacity > 0) FCB_RETURN_IF_ERROR(FixKvCapacity(runtime));
   // An initializer that is also an input (older IR versions) is a default
   // ONNX Runtime lets a feed override; input_values overrides it here.
   for (const auto& vi : g_.input()) {
@@ -387,6 +388,33 @@ Status Importer::BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inp
   return Status::Ok();
 }
 
+Status Importer::FixKvCapacity(const std::vector<const onnx::ValueInfoProto*>& inputs) {
+  const int64_t n = opts_.kv_capacity;
+  std::map<std::string, std::string> past;  // input -> the GroupQueryAttention node reading it as a past
+  for (const auto& node : g_.node())
+    if (node.op_type() == "GroupQueryAttention" && node.domain() == "com.microsoft")
+      for (int i : {3, 4})
+        if (node.input_size() > i && !node.input(i).empty()) past.emplace(node.input(i), node.name());
+  for (const auto* vi : inputs) {
+    auto it = past.find(vi->name());
+    if (it == past.end() || !vi->type().has_tensor_type()) continue;
+    const std::string& name = vi->name();
+    const auto& tt = vi->type().tensor_type();
+    const std::string where = "kv_capacity " + std::to_string(n) + ": input '" + name +
+                              "' (a past of com.microsoft.GroupQueryAttention node '" + it->second + "') ";
+    if (!tt.has_shape() || tt.shape().dim_size() != 4)
+      return InvalidArgument(where + "must be 4-D [batch, kv_heads, past, head] in the model");
+    const auto* d = &tt.shape().dim(2);
+    if (FixedByModel(d)) {
+      if (d->dim_value() == n) continue;
+      return InvalidArgument(where + "has its sequence dim fixed to " + std::to_string(d->dim_value()) +
+                             " by the model (a static buffer); give kv_capacity " + std::to_string(d->dim_value()) +
+                             " or leave kv_capacity out (\"state\" alone binds a static buffer)");
+    }
+    bounds_[SymbolOf(name, d, 2)] = Bound{n, n, name, 2, false};
+  }
+  return Status::Ok();
+}
 
 // `value` for input `name` as a constant of `dtype` and shape `shape`:
 // `declared` is the model's shape for it (-1 = any size). Refuses a rank or

@@ -48,6 +48,9 @@ class Importer {
   // across inputs (BindSymbols). Inputs are shaped at the bound (a range's
   // upper end); Graph::symbols records the ranges.
   Status BindSymbols(const std::vector<const onnx::ValueInfoProto*>& inputs);
+  // ImportOptions::kv_capacity: the GroupQueryAttention past inputs' dim 2
+  // symbol fixed at the capacity.
+  Status FixKvCapacity(const std::vector<const onnx::ValueInfoProto*>& inputs);
   Status AddOutputs();
 
   // Nodes: order, names in scope, conversion (onnx_import.cc).

@@ -40,6 +40,11 @@ struct ImportOptions {
   // one (and input_shapes, if that names it too). On an input that also has
   // an initializer, it replaces the initializer's value.
   std::map<std::string, TensorPtr> input_values;
+  // > 0: every graph input read as past_key / past_value (inputs 3 and 4) of
+  // a com.microsoft.GroupQueryAttention has its sequence dim (2) fixed at
+  // this size, whatever input_shapes gives it (CompileSpec::kv_capacity);
+  // a model that fixes that dim to another size is refused.
+  int64_t kv_capacity = 0;
 };
 
 // Reads the ONNX model at `path` into a graph with static shapes.

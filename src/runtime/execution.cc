@@ -309,10 +309,21 @@ Status Execution::SetInput(const std::string& name, const void* data, size_t byt
       continue;
     }
     const auto& sym = m.context->symbols[s];
-    if (shape[d] < sym.lo || shape[d] > sym.hi)
+    if (shape[d] < sym.lo || shape[d] > sym.hi) {
+      // A method keeping a KV cache whose capacity this size passes: say so
+      // (the attention mask's length is the cache's valid length).
+      std::string cache;
+      for (const PreparedState& ps : m.state)
+        if (shape[d] > sym.hi && shape[d] > ps.capacity && sym.hi <= ps.capacity) {
+          cache = "; that is past the capacity of the KV cache ('" + m.info.inputs[ps.input].name + "' holds " +
+                  std::to_string(ps.capacity) + " positions): nothing ran and the state is as it was";
+          break;
+        }
       return InvalidArgument(given + ", but its dim " + std::to_string(d) + " is the symbol '" + sym.name +
                              "' with the range " + RangeText(sym.lo, sym.hi) +
-                             " it was compiled for; recompile with a wider range to run " + std::to_string(shape[d]));
+                             " it was compiled for; recompile with a wider range to run " + std::to_string(shape[d]) +
+                             cache);
+    }
   }
   const uint64_t want = static_cast<uint64_t>(ir::NumElements(shape)) * DTypeSize(spec.dtype);
   if (bytes != want)

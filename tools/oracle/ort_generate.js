@@ -4,7 +4,7 @@
 //
 //   node ort_generate.js PREFILL.onnx DECODE.onnx PROMPT.npy N OUTDIR
 //   node ort_generate.js --merged MERGED.onnx PROMPT.npy N OUTDIR
-//   node ort_generate.js --past-key-values MERGED.onnx PROMPT.npy N OUTDIR [--dummy-past P]
+//   node ort_generate.js --past-key-values MERGED.onnx PROMPT.npy N OUTDIR [--dummy-past P] [--threads T]
 //
 // PROMPT.npy is int64 [1, T]. Prefill gives logits [1, T, V] and the KV cache;
 // token 0 is argmax of the last row. Token i > 0 comes from decode(token i-1,
@@ -21,6 +21,10 @@
 // step runs the previous token with use_cache_branch true, the presents as
 // past and a mask of ones [1, past+1]. It also writes
 // OUTDIR/prefill_logits.npy (float32 [1, T, V], all of the prefill's logits).
+// It prints the tokens and, as fcb generate does, the prefill and decode
+// times ("prefill: T tokens in X ms (R tok/s)", "decode: N-1 tokens in ...";
+// session.run plus the argmax, after one untimed warm-up generation of two
+// tokens), on --threads T intra-op threads (default 1).
 // Exit status 0 on success, else 1 with "error: ..." on stderr.
 'use strict';
 
@@ -124,12 +128,14 @@ async function main() {
 
 // Greedy decoding over an optimum-style merged decoder (see the header).
 async function generatePastKeyValues(args) {
-  let dummyPast = 1;
+  let dummyPast = 1, threads = 1;
   const pos = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--dummy-past') dummyPast = Number(args[++i]);
+    else if (args[i] === '--threads') threads = Number(args[++i]);
     else pos.push(args[i]);
   }
+  if (!Number.isInteger(threads) || threads < 1) fail('--threads needs a positive integer');
   const [modelPath, promptPath, nArg, outDir] = pos;
   if (!outDir || pos.length !== 4) {
     fail('usage: node ort_generate.js --past-key-values MERGED.onnx PROMPT.npy N OUTDIR [--dummy-past P]');
@@ -137,7 +143,7 @@ async function generatePastKeyValues(args) {
   const n = Number(nArg);
   if (!Number.isInteger(n) || n < 1) fail(`N must be a positive integer, got '${nArg}'`);
   if (!Number.isInteger(dummyPast) || dummyPast < 0) fail('--dummy-past needs a non-negative integer');
-  const opts = { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
+  const opts = { intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
   const session = await ort.InferenceSession.create(modelPath, opts);
   const pastNames = session.inputNames.filter((x) => x.startsWith('past_key_values.'));
   const presentName = (x) => x.replace(/^past_key_values\./, 'present.');
@@ -170,28 +176,44 @@ async function generatePastKeyValues(args) {
     }
     feeds[p] = zeros([1, m.shape[1], dummyPast, m.shape[3]]);
   }
-  let out = await session.run(feeds);
-  const vocab = Number(out.logits.dims[2]);
-  fs.mkdirSync(outDir, { recursive: true });
-  writeNpy(path.join(outDir, 'prefill_logits.npy'), '<f4', out.logits.data, out.logits.dims.map(Number));
-  const tokens = new BigInt64Array(n);
-  const logits = new Float32Array(n * vocab);
-  logits.set(out.logits.data.subarray((t - 1) * vocab, t * vocab), 0);
-  tokens[0] = BigInt(argmaxRow(out.logits.data, t - 1, vocab));
-  for (let i = 1; i < n; i++) {
-    const step = { input_ids: new ort.Tensor('int64', BigInt64Array.of(tokens[i - 1]), [1, 1]),
-                   attention_mask: ones(t + i) };
-    if (merged) step.use_cache_branch = flag(true);
-    for (const p of pastNames) step[p] = out[presentName(p)];
-    const past = Number(step[pastNames[0]].dims[2]);
-    if (past !== t + i - 1) fail(`step ${i}: present is ${past} long, expected ${t + i - 1}`);
-    out = await session.run(step);
-    logits.set(out.logits.data.subarray(0, vocab), i * vocab);
-    tokens[i] = BigInt(argmaxRow(out.logits.data, 0, vocab));
-  }
+  const now = () => Number(process.hrtime.bigint()) / 1e6;
+  const run = async (count, write) => {
+    const t0 = now();
+    let out = await session.run(feeds);
+    const vocab = Number(out.logits.dims[2]);
+    const tokens = new BigInt64Array(count);
+    const logits = new Float32Array(count * vocab);
+    tokens[0] = BigInt(argmaxRow(out.logits.data, t - 1, vocab));
+    const t1 = now();
+    if (write) {
+      fs.mkdirSync(outDir, { recursive: true });
+      writeNpy(path.join(outDir, 'prefill_logits.npy'), '<f4', out.logits.data, out.logits.dims.map(Number));
+    }
+    logits.set(out.logits.data.subarray((t - 1) * vocab, t * vocab), 0);
+    let decodeMs = 0;
+    for (let i = 1; i < count; i++) {
+      const s0 = now();
+      const step = { input_ids: new ort.Tensor('int64', BigInt64Array.of(tokens[i - 1]), [1, 1]),
+                     attention_mask: ones(t + i) };
+      if (merged) step.use_cache_branch = flag(true);
+      for (const p of pastNames) step[p] = out[presentName(p)];
+      const past = Number(step[pastNames[0]].dims[2]);
+      if (past !== t + i - 1) fail(`step ${i}: present is ${past} long, expected ${t + i - 1}`);
+      out = await session.run(step);
+      tokens[i] = BigInt(argmaxRow(out.logits.data, 0, vocab));
+      decodeMs += now() - s0;
+      logits.set(out.logits.data.subarray(0, vocab), i * vocab);
+    }
+    return { tokens, logits, vocab, prefillMs: t1 - t0, decodeMs };
+  };
+  await run(Math.min(n, 2), false);  // warm-up
+  const { tokens, logits, vocab, prefillMs, decodeMs } = await run(n, true);
+  const rate = (what, count, ms) => `${what}: ${count} tokens in ${ms.toFixed(1)} ms ` +
+                                     `(${(ms > 0 ? (count * 1000) / ms : 0).toFixed(1)} tok/s)\n`;
   writeNpy(path.join(outDir, 'tokens.npy'), '<i8', tokens, [n]);
   writeNpy(path.join(outDir, 'logits.npy'), '<f4', logits, [n, vocab]);
   process.stdout.write(`tokens: ${Array.from(tokens).join(' ')}\n`);
+  process.stdout.write(rate('prefill', t, prefillMs) + rate('decode', n - 1, decodeMs) + `threads: ${threads}\n`);
 }
 
 main().catch((e) => fail(e && e.message ? e.message : String(e)));
