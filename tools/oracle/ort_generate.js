@@ -22,7 +22,9 @@
 // past and a mask of ones [1, past+1]. It also writes
 // OUTDIR/prefill_logits.npy (float32 [1, T, V], all of the prefill's logits).
 // Options of --past-key-values: --threads N (ONNX Runtime's intra-op threads,
-// default 1) and --repeat R (default 1: generate R times in one session). It
+// default 1), --no-spin (its worker threads sleep instead of spinning between
+// operators: session.intra_op.allow_spinning 0, faster where other processes
+// share the cores) and --repeat R (default 1: generate R times in one session). It
 // prints, after the tokens, the time of each phase in fcb generate's format:
 //   prefill: T tokens in X ms (Y tok/s)      the prompt's run and its argmax
 //   decode: N-1 tokens in X ms (Y tok/s)     the N-1 decode steps with theirs
@@ -131,18 +133,19 @@ async function main() {
 
 // Greedy decoding over an optimum-style merged decoder (see the header).
 async function generatePastKeyValues(args) {
-  let dummyPast = 1, threads = 1, repeat = 1;
+  let dummyPast = 1, threads = 1, repeat = 1, spin = true;
   const pos = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--dummy-past') dummyPast = Number(args[++i]);
     else if (args[i] === '--threads') threads = Number(args[++i]);
     else if (args[i] === '--repeat') repeat = Number(args[++i]);
+    else if (args[i] === '--no-spin') spin = false;
     else pos.push(args[i]);
   }
   const [modelPath, promptPath, nArg, outDir] = pos;
   if (!outDir || pos.length !== 4) {
     fail('usage: node ort_generate.js --past-key-values MERGED.onnx PROMPT.npy N OUTDIR [--dummy-past P] ' +
-         '[--threads N] [--repeat R]');
+         '[--threads N] [--repeat R] [--no-spin]');
   }
   const n = Number(nArg);
   if (!Number.isInteger(n) || n < 1) fail(`N must be a positive integer, got '${nArg}'`);
@@ -150,6 +153,7 @@ async function generatePastKeyValues(args) {
   if (!Number.isInteger(threads) || threads < 1) fail('--threads needs a positive integer');
   if (!Number.isInteger(repeat) || repeat < 1) fail('--repeat needs a positive integer');
   const opts = { intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all' };
+  if (!spin) opts.extra = { session: { intra_op: { allow_spinning: '0' } } };
   const session = await ort.InferenceSession.create(modelPath, opts);
   const pastNames = session.inputNames.filter((x) => x.startsWith('past_key_values.'));
   const presentName = (x) => x.replace(/^past_key_values\./, 'present.');
