@@ -5,7 +5,7 @@ bandwidth roofline. A benchmark, not a test (never run by ctest or CI).
   scripts/bench_llm.sh [--shape smollm2-135m|qwen2.5-0.5b|tiny] [--threads "1 2"]
       [--prompt 128] [--new 64] [--repeat 3] [--layers N] [--dir DIR]
       [--fcb build/fcb] [--bandwidth build/bench/bandwidth] [--target T]
-      [--mode auto|generate|fallback] [--ort-spin both|on|off]
+      [--mode auto|generate|fallback] [--ort-spin both|on|off] [--compile-arg=ARG]...
 
 What it does, all in one run on this machine:
  1. makes the model with scripts/export_llm_models.py (form a: ONNX Runtime
@@ -198,7 +198,7 @@ def fcb_generate(a, onnx_path, prompt_path, target, t):
              "--input-shape", f"prefill:input_ids=1x1..{a.prompt}",
              "--input-shape", f"prefill:attention_mask=1x1..{cap}",
              "--input-shape", "decode:input_ids=1x1", "--input-shape", f"decode:attention_mask=1x1..{cap}",
-             "-o", fcb_path], what="fcb compile")
+             *a.compile_arg, "-o", fcb_path], what="fcb compile")
     prompt = ",".join(str(int(x)) for x in np.load(prompt_path).reshape(-1))
     return parse_phases(run([a.fcb, "generate", fcb_path, "--prompt", prompt, "--max-new", str(a.new),
                              "--threads", str(t), "--target", target], what="fcb generate"))
@@ -218,7 +218,7 @@ def fcb_fallback(a, onnx_path, target, t, prompt_path):
     if newer(fcb_path, onnx_path, a.fcb):
         print(f"# compiling {fcb_path} (fallback: prefill {a.prompt} tokens, decode at past {dpast})", flush=True)
         run([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--target",
-             target, *shapes, "-o", fcb_path], what="fcb compile")
+             target, *shapes, *a.compile_arg, "-o", fcb_path], what="fcb compile")
     feeds = os.path.join(a.dir, f"feeds.{os.path.basename(onnx_path)[:-5]}.{a.prompt}.{dpast}")
     os.makedirs(feeds, exist_ok=True)
     np.save(os.path.join(feeds, "prefill_input_ids.npy"), np.load(prompt_path))
@@ -259,6 +259,8 @@ def main():
     ap.add_argument("--ort-spin", default="both", choices=["both", "on", "off"],
                     help="ONNX Runtime's worker threads spinning between operators (its default, on) or not; "
                          "both: each round runs both and keeps the better (threads > 1)")
+    ap.add_argument("--compile-arg", action="append", default=[],
+                    help="one more argument for fcb compile (repeatable, e.g. --compile-arg=--target-options ...)")
     ap.add_argument("--mode", default="auto", choices=["auto", "generate", "fallback"])
     a = ap.parse_args()
     a.threads = [int(t) for t in a.threads.replace(",", " ").split()]

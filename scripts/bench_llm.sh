@@ -9,7 +9,7 @@
 #   scripts/bench_llm.sh [--shape smollm2-135m|qwen2.5-0.5b|tiny] [--threads "1 2"]
 #       [--prompt 128] [--new 64] [--repeat 3] [--layers N] [--dir DIR]
 #       [--fcb build/fcb] [--bandwidth build/bench/bandwidth] [--target T]
-#       [--mode auto|generate|fallback] [--ort-spin both|on|off]
+#       [--mode auto|generate|fallback] [--ort-spin both|on|off] [--compile-arg=ARG]...
 #
 # Bytes read per decode token (scripts/llm_bytes_per_token.py):
 #   bytes/token = W + R + KV_row * (T + N/2)
