@@ -185,20 +185,30 @@ def past_inputs(onnx_path):
     return out
 
 
+def compile_once(cmd, fcb_path, sources, what):
+    """Runs `cmd` unless fcb_path is newer than `sources` and was made by the same command."""
+    stamp = fcb_path + ".cmd"
+    same = os.path.exists(stamp) and open(stamp).read() == json.dumps(cmd)
+    if same and not newer(fcb_path, *sources):
+        return
+    print(f"# compiling {fcb_path} ({what})", flush=True)
+    run(cmd, what="fcb compile")
+    with open(stamp, "w") as f:
+        f.write(json.dumps(cmd))
+
+
 def fcb_generate(a, onnx_path, prompt_path, target, t):
     cap = a.prompt + a.new
     fcb_path = os.path.join(a.dir, os.path.basename(onnx_path)[:-5] + f".gen.{target}.fcb")
     spec = os.path.join(a.dir, "state_auto.json")
     with open(spec, "w") as f:
         json.dump({"state": "auto"}, f)
-    if newer(fcb_path, onnx_path, a.fcb):
-        print(f"# compiling {fcb_path} (state, kv capacity {cap})", flush=True)
-        run([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--spec", spec,
-             "--kv-capacity", str(cap), "--target", target,
-             "--input-shape", f"prefill:input_ids=1x1..{a.prompt}",
-             "--input-shape", f"prefill:attention_mask=1x1..{cap}",
-             "--input-shape", "decode:input_ids=1x1", "--input-shape", f"decode:attention_mask=1x1..{cap}",
-             *a.compile_arg, "-o", fcb_path], what="fcb compile")
+    compile_once([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--spec",
+                  spec, "--kv-capacity", str(cap), "--target", target,
+                  "--input-shape", f"prefill:input_ids=1x1..{a.prompt}",
+                  "--input-shape", f"prefill:attention_mask=1x1..{cap}",
+                  "--input-shape", "decode:input_ids=1x1", "--input-shape", f"decode:attention_mask=1x1..{cap}",
+                  *a.compile_arg, "-o", fcb_path], fcb_path, [onnx_path, a.fcb], f"state, kv capacity {cap}")
     prompt = ",".join(str(int(x)) for x in np.load(prompt_path).reshape(-1))
     return parse_phases(run([a.fcb, "generate", fcb_path, "--prompt", prompt, "--max-new", str(a.new),
                              "--threads", str(t), "--target", target], what="fcb generate"))
@@ -215,10 +225,9 @@ def fcb_fallback(a, onnx_path, target, t, prompt_path):
     for name, kv, head in pasts:
         shapes += ["--input-shape", f"prefill:{name}=1x{kv}x1x{head}", "--input-shape",
                    f"decode:{name}=1x{kv}x{dpast}x{head}"]
-    if newer(fcb_path, onnx_path, a.fcb):
-        print(f"# compiling {fcb_path} (fallback: prefill {a.prompt} tokens, decode at past {dpast})", flush=True)
-        run([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--target",
-             target, *shapes, *a.compile_arg, "-o", fcb_path], what="fcb compile")
+    compile_once([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--target",
+                  target, *shapes, *a.compile_arg, "-o", fcb_path], fcb_path, [onnx_path, a.fcb],
+                 f"fallback: prefill {a.prompt} tokens, decode at past {dpast}")
     feeds = os.path.join(a.dir, f"feeds.{os.path.basename(onnx_path)[:-5]}.{a.prompt}.{dpast}")
     os.makedirs(feeds, exist_ok=True)
     np.save(os.path.join(feeds, "prefill_input_ids.npy"), np.load(prompt_path))
