@@ -14,6 +14,15 @@
 // convolutions stays 4-D (and NHWC) between them; Squeezes left without a
 // reader are removed. Only float32 convolutions with constant weights (and
 // bias) are rewritten: the ones the NHWC forms take.
+//
+// Quantized form (`quantized`, run before FuseQuantized): ConvInteger(X, W,
+// x_zero_point, w_zero_point) and QLinearConv(X, xs, xz, W, ws, wz, ys, yz,
+// B) with X int8/uint8 [N,C,W] and W a constant int8/uint8 [M,C/g,k] are
+// rewritten the same way (W at input 1 or 3; zero points, scales and the
+// int32 bias are per output channel or per tensor, unchanged by the new
+// axis), so FuseQuantized takes them into the int8 NHWC convolution
+// (QConvNhwc) as it takes 2-D ones: e.g. Whisper's two int8 1-D front-end
+// convolutions, which the reference ConvInteger kernel ran ~200x slower.
 #include <map>
 
 #include "passes/graph_util.h"
@@ -32,22 +41,44 @@ void WidenInts(ir::Node& n, const char* attr, int64_t fill, bool pads) {
   n.SetInts(attr, v);
 }
 
-bool Rewritable(const ir::Graph& g, const ir::Node& n) {
-  if (!n.domain.empty() || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) return false;
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || n.outputs.size() != 1) return false;
+bool IsQuantized(ir::DType t) { return t == ir::DType::kU8 || t == ir::DType::kI8; }
+
+// The weight's input position when `n` is rewritten in this form, else -1.
+int RewritableWeight(const ir::Graph& g, const ir::Node& n, bool quantized) {
+  if (!n.domain.empty()) return -1;
+  int wi;
+  if (quantized) {
+    if (n.op_type == "ConvInteger") wi = 1;
+    else if (n.op_type == "QLinearConv") wi = 3;
+    else return -1;
+  } else {
+    if (n.op_type != "Conv" && n.op_type != "ConvTranspose") return -1;
+    wi = 1;
+  }
+  if (static_cast<int>(n.inputs.size()) <= wi || n.inputs[0] < 0 || n.inputs[wi] < 0 || n.outputs.size() != 1)
+    return -1;
   const ir::Value& x = g.values[n.inputs[0]];
-  const ir::Value& w = g.values[n.inputs[1]];
-  if (x.is_constant() || x.dtype != ir::DType::kF32 || x.shape.size() != 3) return false;
-  if (!w.is_constant() || w.dtype != ir::DType::kF32 || w.shape.size() != 3) return false;
-  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.values[n.inputs[2]].is_constant()) return false;
-  return g.values[n.outputs[0]].shape.size() == 3;
+  const ir::Value& w = g.values[n.inputs[wi]];
+  const bool dtypes_ok = quantized ? IsQuantized(x.dtype) && IsQuantized(w.dtype)
+                                   : x.dtype == ir::DType::kF32 && w.dtype == ir::DType::kF32;
+  if (x.is_constant() || !dtypes_ok || x.shape.size() != 3) return -1;
+  if (!w.is_constant() || w.shape.size() != 3) return -1;
+  // Every other operand (bias, scales, zero points) a constant or, for the
+  // quantized forms, a per-tensor run-time value (a dynamic quantization's
+  // scale and zero point): none has a spatial axis.
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (static_cast<int>(i) == wi || n.inputs[i] < 0) continue;
+    const ir::Value& v = g.values[n.inputs[i]];
+    if (!v.is_constant() && !(quantized && v.shape.size() <= 1)) return -1;
+  }
+  return g.values[n.outputs[0]].shape.size() == 3 ? wi : -1;
 }
 
 }  // namespace
 
-Status Conv1dAs2d(ir::Graph& g) {
+Status Conv1dAs2d(ir::Graph& g, bool quantized) {
   bool any = false;
-  for (const auto& n : g.nodes) any = any || Rewritable(g, n);
+  for (const auto& n : g.nodes) any = any || RewritableWeight(g, n, quantized) >= 0;
   if (!any) return Status::Ok();
   const int axes = g.AddConstant(g.UniqueName("conv1d_axes"), ir::TensorData::FromInts({1}, {2}));
   std::map<int, int> squeezed_from;  // 3-D value -> the 4-D value it is a Squeeze of
@@ -63,7 +94,8 @@ Status Conv1dAs2d(ir::Graph& g) {
     return r;
   };
   for (ir::Node& n : g.nodes) {
-    if (!Rewritable(g, n)) {
+    const int wi = RewritableWeight(g, n, quantized);
+    if (wi < 0) {
       out.push_back(std::move(n));
       continue;
     }
@@ -73,17 +105,17 @@ Status Conv1dAs2d(ir::Graph& g) {
       x4 = it->second;
     } else {
       const ir::Shape& xs = g.values[x].shape;
-      x4 = NewValue(g, g.values[x].name + "/as_2d", ir::DType::kF32, {xs[0], xs[1], 1, xs[2]});
+      x4 = NewValue(g, g.values[x].name + "/as_2d", g.values[x].dtype, {xs[0], xs[1], 1, xs[2]});
       out.push_back(reshape(n.name + "/unsqueeze", "Unsqueeze", x, x4));
     }
-    const ir::TensorData& w = *g.values[n.inputs[1]].constant;
+    const ir::TensorData& w = *g.values[n.inputs[wi]].constant;
     auto w4 = std::make_shared<ir::TensorData>(w);
     w4->shape = {w.shape[0], w.shape[1], 1, w.shape[2]};
-    const int w4_id = g.AddConstant(g.UniqueName(g.values[n.inputs[1]].name + "/as_2d"), std::move(w4));
+    const int w4_id = g.AddConstant(g.UniqueName(g.values[n.inputs[wi]].name + "/as_2d"), std::move(w4));
     const ir::Shape& ys = g.values[y].shape;
-    const int y4 = NewValue(g, g.values[y].name + "/as_2d", ir::DType::kF32, {ys[0], ys[1], 1, ys[2]});
+    const int y4 = NewValue(g, g.values[y].name + "/as_2d", g.values[y].dtype, {ys[0], ys[1], 1, ys[2]});
     n.inputs[0] = x4;
-    n.inputs[1] = w4_id;
+    n.inputs[wi] = w4_id;
     n.outputs[0] = y4;
     WidenInts(n, "kernel_shape", 1, false);
     WidenInts(n, "strides", 1, false);

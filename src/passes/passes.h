@@ -48,8 +48,11 @@ Status FuseGelu(ir::Graph& g);
 // 1-D Conv / ConvTranspose (float32, constant weights) as 2-D ones of height
 // 1 between an Unsqueeze and a Squeeze, so the layout pass gives them the
 // NHWC kernels; consecutive ones stay 4-D between them (conv1d_as_2d.cc).
-// Run by OptimizeGraph before AssignLayouts.
-Status Conv1dAs2d(ir::Graph& g);
+// Run by OptimizeGraph before AssignLayouts. With `quantized`, the same for
+// 1-D ConvInteger and QLinearConv with constant 3-D int8/uint8 weights
+// instead, so FuseQuantized gives them the int8 NHWC convolution (run by
+// RunDefaultPasses just before it).
+Status Conv1dAs2d(ir::Graph& g, bool quantized = false);
 
 // MatMul(A, constant B [K, N]) + constant row bias [N] becomes Gemm(A, B, bias)
 // (A of rank > 2 through Reshapes to [M, K] and back, which lowering makes

@@ -354,6 +354,66 @@ TEST(Conv1dAs2d, SameResultsAndChainsStay4D) {
   }
 }
 
+// Quantized 1-D convolutions (ConvInteger with a per-channel weight zero
+// point, stride, pads, dilation and groups; the activation's zero point a
+// run-time scalar as a dynamic quantization gives it) become 2-D ones of
+// height 1 with the same int32 results; a float Conv is left to the float
+// form of the pass.
+TEST(Conv1dAs2d, QuantizedConvolutionsSameResults) {
+  ir::Graph g;
+  const int x = AddTensor(g, "x", {1, 4, 23}, ir::DType::kU8);
+  const int xz = AddTensor(g, "xz", {}, ir::DType::kU8);
+  const int xf = AddTensor(g, "xf", {1, 4, 23});
+  g.inputs = {x, xz, xf};
+  auto w = ir::TensorData::Make(ir::DType::kI8, {6, 2, 3});
+  for (size_t i = 0; i < w->bytes.size(); ++i) w->bytes[i] = static_cast<uint8_t>(static_cast<int8_t>((i * 37) % 255 - 127));
+  const int wv = g.AddConstant("w", w);
+  auto wz = ir::TensorData::Make(ir::DType::kI8, {6});
+  for (size_t i = 0; i < wz->bytes.size(); ++i) wz->bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(3 * i) - 7);
+  const int wzv = g.AddConstant("wz", wz);
+  const int y = AddTensor(g, "y", {1, 6, 10}, ir::DType::kI32);  // (23 + 1 + 0 - 5) / 2 + 1 = 10
+  AddNode(g, "ConvInteger", {x, wv, xz, wzv}, {y}, "conv_q").SetInts("strides", {2});
+  g.nodes.back().SetInts("pads", {1, 0});
+  g.nodes.back().SetInts("dilations", {2});
+  g.nodes.back().SetInt("group", 2);
+  const int wf = g.AddConstant("wf", ir::TensorData::FromFloats({3, 4, 2}, Ramp(24, 0.3f, 0.f)));
+  const int yf = AddTensor(g, "yf", {1, 3, 22});
+  AddNode(g, "Conv", {xf, wf}, {yf}, "conv_f");
+  g.outputs = {y, yf};
+  const ir::Graph orig = g;
+
+  ASSERT_TRUE(Conv1dAs2d(g, /*quantized=*/true).ok());
+  int rewritten = 0;
+  for (const auto& n : g.nodes) {
+    if (n.op_type == "ConvInteger") {
+      ++rewritten;
+      EXPECT_EQ(g.values[n.inputs[0]].shape.size(), 4u) << n.Describe();
+      EXPECT_EQ(g.values[n.inputs[1]].shape, (ir::Shape{6, 2, 1, 3})) << n.Describe();
+      EXPECT_EQ(g.values[n.outputs[0]].dtype, ir::DType::kI32);
+    }
+    if (n.op_type == "Conv") EXPECT_EQ(g.values[n.inputs[0]].shape.size(), 3u) << "the float Conv stays 1-D";
+  }
+  EXPECT_EQ(rewritten, 1);
+  EXPECT_EQ(g.values[g.outputs[0]].name, "y");
+
+  auto in = ir::TensorData::Make(ir::DType::kU8, {1, 4, 23});
+  for (size_t i = 0; i < in->bytes.size(); ++i) in->bytes[i] = static_cast<uint8_t>((i * 53 + 11) % 256);
+  auto zero = ir::TensorData::Make(ir::DType::kU8, {});
+  zero->bytes[0] = 131;
+  auto inf = ir::TensorData::FromFloats({1, 4, 23}, Ramp(92, 0.71f, 0.2f));
+  auto want = Interpret(orig, {{x, in}, {xz, zero}, {xf, inf}});
+  auto got = Interpret(g, {{x, in}, {xz, zero}, {xf, inf}});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const auto& a = want.value()[orig.outputs[0]];
+  const auto& b = got.value()[g.outputs[0]];
+  ASSERT_EQ(a->shape, b->shape);
+  EXPECT_EQ(a->bytes, b->bytes);
+  int32_t nonzero = 0;
+  for (size_t i = 0; i < a->bytes.size(); i += 4) nonzero += a->bytes[i] != 0;
+  EXPECT_GT(nonzero, 0);
+}
+
 // MatMul + row bias becomes Gemm with C (rank 3 through Reshapes, the Gelu
 // after it moved next to the Gemm so FuseActivations can fold it); a rank-2
 // MatMul + bias becomes one Gemm; a bias that is not a row, or a MatMul

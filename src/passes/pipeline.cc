@@ -25,6 +25,7 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
     FCB_RETURN_IF_ERROR(FuseGelu(g).Annotate("fusing GELU"));
     FCB_RETURN_IF_ERROR(FuseMatMulBias(g).Annotate("fusing MatMul bias"));
     FCB_RETURN_IF_ERROR(FuseActivations(g).Annotate("fusing activations"));
+    FCB_RETURN_IF_ERROR(Conv1dAs2d(g, /*quantized=*/true).Annotate("quantized 1-D convolutions as 2-D"));
     FCB_RETURN_IF_ERROR(FuseQuantized(g).Annotate("fusing quantized operators"));
     // After FuseQuantized (which takes QDQ MatMuls whole), before the folding
     // that turns the remaining dequantized weights into float32.
