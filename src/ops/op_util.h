@@ -46,6 +46,9 @@ int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end);
 
 // axis in [-rank, rank) -> [0, rank).
 Status NormalizeAxis(std::string_view op, int64_t axis, int64_t rank, int64_t* out);
+// ConstantOfShape's fill: the output dtype and the value's bytes (little end
+// first) from its `value` attribute, as its kernel fills (ops/tensor.cc).
+Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, ir::DType* dtype, uint64_t* bits);
 // Each axis normalized, duplicates rejected, result sorted ascending.
 Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t rank,
                      std::vector<int64_t>* out);

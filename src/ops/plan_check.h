@@ -47,6 +47,7 @@ struct CheckedPlan {
   std::vector<uint64_t> bytes;        // per tensor
   std::vector<const void*> weights;   // per tensor: the weight's bytes, null for arena tensors
   std::vector<std::shared_ptr<ir::TensorData>> small_constants;  // per tensor, or null
+  const std::shared_ptr<ir::TensorData>& value(int32_t t) const { return small_constants[t]; }
   // Plans with symbols, per step: its outputs were computed from the shapes
   // (their values are in small_constants), so a run need not compute them
   // again; `needed` per tensor: some step not so computed, or the method's
@@ -114,17 +115,26 @@ struct ResolvedPlan {
   // (index into `infos`), else -1.
   std::vector<int32_t> info_slot;
   std::vector<TensorInfo> infos;
-  // Per tensor: the bound's, with the values computed at these sizes.
-  std::vector<std::shared_ptr<ir::TensorData>> small_constants;
+  // Per tensor: its value computed from the shapes at these sizes where it
+  // differs from the bound's small_constants (index into `values`; a null
+  // value where the bound had one and these sizes have none), else -1.
+  std::vector<int32_t> value_slot;
+  std::vector<std::shared_ptr<ir::TensorData>> values;
   std::vector<bool> computed_steps, guarded_off, computed_tensors, needed;  // as in CheckedPlan
   uint64_t scratch_bytes = 0;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
   const TensorInfo& info(int32_t t) const { return info_slot[t] >= 0 ? infos[info_slot[t]] : bound->infos[t]; }
+  // Tensor t's contents where known (small weights, values computed from the shapes), else null.
+  const std::shared_ptr<ir::TensorData>& value(int32_t t) const {
+    return value_slot[t] >= 0 ? values[value_slot[t]] : bound->small_constants[t];
+  }
   const std::vector<TensorInfo>& outputs(size_t step) const {
     return step_slot[step] >= 0 ? steps[step_slot[step]].outputs : bound->steps[step].outputs;
   }
-  // The create context of a step inferred again (changed(step)).
+  // The create context of a step inferred again (changed(step)) that is
+  // not computed from the shapes (those keep no inputs: no kernel is made
+  // for them).
   CreateContext create_context(size_t step) const {
     const CheckedStep& b = bound->steps[step];
     const Step& s = steps[step_slot[step]];

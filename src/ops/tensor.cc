@@ -271,6 +271,12 @@ Result<std::unique_ptr<Kernel>> CreateRange(const CreateContext& c) {
 
 }  // namespace
 
+Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, DType* dtype, uint64_t* bits) {
+  static const std::vector<TensorInfo> kNoInputs;
+  static const std::vector<const ir::TensorData*> kNoConstants;
+  return ParseFill(InferContext{op, attrs, kNoInputs, kNoConstants, 1}, dtype, bits);
+}
+
 void RegisterTensorOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView));
   ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1, 1, 1, kTraitView));

@@ -49,7 +49,7 @@ struct ShapeValues {
       bool needed = false;
       for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];
       v.actions[si] = needed ? Action::kCopy : Action::kSkip;
-      for (int32_t t : c.steps[si].outputs) v.values[si].push_back(p.small_constants[t]);
+      for (int32_t t : c.steps[si].outputs) v.values[si].push_back(p.value(t));
     }
     return v;
   }
