@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <new>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,16 @@
 #include "fcb/fcb.h"
 #include "ops/plan_check.h"
 #include "runtime/program_impl.h"
+
+// Allocations counted (operator new), to report them per resolution.
+static uint64_t g_news = 0;
+void* operator new(size_t n) {
+  ++g_news;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace fcb {
 namespace {
@@ -76,7 +87,7 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
   for (const PreparedMethod& m : p.methods) {
     const format::ContextDesc& c = *m.context;
     std::vector<double> whole, plan_only;
-    std::vector<double> inferred, remade;
+    std::vector<double> inferred, remade, news, plan_news;
     for (const auto& values : sizes_of(c)) {
       std::vector<ir::Shape> shapes;
       for (size_t i = 0; i < m.info.inputs.size(); ++i) {
@@ -87,19 +98,24 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
       }
       double best = 1e30, best_plan = 1e30;
       for (int r = 0; r < reps; ++r) {
+        const uint64_t n0 = g_news;
         const auto t0 = Clock::now();
         auto resolved = ResolveMethod(p, m, shapes);
         const auto t1 = Clock::now();
+        const uint64_t n1 = g_news;
         if (!resolved.ok()) Die(label + " " + m.info.name + ": " + resolved.status().message());
         best = std::min(best, std::chrono::duration<double, std::micro>(t1 - t0).count());
         if (r == 0) {
+          news.push_back(static_cast<double>(n1 - n0));
           inferred.push_back(static_cast<double>(resolved.value()->plan.steps.size()));
           remade.push_back(static_cast<double>(resolved.value()->made.size()));
         }
         ops::ResolvedPlan rp;
         const auto t2 = Clock::now();
+        const uint64_t n2 = g_news;
         Status s = ops::ResolvePlan(c, *m.bound_plan, shapes, &rp);
         const auto t3 = Clock::now();
+        if (r == 0) plan_news.push_back(static_cast<double>(g_news - n2));
         if (!s.ok()) Die(s.message());
         best_plan = std::min(best_plan, std::chrono::duration<double, std::micro>(t3 - t2).count());
       }
@@ -107,9 +123,9 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
       plan_only.push_back(best_plan);
     }
     std::printf("%-8s %-8s %4zu steps: resolve %7.1f us (ResolvePlan %6.1f us), %3.0f steps inferred, %3.0f kernels "
-                "remade (median over %zu sizes, best of %d)\n",
+                "remade, %.0f allocations (%.0f in ResolvePlan) (median over %zu sizes, best of %d)\n",
                 label.c_str(), m.info.name.c_str(), c.steps.size(), Median(whole), Median(plan_only),
-                Median(inferred), Median(remade), whole.size(), reps);
+                Median(inferred), Median(remade), Median(news), Median(plan_news), whole.size(), reps);
   }
   std::filesystem::remove(out);
 }

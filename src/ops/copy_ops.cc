@@ -317,7 +317,8 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
     }
   }
   const int64_t run = ax.back().count, run_step = ax.back().step;
-  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   DispatchBySize(es, [&](auto tag) {
     using T = decltype(tag);
     r = MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
@@ -336,7 +337,7 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
       return Status::Ok();
     });
   });
-  return r;
+  return MadeOr(std::move(r), c.op, "element size");
 }
 
 }  // namespace

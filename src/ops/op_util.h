@@ -235,6 +235,13 @@ bool DispatchBySize(size_t elem_size, F&& f) {
   }
 }
 
+// `r` from a dispatch that may have made nothing (a null kernel): that is
+// OpUnsupported(op, what).
+inline Result<std::unique_ptr<Kernel>> MadeOr(Result<std::unique_ptr<Kernel>> r, std::string_view op, const char* what) {
+  if (r.ok() && !r.value()) return OpUnsupported(op, what);
+  return r;
+}
+
 // Dense row-major strides (elements).
 std::vector<int64_t> DenseStrides(const ir::Shape& s);
 

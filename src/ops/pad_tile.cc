@@ -31,7 +31,7 @@ Status InferExpand(const InferContext& c, std::vector<TensorInfo>* outs) {
 
 Result<std::unique_ptr<Kernel>> CreateExpand(const CreateContext& c) {
   BroadcastPlan plan;
-  FCB_RETURN_IF_ERROR(BroadcastPlan::Make(c.op, {c.inputs[0].shape}, c.outputs[0].shape, &plan));
+  FCB_RETURN_IF_ERROR(BroadcastPlan::Make(c.op, {&c.inputs[0].shape}, c.outputs[0].shape, &plan));
   Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
   DispatchBySize(ir::DTypeSize(c.inputs[0].dtype), [&](auto tag) {
     using T = decltype(tag);

@@ -580,12 +580,14 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
   // What is allocated here is per tensor and per step reached, never a copy
   // of the bound's per-tensor values: a resolution overlays the bound's plan
-  // (info_slot, value_slot, step_slot) with what differs at these sizes.
+  // (info_at, value_slot, step_slot) with what differs at these sizes.
   r.bound = &bound;
   r.step_slot.assign(ns, -1);
   r.steps.clear();
-  r.info_slot.assign(nt, -1);
-  r.infos.clear();
+  r.steps.reserve(ns);
+  r.info_at.assign(nt, nullptr);
+  r.input_infos.clear();
+  r.input_infos.reserve(c.inputs.size());
   r.value_slot.assign(nt, -1);
   r.values.clear();
   r.computed_steps = bound.computed_steps;
@@ -594,13 +596,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   r.scratch_bytes = 0;
   // Per tensor: its shape or its value computed from the shapes differs from the bound's.
   std::vector<uint8_t> changed(nt, 0);
-  auto set_info = [&](int32_t t, const TensorInfo& info) {
-    if (r.info_slot[t] < 0) {
-      r.info_slot[t] = static_cast<int32_t>(r.infos.size());
-      r.infos.push_back(info);
-    } else {
-      r.infos[r.info_slot[t]] = info;
-    }
+  auto set_info = [&](int32_t t, const TensorInfo* info) {
+    r.info_at[t] = info;
     changed[t] = 1;
   };
   auto set_value = [&](int32_t t, std::shared_ptr<ir::TensorData> v) {
@@ -619,7 +616,10 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         static_cast<uint64_t>(given.bytes()) > bound.bytes[t])
       return InvalidArgument("method '" + c.method + "' input " + std::to_string(i) + " cannot be " +
                              ir::ShapeToString(given.shape));
-    if (given.shape != info.shape) set_info(t, given);
+    if (given.shape != info.shape) {
+      r.input_infos.push_back(given);
+      set_info(t, &r.input_infos.back());
+    }
   }
   // One step's operands, reused from step to step (their shapes' storage
   // too); kept in the resolution only for the steps whose kernels are made.
@@ -668,7 +668,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                                ir::ShapeToString(rs.outputs[i].shape) + " at this size, more than the " +
                                std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
                                ir::ShapeToString(declared.shape) + ")");
-      if (rs.outputs[i].shape != declared.shape) set_info(t, rs.outputs[i]);
+      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs.outputs' buffer moves into r.steps
     }
     if (!s.guard.empty()) {
       if (rs.outputs.empty() || rs.outputs[0].shape.size() != 4)
@@ -755,7 +755,7 @@ namespace fcb::ops {
 
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r) {
   const size_t nt = c.tensors.size(), ns = c.steps.size();
-  if (full.infos.size() != nt || r.info_slot.size() != nt || full.steps.size() != ns || r.step_slot.size() != ns)
+  if (full.infos.size() != nt || r.info_at.size() != nt || full.steps.size() != ns || r.step_slot.size() != ns)
     return "the plans have different numbers of tensors or steps";
   for (size_t t = 0; t < nt; ++t) {
     const std::string where = "tensor " + std::to_string(t) + " ('" + c.tensors[t].name + "')";

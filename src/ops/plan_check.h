@@ -112,9 +112,10 @@ struct ResolvedPlan {
   std::vector<int32_t> step_slot;
   std::vector<Step> steps;
   // Per tensor: its shape at these sizes where it differs from the bound's
-  // (index into `infos`), else -1.
-  std::vector<int32_t> info_slot;
-  std::vector<TensorInfo> infos;
+  // (an output in `steps`, or one of `input_infos`), else null. Points into
+  // this resolution's own vectors: it moves, never copies.
+  std::vector<const TensorInfo*> info_at;
+  std::vector<TensorInfo> input_infos;  // reserved for every method input: never reallocated
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`; a null
   // value where the bound had one and these sizes have none), else -1.
@@ -124,7 +125,13 @@ struct ResolvedPlan {
   uint64_t scratch_bytes = 0;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
-  const TensorInfo& info(int32_t t) const { return info_slot[t] >= 0 ? infos[info_slot[t]] : bound->infos[t]; }
+  const TensorInfo& info(int32_t t) const { return info_at[t] ? *info_at[t] : bound->infos[t]; }
+
+  ResolvedPlan() = default;
+  ResolvedPlan(const ResolvedPlan&) = delete;
+  ResolvedPlan& operator=(const ResolvedPlan&) = delete;
+  ResolvedPlan(ResolvedPlan&&) = default;
+  ResolvedPlan& operator=(ResolvedPlan&&) = default;
   // Tensor t's contents where known (small weights, values computed from the shapes), else null.
   const std::shared_ptr<ir::TensorData>& value(int32_t t) const {
     return value_slot[t] >= 0 ? values[value_slot[t]] : bound->small_constants[t];

@@ -221,7 +221,8 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
       return Status::Ok();
     });
   }
-  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   const int k = static_cast<int>(plan.out_dims.size());
   const int64_t nb = plan.out_dims.back();
   if (plan.a == k - 2 && plan.dst[plan.a] == nb && nb >= 2 && nb <= 4) {
@@ -237,7 +238,7 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
       else if (nb == 3) make.template operator()<3>();
       else make.template operator()<4>();
     });
-    return r;
+    return MadeOr(std::move(r), c.op, "element size");
   }
   DispatchBySize(plan.es, [&](auto tag) {
     using T = decltype(tag);
@@ -246,7 +247,7 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
       return Status::Ok();
     });
   });
-  return r;
+  return MadeOr(std::move(r), c.op, "element size");
 }
 
 }  // namespace
