@@ -468,7 +468,7 @@ Status InferWhere(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s;
   FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, cond.shape, x.shape, &s));
   FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, s, y.shape, &s));
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 

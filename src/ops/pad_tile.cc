@@ -25,7 +25,7 @@ Status InferExpand(const InferContext& c, std::vector<TensorInfo>* outs) {
     if (d < 0) return OpError(c.op, "shape has a negative dim");
   ir::Shape s;
   FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, x.shape, shape, &s));
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -66,7 +66,7 @@ Status InferTile(const InferContext& c, std::vector<TensorInfo>* outs) {
     if (s[d] && rep[d] > kMaxElements / s[d]) return OpError(c.op, "output too large");
     s[d] *= rep[d];
   }
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 

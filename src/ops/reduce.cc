@@ -317,7 +317,7 @@ Status InferArg(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s = x.shape;
   if (c.attrs.GetInt("keepdims", 1) != 0) s[axis] = 1;
   else s.erase(s.begin() + axis);
-  outs->push_back(TensorInfo{DType::kI64, s});
+  outs->push_back(TensorInfo{DType::kI64, std::move(s)});
   return Status::Ok();
 }
 

@@ -97,7 +97,7 @@ Status InferSqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s;
   for (int64_t i = 0; i < r; ++i)
     if (!drop[i]) s.push_back(x.shape[i]);
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -112,6 +112,7 @@ Status InferUnsqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   const int64_t r = static_cast<int64_t>(x.shape.size() + axes.size());
   FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, axes, r, &axes));
   ir::Shape s;
+  s.reserve(static_cast<size_t>(r));
   size_t next_in = 0, next_axis = 0;
   for (int64_t i = 0; i < r; ++i) {
     if (next_axis < axes.size() && axes[next_axis] == i) {
@@ -121,7 +122,7 @@ Status InferUnsqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
       s.push_back(x.shape[next_in++]);
     }
   }
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 

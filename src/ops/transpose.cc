@@ -45,7 +45,7 @@ Status InferTranspose(const InferContext& c, std::vector<TensorInfo>* outs) {
   FCB_RETURN_IF_ERROR(ParsePerm(c, &perm));
   ir::Shape s(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) s[i] = x.shape[perm[i]];
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -98,10 +98,10 @@ Status MakePlan(std::string_view op, const ir::Shape& in, const std::vector<int6
   }
   const int k = static_cast<int>(groups.size());
   if (k > kMaxRank) return OpUnsupported(op, "permutation too complex");
-  p->out_dims = gsize;
-  p->src = gstride;
+  p->out_dims = std::move(gsize);
+  p->src = std::move(gstride);
   p->dst.assign(k, 1);
-  for (int j = k - 1; j > 0; --j) p->dst[j - 1] = p->dst[j] * gsize[j];
+  for (int j = k - 1; j > 0; --j) p->dst[j - 1] = p->dst[j] * p->out_dims[j];
   p->rows = k <= 1 || p->src[k - 1] == 1;
   if (!p->rows) {
     for (int j = 0; j < k; ++j)
@@ -229,7 +229,8 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
     DispatchBySize(plan.es, [&](auto tag) {
       using T = decltype(tag);
       auto make = [&]<int NB>() {
-        r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+        r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
+                                                void* const* out) -> Status {
           RunFewColumns<T, NB>(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
           return Status::Ok();
         });
@@ -242,7 +243,7 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
   }
   DispatchBySize(plan.es, [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
       RunTiles(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
       return Status::Ok();
     });
