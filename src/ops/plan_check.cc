@@ -622,7 +622,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     }
   }
   // One step's operands, reused from step to step (their shapes' storage
-  // too); kept in the resolution only for the steps whose kernels are made.
+  // too); kernel creation gathers them again (ResolvedPlan::create_context).
   std::vector<TensorInfo> inputs;
   std::vector<const ir::TensorData*> constants;
   std::vector<std::shared_ptr<ir::TensorData>> values;
@@ -724,9 +724,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
           changed[t] = 1;
         }
       }
-      // A step that runs: its kernel is made from these operands.
-      rs.inputs = inputs;
-      rs.constants = constants;
     }
     if (b.def->scratch) {
       auto scratch =

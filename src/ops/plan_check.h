@@ -105,8 +105,7 @@ struct ResolvedPlan {
   // Per step: its inputs, outputs and constants at these sizes where it was
   // inferred again (index into `steps`), else -1 (the bound's step holds).
   struct Step {
-    std::vector<TensorInfo> inputs, outputs;
-    std::vector<const ir::TensorData*> constants;
+    std::vector<TensorInfo> outputs;
     uint64_t scratch = 0;
   };
   std::vector<int32_t> step_slot;
@@ -139,13 +138,31 @@ struct ResolvedPlan {
   const std::vector<TensorInfo>& outputs(size_t step) const {
     return step_slot[step] >= 0 ? steps[step_slot[step]].outputs : bound->steps[step].outputs;
   }
-  // The create context of a step inferred again (changed(step)) that is
-  // not computed from the shapes (those keep no inputs: no kernel is made
-  // for them).
-  CreateContext create_context(size_t step) const {
+  // The create context of step `step` (`s`, its StepDesc), inferred again
+  // (changed(step)) and not computed from the shapes: its operands are
+  // written into `inputs` and `constants` (the caller's, reused from step to
+  // step; kernels keep nothing of the context), its outputs are this
+  // resolution's.
+  CreateContext create_context(const format::StepDesc& s, size_t step, std::vector<TensorInfo>* inputs,
+                               std::vector<const ir::TensorData*>* constants) const {
     const CheckedStep& b = bound->steps[step];
-    const Step& s = steps[step_slot[step]];
-    return CreateContext{b.def->name, b.attrs, s.inputs, s.outputs, s.constants, &b.data, true};
+    inputs->resize(s.inputs.size());
+    constants->resize(s.inputs.size());
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int32_t t = s.inputs[i];
+      TensorInfo& in = (*inputs)[i];
+      if (t < 0) {
+        in.dtype = ir::DType::kUndefined;
+        in.shape.clear();
+        (*constants)[i] = nullptr;
+      } else {
+        const TensorInfo& info = this->info(t);
+        in.dtype = info.dtype;
+        in.shape.assign(info.shape.begin(), info.shape.end());
+        (*constants)[i] = value(t).get();
+      }
+    }
+    return CreateContext{b.def->name, b.attrs, *inputs, steps[step_slot[step]].outputs, *constants, &b.data, true};
   }
 };
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
