@@ -87,7 +87,7 @@ Status InferSqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   if (!present) {
     for (int64_t i = 0; i < r; ++i) drop[i] = x.shape[i] == 1;
   } else {
-    FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, axes, r, &axes));
+    FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, std::move(axes), r, &axes));
     for (int64_t a : axes) {
       if (x.shape[a] != 1) return OpError(c.op, "cannot squeeze dim " + std::to_string(a) +
                                                     " of size " + std::to_string(x.shape[a]));
@@ -110,7 +110,7 @@ Status InferUnsqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   if (!present || axes.empty()) return OpError(c.op, "axes are required");
   if (axes.size() > 64) return OpError(c.op, "too many axes");
   const int64_t r = static_cast<int64_t>(x.shape.size() + axes.size());
-  FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, axes, r, &axes));
+  FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, std::move(axes), r, &axes));
   ir::Shape s;
   s.reserve(static_cast<size_t>(r));
   size_t next_in = 0, next_axis = 0;

@@ -67,39 +67,44 @@ Status MakePlan(std::string_view op, const ir::Shape& in, const std::vector<int6
                 size_t es, TransposePlan* p) {
   p->es = es;
   p->total = ir::NumElements(in);
+  // Worked out on the stack (kernels are made again at each new size of a
+  // plan with ranges); ranks are at most CheckShape's 64.
+  constexpr size_t kCap = 64;
+  if (in.size() > kCap || perm.size() > kCap) return OpUnsupported(op, "rank " + std::to_string(in.size()));
   // Keep input dims of size > 1, renumbered.
-  std::vector<int64_t> newidx(in.size(), -1), kept_dims;
-  for (size_t i = 0; i < in.size(); ++i)
+  int64_t newidx[kCap], kept_dims[kCap];
+  size_t n_kept = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    newidx[i] = -1;
     if (in[i] != 1) {
-      newidx[i] = static_cast<int64_t>(kept_dims.size());
-      kept_dims.push_back(in[i]);
+      newidx[i] = static_cast<int64_t>(n_kept);
+      kept_dims[n_kept++] = in[i];
     }
-  std::vector<int64_t> order;  // output order of kept input dims
-  for (int64_t pi : perm)
-    if (newidx[pi] >= 0) order.push_back(newidx[pi]);
-  // Group runs of consecutive input dims.
-  std::vector<std::pair<int64_t, int64_t>> groups;  // [first, last] input dims, in output order
-  for (int64_t d : order) {
-    if (!groups.empty() && groups.back().second + 1 == d) groups.back().second = d;
-    else groups.push_back({d, d});
+  }
+  // Runs of consecutive input dims, in output order: [first, last] input dims.
+  int64_t gfirst[kCap], glast[kCap];
+  size_t ng = 0;
+  for (int64_t pi : perm) {
+    const int64_t d = newidx[pi];
+    if (d < 0) continue;
+    if (ng > 0 && glast[ng - 1] + 1 == d) glast[ng - 1] = d;
+    else gfirst[ng] = glast[ng] = d, ++ng;
   }
   // Collapsed input: groups sorted by first dim.
-  std::vector<size_t> by_in(groups.size());
-  std::iota(by_in.begin(), by_in.end(), 0);
-  std::sort(by_in.begin(), by_in.end(),
-            [&](size_t x, size_t y) { return groups[x].first < groups[y].first; });
-  std::vector<int64_t> gsize(groups.size(), 1), gstride(groups.size(), 1);
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (int64_t d = groups[g].first; d <= groups[g].second; ++d) gsize[g] *= kept_dims[d];
-  int64_t stride = 1;
-  for (size_t k = by_in.size(); k-- > 0;) {
-    gstride[by_in[k]] = stride;
-    stride *= gsize[by_in[k]];
-  }
-  const int k = static_cast<int>(groups.size());
+  size_t by_in[kCap];
+  for (size_t g = 0; g < ng; ++g) by_in[g] = g;
+  std::sort(by_in, by_in + ng, [&](size_t x, size_t y) { return gfirst[x] < gfirst[y]; });
+  const int k = static_cast<int>(ng);
   if (k > kMaxRank) return OpUnsupported(op, "permutation too complex");
-  p->out_dims = std::move(gsize);
-  p->src = std::move(gstride);
+  p->out_dims.assign(ng, 1);
+  p->src.assign(ng, 1);
+  for (size_t g = 0; g < ng; ++g)
+    for (int64_t d = gfirst[g]; d <= glast[g]; ++d) p->out_dims[g] *= kept_dims[d];
+  int64_t stride = 1;
+  for (size_t j = ng; j-- > 0;) {
+    p->src[by_in[j]] = stride;
+    stride *= p->out_dims[by_in[j]];
+  }
   p->dst.assign(k, 1);
   for (int j = k - 1; j > 0; --j) p->dst[j - 1] = p->dst[j] * p->out_dims[j];
   p->rows = k <= 1 || p->src[k - 1] == 1;
