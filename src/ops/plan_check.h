@@ -102,8 +102,9 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
 // structure (checked once at load) need not be checked again.
 struct ResolvedPlan {
   const CheckedPlan* bound = nullptr;
-  // Per step: its inputs, outputs and constants at these sizes where it was
-  // inferred again (index into `steps`), else -1 (the bound's step holds).
+  // Per step: its outputs and scratch at these sizes where it was inferred
+  // again (index into `steps`), else -1 (the bound's step holds). Its
+  // operands are the resolution's shapes and values (create_context).
   struct Step {
     std::vector<TensorInfo> outputs;
     uint64_t scratch = 0;
