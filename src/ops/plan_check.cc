@@ -131,6 +131,8 @@ uint8_t CompareOp(T a, T b, int op) {
   }
 }
 
+}  // namespace
+
 bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<const ir::TensorData*>& in,
                     const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values) {
   if (outs.size() != 1) return false;
@@ -321,8 +323,6 @@ bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<cons
   values->push_back(std::move(t));
   return true;
 }
-
-}  // namespace
 
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
   if (guard.size() != 3 || out0.size() != 4) return true;

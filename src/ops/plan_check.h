@@ -176,6 +176,17 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
 // at the sizes it probes, and tests at many more.
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r);
 
+// A value computed from shapes, evaluated directly (what ops::ResolvePlan
+// does for the ops shape arithmetic is made of: views, Cast to its own dtype,
+// Concat, Gather, Range, ConstantOfShape, Expand, Where, Not, integer
+// Add/Sub/Mul, integer comparisons, bool logic) instead of through the op's
+// generic kernel (ops::Evaluate), with the same bytes. `outs` is what infer
+// gave for these inputs. False (nothing appended) for any other op or an
+// operand it does not expect, such as an index out of range: evaluate it
+// through ops::Evaluate then, which reports the error.
+bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<const ir::TensorData*>& in,
+                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values);
+
 // Whether a step with guard `guard` (StepDesc::guard; empty: none) runs when
 // its output 0 has shape `out0`.
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
