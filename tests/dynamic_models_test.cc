@@ -337,6 +337,140 @@ TEST(DynamicResolution, ResnetAtManySizesInSequenceMatchesEachResolvedAlone) {
   ExpectSequenceMatchesFreshResolutions(out, "main", runs);
 }
 
+// The decode method at past lengths drawn at random within its range, in a
+// random order with repeats: both bounds, their neighbours and 16 random
+// lengths (20 distinct, more than the 16 resolutions an execution keeps, so
+// lengths are evicted and resolved again), 48 runs in one execution. Each run's
+// outputs match, within 1e-4 relative L2 and with the same shapes, what the
+// same inputs give through the decode method compiled for exactly that length
+// (a plan with no ranges: nothing resolved at run time), on every target; at
+// the bounds they also match ONNX Runtime's reference. Between runs, shapes
+// outside the ranges are refused by SetInput (naming the range) and a past
+// disagreeing with the others is refused by Run, and the execution goes on
+// giving the right outputs.
+TEST(DynamicResolution, DecodeAtRandomPastLengthsMatchesMethodsCompiledForEachLength) {
+  const std::string dir = TestDataDir();
+  const std::string model = dir + "/decoder_merged.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  TempDir tmp;
+  const std::string ranged = tmp.File("ranged.fcb");
+  ASSERT_TRUE(CompileMethods({{"decode", model}}, SpecOf({Decode()}, {"all"}), ranged).ok());
+  std::mt19937 rng(341);
+  std::vector<int64_t> lengths = {1, 2, 1022, 1023};
+  while (lengths.size() < 20) {
+    const int64_t p = 3 + static_cast<int64_t>(rng() % 1019);
+    if (std::find(lengths.begin(), lengths.end(), p) == lengths.end()) lengths.push_back(p);
+  }
+  // Each length compiled alone, fixed: the oracle.
+  std::map<int64_t, std::string> exact;
+  for (int64_t p : lengths) {
+    MethodSpec m = Decode();
+    m.shapes = PastShapes(p);
+    m.shapes["input_ids"] = {1, 1};
+    m.shapes["attention_mask"] = {1, p + 1};
+    exact[p] = tmp.File("exact" + std::to_string(p) + ".fcb");
+    auto report = CompileMethods({{"decode", model}}, SpecOf({m}, {"all"}), exact[p]);
+    ASSERT_TRUE(report.ok()) << "past " << p << ": " << report.status().message();
+  }
+  std::vector<int64_t> order = lengths;
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  while (order.size() < 48) order.push_back(lengths[rng() % lengths.size()]);
+  const std::vector<std::string> pasts = {"past_key_values.0.key", "past_key_values.0.value", "past_key_values.1.key",
+                                          "past_key_values.1.value"};
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  auto feeds_at = [&](int64_t past) {
+    std::map<std::string, Feed> run;
+    run["input_ids"] = FeedOf(std::vector<int64_t>{static_cast<int64_t>(rng() % 50)}, {1, 1});
+    run["attention_mask"] = FeedOf(std::vector<int64_t>(past + 1, 1), {1, past + 1});
+    for (const auto& p : pasts) {
+      std::vector<float> v(4 * past * 16);
+      for (auto& x : v) x = uniform(rng);
+      run[p] = FeedOf(v, {1, 4, past, 16});
+    }
+    return run;
+  };
+  std::vector<std::map<std::string, Feed>> runs;
+  for (int64_t p : order) runs.push_back(feeds_at(p));
+  // ONNX Runtime's references at the bounds, as two more runs in the middle of the sequence.
+  std::vector<std::string> ref_cases = {"decoder_merged.decode.P1", "decoder_merged.decode.P1023"};
+  int compared = 0, refused = 0, compared_ort = 0;
+  for (const std::string& target : testing::RunnableTargetNames(testing::ApiTargets())) {
+    SCOPED_TRACE(target);
+    LoadOptions lo;
+    lo.target = target;
+    auto program = Program::Load(ranged, lo);
+    ASSERT_TRUE(program.ok()) << program.status().message();
+    auto made = Execution::Create(program.value(), "decode", 1);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    Execution& ex = *made.value();
+    auto set = [&](Execution& e, const std::map<std::string, Feed>& run) {
+      for (const auto& [name, f] : run) {
+        Status s = e.SetInput(name, f.bytes.data(), f.bytes.size(), f.shape);
+        ASSERT_TRUE(s.ok()) << name << ": " << s.message();
+      }
+    };
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const int64_t past = order[r];
+      SCOPED_TRACE("run " + std::to_string(r) + " at past " + std::to_string(past));
+      if (r % 6 == 3) {
+        // Outside the ranges: refused, nothing changes.
+        const std::vector<float> kv(4 * 1024 * 16, 0.5f);
+        EXPECT_REFUSED(ex.SetInput(pasts[r % 4], kv.data(), kv.size() * 4, {1, 4, 1024, 16}), StatusCode::kInvalidArgument,
+                       "1..1023");
+        EXPECT_REFUSED(ex.SetInput(pasts[r % 4], kv.data(), 0, {1, 4, 0, 16}), StatusCode::kInvalidArgument, "1..1023");
+        const std::vector<int64_t> mask(1025, 1);
+        EXPECT_REFUSED(ex.SetInput("attention_mask", mask.data(), mask.size() * 8, {1, 1025}),
+                       StatusCode::kInvalidArgument, "2..1024");
+        refused += 3;
+      }
+      if (r % 6 == 5) {
+        // One past a different length from the others (one symbol, one size per run): Run refuses.
+        ASSERT_NO_FATAL_FAILURE(set(ex, runs[r]));
+        const int64_t other = past == 1023 ? 1022 : past + 1;
+        const std::vector<float> kv(4 * other * 16, 0.25f);
+        ASSERT_TRUE(ex.SetInput(pasts[0], kv.data(), kv.size() * 4, {1, 4, other, 16}).ok());
+        EXPECT_REFUSED(ex.Run(), StatusCode::kInvalidArgument, "one size per run");
+        ++refused;
+      }
+      ASSERT_NO_FATAL_FAILURE(set(ex, runs[r]));
+      Status s = ex.Run();
+      ASSERT_TRUE(s.ok()) << s.message();
+      auto exact_program = Program::Load(exact.at(past), lo);
+      ASSERT_TRUE(exact_program.ok()) << exact_program.status().message();
+      auto want = Execution::Create(exact_program.value(), "decode", 1);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      ASSERT_NO_FATAL_FAILURE(set(*want.value(), runs[r]));
+      ASSERT_TRUE(want.value()->Run().ok());
+      const auto& outs = ex.info().outputs;
+      ASSERT_EQ(outs.size(), want.value()->info().outputs.size());
+      for (size_t o = 0; o < outs.size(); ++o) {
+        ASSERT_EQ(outs[o].name, want.value()->info().outputs[o].name);
+        ASSERT_EQ(ex.output_shape(o), want.value()->output_shape(o)) << outs[o].name;
+        const std::vector<float> got = Floats(ex.output_data(o), ex.output_bytes(o));
+        const std::vector<float> ref = Floats(want.value()->output_data(o), want.value()->output_bytes(o));
+        EXPECT_LE(testing::Compare(got, ref).rel_l2, 1e-4) << outs[o].name;
+        ++compared;
+      }
+      if (r == runs.size() / 3 || r == 2 * runs.size() / 3) {
+        const std::string stem = ref_cases[r == runs.size() / 3 ? 0 : 1];
+        SCOPED_TRACE(stem);
+        const auto feeds = testing::ReadNpyFolder(dir + "/" + stem + ".feeds");
+        const auto ref = testing::ReadNpyFolder(dir + "/" + stem + ".ref");
+        ASSERT_FALSE(ref.empty()) << "no reference for " << stem << ": run scripts/prepare_testdata.sh";
+        for (const auto& in : ex.info().inputs) {
+          const NpyArray& a = feeds.at(in.name);
+          ASSERT_TRUE(ex.SetInput(in.name, a.data.data(), a.data.size(), a.shape).ok()) << in.name;
+        }
+        ASSERT_TRUE(ex.Run().ok());
+        ASSERT_NO_FATAL_FAILURE(testing::ExpectOutputsMatch(ex, ref, 1e-4, stem, &compared_ort));
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_GT(compared_ort, 0);
+  EXPECT_GT(refused, 0);
+}
+
 // Greedy generation with the merged decoder's two methods: prefill runs the
 // prompt (a dummy past of length 1, which that branch does not read), then
 // each decode step runs the previous token with the presents fed back as the

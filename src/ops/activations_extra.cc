@@ -115,7 +115,7 @@ template <typename T>
 Result<std::unique_ptr<Kernel>> PReluKernel(const CreateContext& c) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
-      BroadcastPlan::Make(c.op, {c.inputs[0].shape, c.inputs[1].shape}, c.outputs[0].shape, &plan));
+      BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
   return MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
                                              void* const* out) -> Status {
     const T* x = static_cast<const T*>(in[0]);

@@ -8,67 +8,86 @@ namespace {
 constexpr int64_t kPiece = 32768;
 }  // namespace
 
-Status BroadcastPlan::Make(std::string_view op, const std::vector<ir::Shape>& ins,
+Status BroadcastPlan::Make(std::string_view op, std::initializer_list<const ir::Shape*> ins,
                            const ir::Shape& out, BroadcastPlan* plan) {
-  if (ins.empty() || ins.size() > static_cast<size_t>(kMaxInputs))
+  if (ins.size() == 0 || ins.size() > static_cast<size_t>(kMaxInputs))
     return Internal(std::string(op) + ": broadcast of " + std::to_string(ins.size()) + " inputs");
-  BroadcastPlan p;
-  p.num_inputs = static_cast<int>(ins.size());
+  // Kernels are made again at each new size of a plan with ranges: the walk
+  // is worked out on the stack, and only the plan's own vectors allocate.
+  constexpr size_t kCap = 64;  // CheckShape's rank limit
   const size_t r = out.size();
-  // Per output dim: its size and each input's stride (0 where broadcast).
-  std::vector<int64_t> dims;
-  std::array<std::vector<int64_t>, kMaxInputs> st;
-  std::array<std::vector<int64_t>, kMaxInputs> in_strides;
-  for (int i = 0; i < p.num_inputs; ++i) {
-    if (ins[i].size() > r) return OpError(op, "input has a higher rank than the output");
-    in_strides[i] = DenseStrides(ins[i]);
+  if (r > kCap) return OpUnsupported(op, "rank " + std::to_string(r));
+  const int n_in = static_cast<int>(ins.size());
+  const ir::Shape* in[kMaxInputs] = {};
+  {
+    int i = 0;
+    for (const ir::Shape* x : ins) in[i++] = x;
   }
-  for (size_t d = 0; d < r; ++d) {
-    if (out[d] == 1) continue;  // walks nothing
-    dims.push_back(out[d]);
-    for (int i = 0; i < p.num_inputs; ++i) {
-      const size_t lead = r - ins[i].size();
-      int64_t s = 0;
+  // Per output dim that is not 1: its size and each input's stride (0 where broadcast).
+  int64_t dims[kCap];
+  int64_t st[kMaxInputs][kCap];
+  size_t nd = 0;
+  int64_t in_stride[kMaxInputs] = {1, 1, 1};  // dense strides, innermost first
+  for (int i = 0; i < n_in; ++i)
+    if (in[i]->size() > r) return OpError(op, "input has a higher rank than the output");
+  // Walk dims from the innermost so dense strides accumulate, then reverse.
+  int64_t rdims[kCap];
+  int64_t rst[kMaxInputs][kCap];
+  for (size_t k = 0; k < r; ++k) {
+    const size_t d = r - 1 - k;
+    const bool walks = out[d] != 1;  // a dim of 1 walks nothing
+    int64_t s[kMaxInputs] = {0, 0, 0};
+    for (int i = 0; i < n_in; ++i) {
+      const size_t lead = r - in[i]->size();
       if (d >= lead) {
-        const int64_t in_dim = ins[i][d - lead];
-        if (in_dim == out[d]) s = in_strides[i][d - lead];
-        else if (in_dim != 1)
-          return OpError(op, "shape " + ir::ShapeToString(ins[i]) + " does not broadcast to " +
-                                 ir::ShapeToString(out));
+        const int64_t in_dim = (*in[i])[d - lead];
+        if (walks) {
+          if (in_dim == out[d]) s[i] = in_stride[i];
+          else if (in_dim != 1)
+            return OpError(op, "shape " + ir::ShapeToString(*in[i]) + " does not broadcast to " +
+                                   ir::ShapeToString(out));
+        }
+        in_stride[i] *= in_dim;
       }
-      st[i].push_back(s);
     }
+    if (!walks) continue;
+    rdims[nd] = out[d];
+    for (int i = 0; i < n_in; ++i) rst[i][nd] = s[i];
+    ++nd;
+  }
+  for (size_t k = 0; k < nd; ++k) {
+    dims[k] = rdims[nd - 1 - k];
+    for (int i = 0; i < n_in; ++i) st[i][k] = rst[i][nd - 1 - k];
   }
   // Merge dim d into the previous one when every input steps uniformly across both.
-  std::vector<int64_t> md;
-  std::array<std::vector<int64_t>, kMaxInputs> ms;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    bool merge = !md.empty();
-    for (int i = 0; merge && i < p.num_inputs; ++i)
-      merge = ms[i].back() == st[i][d] * dims[d];
+  int64_t md[kCap];
+  int64_t ms[kMaxInputs][kCap];
+  size_t nm = 0;
+  for (size_t d = 0; d < nd; ++d) {
+    bool merge = nm > 0;
+    for (int i = 0; merge && i < n_in; ++i) merge = ms[i][nm - 1] == st[i][d] * dims[d];
     if (merge) {
-      md.back() *= dims[d];
-      for (int i = 0; i < p.num_inputs; ++i) ms[i].back() = st[i][d];
+      md[nm - 1] *= dims[d];
+      for (int i = 0; i < n_in; ++i) ms[i][nm - 1] = st[i][d];
     } else {
-      md.push_back(dims[d]);
-      for (int i = 0; i < p.num_inputs; ++i) ms[i].push_back(st[i][d]);
+      md[nm] = dims[d];
+      for (int i = 0; i < n_in; ++i) ms[i][nm] = st[i][d];
+      ++nm;
     }
   }
   const int64_t total = SafeProduct(out, 0, out.size());
   if (total < 0) return OpError(op, "output too large");
-  if (!md.empty()) {
-    p.run = md.back();
-    md.pop_back();
-    for (int i = 0; i < p.num_inputs; ++i) {
-      p.run_stride[i] = ms[i].back();
-      ms[i].pop_back();
-    }
+  BroadcastPlan p;
+  p.num_inputs = n_in;
+  if (nm > 0) {
+    p.run = md[nm - 1];
+    --nm;
+    for (int i = 0; i < n_in; ++i) p.run_stride[i] = ms[i][nm];
   }
-  if (md.size() > static_cast<size_t>(kMaxRank))
-    return OpUnsupported(op, "broadcast pattern needs more than " + std::to_string(kMaxRank) +
-                                 " dims");
-  p.dims = std::move(md);
-  for (int i = 0; i < p.num_inputs; ++i) p.strides[i] = std::move(ms[i]);
+  if (nm > static_cast<size_t>(kMaxRank))
+    return OpUnsupported(op, "broadcast pattern needs more than " + std::to_string(kMaxRank) + " dims");
+  p.dims.assign(md, md + nm);
+  for (int i = 0; i < n_in; ++i) p.strides[i].assign(ms[i], ms[i] + nm);
   p.rows = total == 0 ? 0 : total / p.run;
   p.pieces_per_run = p.run > 2 * kPiece ? (p.run + kPiece - 1) / kPiece : 1;
   p.piece = (p.run + p.pieces_per_run - 1) / p.pieces_per_run;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "ops/op_util.h"
@@ -32,7 +33,7 @@ struct BroadcastPlan {
 
   // `ins` broadcast (multidirectionally or into) `out`; every input dim must be
   // 1 or equal to out's. Rejects more than kMaxRank dims after merging.
-  static Status Make(std::string_view op, const std::vector<ir::Shape>& ins, const ir::Shape& out,
+  static Status Make(std::string_view op, std::initializer_list<const ir::Shape*> ins, const ir::Shape& out,
                      BroadcastPlan* plan);
 
   // Calls f(off, y_off, n) for work items [begin, end): off[i] is the element

@@ -224,7 +224,7 @@ Status InferConvLike(const InferContext& c, std::vector<TensorInfo>* outs) {
     return OpError(c.op, "B must be float32 of shape [" + std::to_string(m) + "]");
   ir::Shape s = {x.shape[0], m};
   for (int i = 0; i < win.rank; ++i) s.push_back(win.out[i]);
-  outs->push_back(TensorInfo{DType::kF32, s});
+  outs->push_back(TensorInfo{DType::kF32, std::move(s)});
   return Status::Ok();
 }
 

@@ -35,7 +35,7 @@ Status InferConcat(const InferContext& c, std::vector<TensorInfo>* outs) {
     s[axis] += x.shape[axis];
     if (s[axis] > kMaxElements) return OpError(c.op, "output too large");
   }
-  outs->push_back(TensorInfo{x0.dtype, s});
+  outs->push_back(TensorInfo{x0.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -176,7 +176,7 @@ Status InferGather(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s(x.shape.begin(), x.shape.begin() + axis);
   s.insert(s.end(), idx.shape.begin(), idx.shape.end());
   s.insert(s.end(), x.shape.begin() + axis + 1, x.shape.end());
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -289,7 +289,7 @@ Status InferSlice(const InferContext& c, std::vector<TensorInfo>* outs) {
   FCB_RETURN_IF_ERROR(ParseSlice(c, &ax));
   ir::Shape s;
   for (const auto& a : ax) s.push_back(a.count);
-  outs->push_back(TensorInfo{Input(c, 0).dtype, s});
+  outs->push_back(TensorInfo{Input(c, 0).dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -317,7 +317,8 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
     }
   }
   const int64_t run = ax.back().count, run_step = ax.back().step;
-  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   DispatchBySize(es, [&](auto tag) {
     using T = decltype(tag);
     r = MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
@@ -336,7 +337,7 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
       return Status::Ok();
     });
   });
-  return r;
+  return MadeOr(std::move(r), c.op, "element size");
 }
 
 }  // namespace

@@ -251,13 +251,13 @@ Status MakeStages(const CreateContext& c, std::vector<BroadcastPlan>* plans) {
   const ir::Shape& out = c.outputs[0].shape;
   if (c.inputs.size() == 1) {
     plans->resize(1);
-    return BroadcastPlan::Make(c.op, {c.inputs[0].shape}, out, &(*plans)[0]);
+    return BroadcastPlan::Make(c.op, {&c.inputs[0].shape}, out, &(*plans)[0]);
   }
   plans->resize(c.inputs.size() - 1);
   FCB_RETURN_IF_ERROR(
-      BroadcastPlan::Make(c.op, {c.inputs[0].shape, c.inputs[1].shape}, out, &(*plans)[0]));
+      BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, out, &(*plans)[0]));
   for (size_t i = 2; i < c.inputs.size(); ++i)
-    FCB_RETURN_IF_ERROR(BroadcastPlan::Make(c.op, {out, c.inputs[i].shape}, out, &(*plans)[i - 1]));
+    FCB_RETURN_IF_ERROR(BroadcastPlan::Make(c.op, {&out, &c.inputs[i].shape}, out, &(*plans)[i - 1]));
   return Status::Ok();
 }
 
@@ -314,7 +314,7 @@ template <typename A, typename B>
 Result<std::unique_ptr<Kernel>> PowKernel(const CreateContext& c) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
-      BroadcastPlan::Make(c.op, {c.inputs[0].shape, c.inputs[1].shape}, c.outputs[0].shape, &plan));
+      BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
   return MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
                                              void* const* out) -> Status {
     const A* a = static_cast<const A*>(in[0]);
@@ -388,7 +388,7 @@ template <typename T>
 Result<std::unique_ptr<Kernel>> CompareKernel(const CreateContext& c, Bin k) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
-      BroadcastPlan::Make(c.op, {c.inputs[0].shape, c.inputs[1].shape}, c.outputs[0].shape, &plan));
+      BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
   return MakeKernel([plan = std::move(plan), k](const RunContext& ctx, const void* const* in,
                                                 void* const* out) -> Status {
     const T* a = static_cast<const T*>(in[0]);
@@ -410,7 +410,7 @@ Result<std::unique_ptr<Kernel>> CompareKernel(const CreateContext& c, Bin k) {
 Result<std::unique_ptr<Kernel>> LogicKernel(const CreateContext& c, Bin k) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
-      BroadcastPlan::Make(c.op, {c.inputs[0].shape, c.inputs[1].shape}, c.outputs[0].shape, &plan));
+      BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
   return MakeKernel([plan = std::move(plan), k](const RunContext& ctx, const void* const* in,
                                                 void* const* out) -> Status {
     // Bools are bytes; any nonzero byte is true.
@@ -434,7 +434,8 @@ Result<std::unique_ptr<Kernel>> CreateBinary(const CreateContext& c) {
   if (!BinFromName(c.op, &k)) return Internal("not a binary op: " + std::string(c.op));
   const DType t = c.inputs[0].dtype;
   if (IsLogic(k) || (k == Bin::kEq && t == DType::kBool)) return LogicKernel(c, k);
-  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "dtype");
+  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   if (IsHalf(t) && k != Bin::kPow) return HalfKernel(c, k);
   if (k == Bin::kPow) {
     auto with_exp = [&](auto base) {
@@ -448,13 +449,13 @@ Result<std::unique_ptr<Kernel>> CreateBinary(const CreateContext& c) {
       case DType::kI64: with_exp(int64_t{}); break;
       default: break;
     }
-    return r;
+    return MadeOr(std::move(r), c.op, "dtype");
   }
   DispatchNumericOrExtraInt(t, [&](auto tag) {
     using T = decltype(tag);
     r = IsCompare(k) ? CompareKernel<T>(c, k) : ArithKernel<T>(c, k);
   });
-  return r;
+  return MadeOr(std::move(r), c.op, "dtype");
 }
 
 // --- Where ---------------------------------------------------------------------
@@ -467,18 +468,19 @@ Status InferWhere(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s;
   FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, cond.shape, x.shape, &s));
   FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, s, y.shape, &s));
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
 Result<std::unique_ptr<Kernel>> CreateWhere(const CreateContext& c) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(BroadcastPlan::Make(
-      c.op, {c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape}, c.outputs[0].shape, &plan));
-  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+      c.op, {&c.inputs[0].shape, &c.inputs[1].shape, &c.inputs[2].shape}, c.outputs[0].shape, &plan));
+  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   DispatchBySize(ir::DTypeSize(c.inputs[1].dtype), [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
       const uint8_t* cond = static_cast<const uint8_t*>(in[0]);
       const T* x = static_cast<const T*>(in[1]);
       const T* y = static_cast<const T*>(in[2]);
@@ -495,7 +497,7 @@ Result<std::unique_ptr<Kernel>> CreateWhere(const CreateContext& c) {
       return Status::Ok();
     });
   });
-  return r;
+  return MadeOr(std::move(r), c.op, "element size");
 }
 
 }  // namespace

@@ -182,7 +182,7 @@ Status InferMatMulInteger(const InferContext& c, std::vector<TensorInfo>* outs) 
   MatMulIntegerPlan p;
   ir::Shape s;
   FCB_RETURN_IF_ERROR(ResolveMatMulInteger(c, &p, &s));
-  outs->push_back(TensorInfo{DType::kI32, s});
+  outs->push_back(TensorInfo{DType::kI32, std::move(s)});
   return Status::Ok();
 }
 
@@ -259,7 +259,7 @@ Status InferQLinearMatMul(const InferContext& c, std::vector<TensorInfo>* outs) 
   QLinearMatMulPlan p;
   ir::Shape s;
   FCB_RETURN_IF_ERROR(ResolveQLinearMatMul(c, &p, &s));
-  outs->push_back(TensorInfo{p.y, s});
+  outs->push_back(TensorInfo{p.y, std::move(s)});
   return Status::Ok();
 }
 

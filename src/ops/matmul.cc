@@ -34,35 +34,34 @@ Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
 
 Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out) {
   if (a.empty() || b.empty()) return OpError(op, "inputs must have rank >= 1");
-  ir::Shape as = a, bs = b;
-  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
-  if (a_vec) as.insert(as.begin(), 1);
-  if (b_vec) bs.push_back(1);
-  g->M = as[as.size() - 2];
-  g->K = as.back();
-  g->N = bs.back();
-  if (bs[bs.size() - 2] != g->K)
+  // A 1-D A is a row [1, K], a 1-D B a column [K, 1] (read in place, not copied:
+  // kernels are made again at each new size of a plan with ranges).
+  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  g->M = a_vec ? 1 : a[a.size() - 2];
+  g->K = a.back();
+  g->N = b_vec ? 1 : b.back();
+  if ((b_vec ? b[0] : b[b.size() - 2]) != g->K)
     return OpError(op, "inner dims differ: " + ir::ShapeToString(a) + " x " + ir::ShapeToString(b));
-  const ir::Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  ir::Shape batch;
-  FCB_RETURN_IF_ERROR(BroadcastShapes(op, ab, bb, &batch));
+  const ir::Shape ab(a.begin(), a.end() - (a_vec ? 1 : 2)), bb(b.begin(), b.end() - (b_vec ? 1 : 2));
+  FCB_RETURN_IF_ERROR(BroadcastShapes(op, ab, bb, &g->batch));
+  const std::vector<int64_t>& batch = g->batch;
   if (batch.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(op, "too many batch dims");
-  g->batch = batch;
   // Batch strides, right-aligned; a broadcast dim steps 0.
-  auto strides = [&](const ir::Shape& s, int64_t mat) {
-    std::vector<int64_t> st(batch.size(), 0);
+  auto strides = [&](const ir::Shape& s, int64_t mat, std::vector<int64_t>* st) {
+    st->assign(batch.size(), 0);
     int64_t step = mat;
     for (size_t i = 0; i < s.size(); ++i) {
       const size_t d = s.size() - 1 - i, od = batch.size() - 1 - i;
-      st[od] = s[d] == 1 ? 0 : step;
+      (*st)[od] = s[d] == 1 ? 0 : step;
       step *= s[d];
     }
-    return st;
   };
-  g->a_bst = strides(ab, g->M * g->K);
-  g->b_bst = strides(bb, g->K * g->N);
+  strides(ab, g->M * g->K, &g->a_bst);
+  strides(bb, g->K * g->N, &g->b_bst);
   g->batches = SafeProduct(batch, 0, batch.size());
-  *out = batch;
+  out->clear();
+  out->reserve(batch.size() + 2);
+  out->assign(batch.begin(), batch.end());
   if (!a_vec) out->push_back(g->M);
   if (!b_vec) out->push_back(g->N);
   return Status::Ok();

@@ -68,17 +68,30 @@ Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t ran
 Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape& b,
                        ir::Shape* out) {
   const size_t r = std::max(a.size(), b.size());
-  ir::Shape s(r);
-  for (size_t i = 0; i < r; ++i) {
+  auto dim = [&](size_t i, bool* ok) {
     const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da == db || db == 1) s[i] = da;
-    else if (da == 1) s[i] = db;
-    else
+    *ok = da == db || db == 1 || da == 1;
+    return da == db || db == 1 ? da : db;
+  };
+  for (size_t i = 0; i < r; ++i) {
+    bool ok;
+    dim(i, &ok);
+    if (!ok)
       return OpError(op, "shapes " + ir::ShapeToString(a) + " and " + ir::ShapeToString(b) +
                              " cannot be broadcast");
   }
-  *out = std::move(s);
+  // Written in place where `out` is neither operand (no temporary: shapes are
+  // inferred again at each new size of a plan with ranges).
+  bool ok;
+  if (out == &a || out == &b) {
+    ir::Shape s(r);
+    for (size_t i = 0; i < r; ++i) s[i] = dim(i, &ok);
+    *out = std::move(s);
+  } else {
+    out->resize(r);
+    for (size_t i = 0; i < r; ++i) (*out)[i] = dim(i, &ok);
+  }
   return Status::Ok();
 }
 

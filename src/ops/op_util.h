@@ -46,6 +46,9 @@ int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end);
 
 // axis in [-rank, rank) -> [0, rank).
 Status NormalizeAxis(std::string_view op, int64_t axis, int64_t rank, int64_t* out);
+// ConstantOfShape's fill: the output dtype and the value's bytes (little end
+// first) from its `value` attribute, as its kernel fills (ops/tensor.cc).
+Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, ir::DType* dtype, uint64_t* bits);
 // Each axis normalized, duplicates rejected, result sorted ascending.
 Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t rank,
                      std::vector<int64_t>* out);
@@ -230,6 +233,13 @@ bool DispatchBySize(size_t elem_size, F&& f) {
     case 8: f(uint64_t{}); return true;
     default: return false;
   }
+}
+
+// `r` from a dispatch that may have made nothing (a null kernel): that is
+// OpUnsupported(op, what).
+inline Result<std::unique_ptr<Kernel>> MadeOr(Result<std::unique_ptr<Kernel>> r, std::string_view op, const char* what) {
+  if (r.ok() && !r.value()) return OpUnsupported(op, what);
+  return r;
 }
 
 // Dense row-major strides (elements).

@@ -25,13 +25,13 @@ Status InferExpand(const InferContext& c, std::vector<TensorInfo>* outs) {
     if (d < 0) return OpError(c.op, "shape has a negative dim");
   ir::Shape s;
   FCB_RETURN_IF_ERROR(BroadcastShapes(c.op, x.shape, shape, &s));
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
 Result<std::unique_ptr<Kernel>> CreateExpand(const CreateContext& c) {
   BroadcastPlan plan;
-  FCB_RETURN_IF_ERROR(BroadcastPlan::Make(c.op, {c.inputs[0].shape}, c.outputs[0].shape, &plan));
+  FCB_RETURN_IF_ERROR(BroadcastPlan::Make(c.op, {&c.inputs[0].shape}, c.outputs[0].shape, &plan));
   Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
   DispatchBySize(ir::DTypeSize(c.inputs[0].dtype), [&](auto tag) {
     using T = decltype(tag);
@@ -66,7 +66,7 @@ Status InferTile(const InferContext& c, std::vector<TensorInfo>* outs) {
     if (s[d] && rep[d] > kMaxElements / s[d]) return OpError(c.op, "output too large");
     s[d] *= rep[d];
   }
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 

@@ -1,6 +1,8 @@
 #include "ops/plan_check.h"
 
 #include <algorithm>
+#include <cstring>
+#include <initializer_list>
 
 #include "fcb/limits.h"
 #include "ops/conv_geom.h"
@@ -52,7 +54,275 @@ Status CheckStepOverlap(const format::ContextDesc& c, const format::StepDesc& s,
 }
 
 
+// --- Values computed from shapes, evaluated directly ----------------------------
+//
+// A resolution re-evaluates the small values a model computes from shapes (a
+// Shape's dims gathered, unsqueezed, concatenated, compared, a causal mask's
+// Range) at every new size. Making and running the op's generic kernel for
+// each (ops::Evaluate) costs an allocation-heavy create per value; the ops
+// that make up such arithmetic are evaluated here directly, with the generic
+// kernels' exact semantics (integer arithmetic wrapping, bools as bytes where
+// any nonzero byte is true, Gather's negative indices). Anything else, or any
+// operand this does not expect, returns false and goes through ops::Evaluate
+// (which also reports the errors: an index out of range). The values must
+// equal the generic kernels' byte for byte: ops::CheckPlan evaluates through
+// the generic kernels, and resolve_plan_test compares the two at every size of
+// the test models' ranges.
+
+// An elementwise walk of up to three operands broadcast (NumPy rules) to `out`:
+// per output element, each operand's element offset.
+struct BroadcastWalk {
+  int rank = 0;
+  int n_in = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[3][kMaxRank] = {};
+
+  bool Make(const ir::Shape& out, std::initializer_list<const ir::Shape*> ins) {
+    if (out.size() > static_cast<size_t>(kMaxRank) || ins.size() > 3) return false;
+    rank = static_cast<int>(out.size());
+    for (int d = 0; d < rank; ++d) dims[d] = out[d];
+    n_in = 0;
+    for (const ir::Shape* in : ins) {
+      if (in->size() > out.size()) return false;
+      const int shift = rank - static_cast<int>(in->size());
+      int64_t stride = 1;
+      for (int d = rank - 1; d >= 0; --d) {
+        const int64_t dim = d >= shift ? (*in)[d - shift] : 1;
+        if (dim != 1 && dim != out[d]) return false;
+        strides[n_in][d] = dim == 1 ? 0 : stride;
+        stride *= dim;
+      }
+      ++n_in;
+    }
+    return true;
+  }
+  // f(output element, offsets of the operands) for every output element.
+  template <typename F>
+  void ForEach(int64_t n, F&& f) const {
+    int64_t idx[kMaxRank] = {};
+    int64_t off[3] = {0, 0, 0};
+    for (int64_t i = 0; i < n; ++i) {
+      f(i, off);
+      for (int d = rank - 1; d >= 0; --d) {
+        for (int k = 0; k < n_in; ++k) off[k] += strides[k][d];
+        if (++idx[d] < dims[d]) break;
+        for (int k = 0; k < n_in; ++k) off[k] -= idx[d] * strides[k][d];
+        idx[d] = 0;
+      }
+    }
+  }
+};
+
+template <typename T>
+T WrapOp(T a, T b, char op) {
+  using U = std::make_unsigned_t<T>;
+  const U x = static_cast<U>(a), y = static_cast<U>(b);
+  return static_cast<T>(op == '+' ? static_cast<U>(x + y) : op == '-' ? static_cast<U>(x - y) : static_cast<U>(x * y));
+}
+
+template <typename T>
+uint8_t CompareOp(T a, T b, int op) {
+  switch (op) {
+    case 0: return a == b;
+    case 1: return a < b;
+    case 2: return a <= b;
+    case 3: return a > b;
+    default: return a >= b;
+  }
+}
+
 }  // namespace
+
+bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<const ir::TensorData*>& in,
+                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values) {
+  if (outs.size() != 1) return false;
+  for (const auto* t : in)
+    if (!t) return false;
+  const TensorInfo& o = outs[0];
+  const int64_t n = o.numel();
+  const size_t es = ir::DTypeSize(o.dtype);
+  if (n < 0 || es == 0) return false;
+  auto make = [&]() {
+    auto t = std::make_shared<ir::TensorData>();
+    t->dtype = o.dtype;
+    t->shape = o.shape;
+    t->bytes.resize(static_cast<size_t>(n) * es);
+    return t;
+  };
+  const std::string& op = def.name;
+  const bool is_int = o.dtype == ir::DType::kI64 || o.dtype == ir::DType::kI32;
+  // The same bytes under another shape (Reshape, Unsqueeze, Squeeze, Flatten,
+  // Identity), or a Cast to the dtype it has.
+  if ((def.traits & kTraitView) || (op == "Cast" && in.size() == 1)) {
+    if (in.empty() || in[0]->dtype != o.dtype || in[0]->bytes.size() != static_cast<size_t>(n) * es) return false;
+    auto t = make();
+    if (!t->bytes.empty()) std::memcpy(t->bytes.data(), in[0]->bytes.data(), t->bytes.size());
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "Concat") {
+    const int64_t rank = static_cast<int64_t>(o.shape.size());
+    int64_t axis;
+    if (!attrs.Has("axis") || !NormalizeAxis(op, attrs.GetInt("axis", 0), rank, &axis).ok()) return false;
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= o.shape[d];
+    size_t total = 0;
+    for (const auto* t : in) {
+      if (t->dtype != o.dtype || static_cast<int64_t>(t->shape.size()) != rank) return false;
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && t->shape[d] != o.shape[d]) return false;
+      total += t->bytes.size();
+    }
+    if (total != static_cast<size_t>(n) * es || (outer == 0 && n != 0)) return false;
+    auto t = make();
+    uint8_t* y = t->bytes.data();
+    for (int64_t r = 0; r < outer; ++r)
+      for (const auto* x : in) {
+        const size_t chunk = x->bytes.size() / static_cast<size_t>(outer);
+        if (chunk) std::memcpy(y, x->bytes.data() + r * chunk, chunk);
+        y += chunk;
+      }
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "Gather" && in.size() == 2) {
+    const ir::TensorData& x = *in[0];
+    const ir::TensorData& idx = *in[1];
+    if (x.dtype != o.dtype || (idx.dtype != ir::DType::kI64 && idx.dtype != ir::DType::kI32)) return false;
+    int64_t axis;
+    if (!NormalizeAxis(op, attrs.GetInt("axis", 0), static_cast<int64_t>(x.shape.size()), &axis).ok()) return false;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+    const int64_t dim = x.shape[axis], n_idx = idx.numel();
+    const size_t block = static_cast<size_t>(inner) * es;
+    if (static_cast<size_t>(outer * n_idx) * block != static_cast<size_t>(n) * es) return false;
+    auto index = [&](int64_t j) {
+      return idx.dtype == ir::DType::kI64 ? idx.data<int64_t>()[j] : int64_t{idx.data<int32_t>()[j]};
+    };
+    for (int64_t j = 0; j < n_idx; ++j)
+      if (index(j) < -dim || index(j) >= dim) return false;  // the generic kernel reports it
+    auto t = make();
+    uint8_t* y = t->bytes.data();
+    for (int64_t r = 0; r < outer; ++r)
+      for (int64_t j = 0; j < n_idx; ++j) {
+        int64_t v = index(j);
+        if (v < 0) v += dim;
+        if (block) std::memcpy(y, x.bytes.data() + (r * dim + v) * block, block);
+        y += block;
+      }
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "Range" && in.size() == 3 && is_int && o.shape.size() == 1) {
+    for (const auto* x : in)
+      if (x->dtype != o.dtype || x->numel() != 1) return false;
+    auto t = make();
+    if (o.dtype == ir::DType::kI64) {
+      const int64_t start = in[0]->data<int64_t>()[0], delta = in[2]->data<int64_t>()[0];
+      int64_t* y = t->mutable_data<int64_t>();
+      for (int64_t i = 0; i < n; ++i) y[i] = WrapOp<int64_t>(start, WrapOp<int64_t>(i, delta, '*'), '+');
+    } else {
+      const int32_t start = in[0]->data<int32_t>()[0], delta = in[2]->data<int32_t>()[0];
+      int32_t* y = t->mutable_data<int32_t>();
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = WrapOp<int32_t>(start, WrapOp<int32_t>(static_cast<int32_t>(static_cast<uint32_t>(i)), delta, '*'), '+');
+    }
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "ConstantOfShape" && in.size() == 1) {
+    ir::DType fill_dtype;
+    uint64_t bits = 0;
+    if (!ConstantOfShapeFill(op, attrs, &fill_dtype, &bits).ok() || fill_dtype != o.dtype || es > sizeof bits)
+      return false;
+    auto t = make();
+    for (int64_t i = 0; i < n; ++i) std::memcpy(t->bytes.data() + i * es, &bits, es);
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "Not" && in.size() == 1) {
+    if (in[0]->dtype != ir::DType::kBool || o.dtype != ir::DType::kBool || in[0]->numel() != n) return false;
+    auto t = make();
+    for (int64_t i = 0; i < n; ++i) t->bytes[i] = in[0]->bytes[i] == 0;
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "Expand" && in.size() == 2) {
+    BroadcastWalk w;
+    if (in[0]->dtype != o.dtype || !w.Make(o.shape, {&in[0]->shape})) return false;
+    auto t = make();
+    const uint8_t* x = in[0]->bytes.data();
+    uint8_t* y = t->bytes.data();
+    w.ForEach(n, [&](int64_t i, const int64_t* off) { std::memcpy(y + i * es, x + off[0] * es, es); });
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (op == "Where" && in.size() == 3) {
+    BroadcastWalk w;
+    if (in[0]->dtype != ir::DType::kBool || in[1]->dtype != o.dtype || in[2]->dtype != o.dtype ||
+        !w.Make(o.shape, {&in[0]->shape, &in[1]->shape, &in[2]->shape}))
+      return false;
+    auto t = make();
+    const uint8_t *c = in[0]->bytes.data(), *a = in[1]->bytes.data(), *b = in[2]->bytes.data();
+    uint8_t* y = t->bytes.data();
+    w.ForEach(n, [&](int64_t i, const int64_t* off) {
+      std::memcpy(y + i * es, c[off[0]] ? a + off[1] * es : b + off[2] * es, es);
+    });
+    values->push_back(std::move(t));
+    return true;
+  }
+  if (in.size() != 2) return false;
+  // Binary ops over broadcast operands.
+  const ir::DType dt = in[0]->dtype;
+  if (in[1]->dtype != dt) return false;
+  int kind = -1;  // 0 arithmetic, 1 comparison, 2 logic
+  char arith = 0;
+  int cmp = 0;
+  if (op == "Add") kind = 0, arith = '+';
+  else if (op == "Sub") kind = 0, arith = '-';
+  else if (op == "Mul") kind = 0, arith = '*';
+  else if (op == "Equal") kind = 1, cmp = 0;
+  else if (op == "Less") kind = 1, cmp = 1;
+  else if (op == "LessOrEqual") kind = 1, cmp = 2;
+  else if (op == "Greater") kind = 1, cmp = 3;
+  else if (op == "GreaterOrEqual") kind = 1, cmp = 4;
+  else if (op == "And") kind = 2, arith = '&';
+  else if (op == "Or") kind = 2, arith = '|';
+  else if (op == "Xor") kind = 2, arith = '^';
+  else return false;
+  BroadcastWalk w;
+  if (!w.Make(o.shape, {&in[0]->shape, &in[1]->shape})) return false;
+  const bool int_operands = dt == ir::DType::kI64 || dt == ir::DType::kI32;
+  if (kind == 0 && !(int_operands && o.dtype == dt)) return false;
+  if (kind == 1 && !((int_operands || (dt == ir::DType::kBool && cmp == 0)) && o.dtype == ir::DType::kBool)) return false;
+  if (kind == 2 && !(dt == ir::DType::kBool && o.dtype == ir::DType::kBool)) return false;
+  auto t = make();
+  uint8_t* y = t->bytes.data();
+  const uint8_t *a = in[0]->bytes.data(), *b = in[1]->bytes.data();
+  auto typed = [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = reinterpret_cast<const T*>(a);
+    const T* z = reinterpret_cast<const T*>(b);
+    if (kind == 0) {
+      T* yt = reinterpret_cast<T*>(y);
+      w.ForEach(n, [&](int64_t i, const int64_t* off) { yt[i] = WrapOp<T>(x[off[0]], z[off[1]], arith); });
+    } else {
+      w.ForEach(n, [&](int64_t i, const int64_t* off) { y[i] = CompareOp<T>(x[off[0]], z[off[1]], cmp); });
+    }
+  };
+  if (dt == ir::DType::kI64) typed(int64_t{});
+  else if (dt == ir::DType::kI32) typed(int32_t{});
+  else if (kind == 1)  // bool Equal: any nonzero byte is true
+    w.ForEach(n, [&](int64_t i, const int64_t* off) { y[i] = (a[off[0]] != 0) == (b[off[1]] != 0); });
+  else
+    w.ForEach(n, [&](int64_t i, const int64_t* off) {
+      const bool p = a[off[0]] != 0, q = b[off[1]] != 0;
+      y[i] = arith == '&' ? (p && q) : arith == '|' ? (p || q) : (p != q);
+    });
+  values->push_back(std::move(t));
+  return true;
+}
 
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
   if (guard.size() != 3 || out0.size() != 4) return true;
@@ -302,35 +572,41 @@ std::string CheckStateBinding(const format::ContextDesc& c, const format::Contex
 }  // namespace fcb::ops
 
 namespace fcb::ops {
-
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out) {
   ResolvedPlan& r = *out;
   const size_t nt = c.tensors.size(), ns = c.steps.size();
   if (!c.dynamic() || input_shapes.size() != c.inputs.size() || bound.infos.size() != nt || bound.steps.size() != ns)
     return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
+  // What is allocated here is per tensor and per step reached, never a copy
+  // of the bound's per-tensor values: a resolution overlays the bound's plan
+  // (info_at, value_slot, step_slot) with what differs at these sizes.
   r.bound = &bound;
   r.step_slot.assign(ns, -1);
   r.steps.clear();
-  r.info_slot.assign(nt, -1);
-  r.infos.clear();
-  r.infos.reserve(16);
   r.steps.reserve(ns);
-  r.small_constants = bound.small_constants;
+  r.info_at.assign(nt, nullptr);
+  r.input_infos.clear();
+  r.input_infos.reserve(c.inputs.size());
+  r.value_slot.assign(nt, -1);
+  r.values.clear();
   r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
   r.computed_tensors = bound.computed_tensors;
   r.scratch_bytes = 0;
   // Per tensor: its shape or its value computed from the shapes differs from the bound's.
   std::vector<uint8_t> changed(nt, 0);
-  auto set_info = [&](int32_t t, const TensorInfo& info) {
-    if (r.info_slot[t] < 0) {
-      r.info_slot[t] = static_cast<int32_t>(r.infos.size());
-      r.infos.push_back(info);
-    } else {
-      r.infos[r.info_slot[t]] = info;
-    }
+  auto set_info = [&](int32_t t, const TensorInfo* info) {
+    r.info_at[t] = info;
     changed[t] = 1;
+  };
+  auto set_value = [&](int32_t t, std::shared_ptr<ir::TensorData> v) {
+    if (r.value_slot[t] < 0) {
+      r.value_slot[t] = static_cast<int32_t>(r.values.size());
+      r.values.push_back(std::move(v));
+    } else {
+      r.values[r.value_slot[t]] = std::move(v);
+    }
   };
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const int32_t t = c.inputs[i];
@@ -340,8 +616,16 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         static_cast<uint64_t>(given.bytes()) > bound.bytes[t])
       return InvalidArgument("method '" + c.method + "' input " + std::to_string(i) + " cannot be " +
                              ir::ShapeToString(given.shape));
-    if (given.shape != info.shape) set_info(t, given);
+    if (given.shape != info.shape) {
+      r.input_infos.push_back(given);
+      set_info(t, &r.input_infos.back());
+    }
   }
+  // One step's operands, reused from step to step (their shapes' storage
+  // too); kernel creation gathers them again (ResolvedPlan::create_context).
+  std::vector<TensorInfo> inputs;
+  std::vector<const ir::TensorData*> constants;
+  std::vector<std::shared_ptr<ir::TensorData>> values;
   for (size_t si = 0; si < ns; ++si) {
     const format::StepDesc& s = c.steps[si];
     const CheckedStep& b = bound.steps[si];
@@ -351,14 +635,23 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       r.scratch_bytes = std::max(r.scratch_bytes, (b.scratch + 63) / 64 * 64);
       continue;
     }
-    ResolvedPlan::Step rs;
-    rs.inputs.reserve(s.inputs.size());
-    rs.constants.reserve(s.inputs.size());
-    for (int32_t t : s.inputs) {
-      rs.inputs.push_back(t < 0 ? TensorInfo{} : r.info(t));
-      rs.constants.push_back(t < 0 ? nullptr : r.small_constants[t].get());
+    inputs.resize(s.inputs.size());
+    constants.resize(s.inputs.size());
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int32_t t = s.inputs[i];
+      if (t < 0) {
+        inputs[i].dtype = ir::DType::kUndefined;
+        inputs[i].shape.clear();
+        constants[i] = nullptr;
+      } else {
+        const TensorInfo& info = r.info(t);
+        inputs[i].dtype = info.dtype;
+        inputs[i].shape.assign(info.shape.begin(), info.shape.end());
+        constants[i] = r.value(t).get();
+      }
     }
-    InferContext ictx{s.op, b.attrs, rs.inputs, rs.constants, static_cast<int>(s.outputs.size())};
+    ResolvedPlan::Step rs;
+    InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
     Status st = InferOutputs(*b.def, ictx, &rs.outputs);
     if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
     for (size_t i = 0; i < rs.outputs.size(); ++i) {
@@ -375,21 +668,40 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                                ir::ShapeToString(rs.outputs[i].shape) + " at this size, more than the " +
                                std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
                                ir::ShapeToString(declared.shape) + ")");
-      if (rs.outputs[i].shape != declared.shape) set_info(t, rs.outputs[i]);
+      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs.outputs' buffer moves into r.steps
     }
     if (!s.guard.empty()) {
       if (rs.outputs.empty() || rs.outputs[0].shape.size() != 4)
         return InvalidArgument(b.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
       r.guarded_off[si] = !GuardHolds(s.guard, rs.outputs[0].shape);
     }
-    if (ComputedFromShapes(s, r.computed_tensors, r.small_constants, rs.outputs)) {
-      std::vector<std::shared_ptr<ir::TensorData>> values;
+    // ComputedFromShapes over the resolution's values.
+    bool computed = false;
+    if (s.op == "Shape" || s.op == "Size") {
+      computed = s.inputs.size() == 1 && s.inputs[0] >= 0;
+    } else {
+      bool all_known = true, any_computed = false;
+      for (int32_t t : s.inputs) {
+        if (t < 0) continue;
+        if (!r.value(t)) {
+          all_known = false;
+          break;
+        }
+        any_computed = any_computed || r.computed_tensors[t];
+      }
+      uint64_t bytes = 0;
+      for (const auto& o : rs.outputs) bytes += static_cast<uint64_t>(o.bytes());
+      computed = all_known && any_computed && bytes <= kMaxInferConstantBytes;
+    }
+    if (computed) {
+      values.clear();
       if (s.op == "Shape" || s.op == "Size") {
-        const auto v = ShapeOpValues(s.op, b.attrs, rs.inputs[0].shape);
+        const auto v = ShapeOpValues(s.op, b.attrs, inputs[0].shape);
         values.push_back(s.op == "Size" ? ir::TensorData::FromInts({}, v)
                                         : ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v));
-      } else {
-        auto ev = Evaluate(*b.def, b.attrs, rs.constants, rs.inputs, rs.outputs);
+      } else if (!EvaluateDirect(*b.def, b.attrs, constants, rs.outputs, &values)) {
+        values.clear();
+        auto ev = Evaluate(*b.def, b.attrs, constants, inputs, rs.outputs);
         if (!ev.ok()) return InvalidArgument(b.where + ": evaluating it from the shapes: " + ev.status().message());
         values = std::move(ev).value();
       }
@@ -400,20 +712,22 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         const int32_t t = s.outputs[i];
         const ir::TensorData* was = bound.computed_tensors[t] ? bound.small_constants[t].get() : nullptr;
         if (!was || was->bytes != values[i]->bytes) changed[t] = 1;
-        r.small_constants[t] = std::move(values[i]);
+        set_value(t, std::move(values[i]));
         r.computed_tensors[t] = true;
       }
-    } else if (r.computed_steps[si]) {  // computed at the bound, not at these sizes
-      r.computed_steps[si] = false;
-      for (int32_t t : s.outputs) {
-        r.computed_tensors[t] = false;
-        r.small_constants[t] = nullptr;
-        changed[t] = 1;
+    } else {
+      if (r.computed_steps[si]) {  // computed at the bound, not at these sizes
+        r.computed_steps[si] = false;
+        for (int32_t t : s.outputs) {
+          r.computed_tensors[t] = false;
+          set_value(t, nullptr);
+          changed[t] = 1;
+        }
       }
     }
     if (b.def->scratch) {
       auto scratch =
-          b.def->scratch(CreateContext{b.def->name, b.attrs, rs.inputs, rs.outputs, rs.constants, &b.data, true});
+          b.def->scratch(CreateContext{b.def->name, b.attrs, inputs, rs.outputs, constants, &b.data, true});
       if (!scratch.ok()) return InvalidArgument(b.where + ": " + scratch.status().message());
       rs.scratch = scratch.value();
       if (rs.scratch > (uint64_t{1} << 30))
@@ -438,7 +752,7 @@ namespace fcb::ops {
 
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r) {
   const size_t nt = c.tensors.size(), ns = c.steps.size();
-  if (full.infos.size() != nt || r.info_slot.size() != nt || full.steps.size() != ns || r.step_slot.size() != ns)
+  if (full.infos.size() != nt || r.info_at.size() != nt || full.steps.size() != ns || r.step_slot.size() != ns)
     return "the plans have different numbers of tensors or steps";
   for (size_t t = 0; t < nt; ++t) {
     const std::string where = "tensor " + std::to_string(t) + " ('" + c.tensors[t].name + "')";
@@ -450,7 +764,7 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
     if (full.computed_tensors[t] != r.computed_tensors[t] || full.needed[t] != r.needed[t])
       return where + ": computed from the shapes or needed differs";
     const ir::TensorData* va = full.small_constants[t].get();
-    const ir::TensorData* vb = r.small_constants[t].get();
+    const ir::TensorData* vb = r.value(static_cast<int32_t>(t)).get();
     if ((va == nullptr) != (vb == nullptr) || (va && (va->dtype != vb->dtype || va->shape != vb->shape ||
                                                      va->bytes != vb->bytes)))
       return where + ": its value differs";

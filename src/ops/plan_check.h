@@ -47,6 +47,7 @@ struct CheckedPlan {
   std::vector<uint64_t> bytes;        // per tensor
   std::vector<const void*> weights;   // per tensor: the weight's bytes, null for arena tensors
   std::vector<std::shared_ptr<ir::TensorData>> small_constants;  // per tensor, or null
+  const std::shared_ptr<ir::TensorData>& value(int32_t t) const { return small_constants[t]; }
   // Plans with symbols, per step: its outputs were computed from the shapes
   // (their values are in small_constants), so a run need not compute them
   // again; `needed` per tensor: some step not so computed, or the method's
@@ -101,34 +102,68 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
 // structure (checked once at load) need not be checked again.
 struct ResolvedPlan {
   const CheckedPlan* bound = nullptr;
-  // Per step: its inputs, outputs and constants at these sizes where it was
-  // inferred again (index into `steps`), else -1 (the bound's step holds).
+  // Per step: its outputs and scratch at these sizes where it was inferred
+  // again (index into `steps`), else -1 (the bound's step holds). Its
+  // operands are the resolution's shapes and values (create_context).
   struct Step {
-    std::vector<TensorInfo> inputs, outputs;
-    std::vector<const ir::TensorData*> constants;
+    std::vector<TensorInfo> outputs;
     uint64_t scratch = 0;
   };
   std::vector<int32_t> step_slot;
   std::vector<Step> steps;
   // Per tensor: its shape at these sizes where it differs from the bound's
-  // (index into `infos`), else -1.
-  std::vector<int32_t> info_slot;
-  std::vector<TensorInfo> infos;
-  // Per tensor: the bound's, with the values computed at these sizes.
-  std::vector<std::shared_ptr<ir::TensorData>> small_constants;
+  // (an output in `steps`, or one of `input_infos`), else null. Points into
+  // this resolution's own vectors: it moves, never copies.
+  std::vector<const TensorInfo*> info_at;
+  std::vector<TensorInfo> input_infos;  // reserved for every method input: never reallocated
+  // Per tensor: its value computed from the shapes at these sizes where it
+  // differs from the bound's small_constants (index into `values`; a null
+  // value where the bound had one and these sizes have none), else -1.
+  std::vector<int32_t> value_slot;
+  std::vector<std::shared_ptr<ir::TensorData>> values;
   std::vector<bool> computed_steps, guarded_off, computed_tensors, needed;  // as in CheckedPlan
   uint64_t scratch_bytes = 0;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
-  const TensorInfo& info(int32_t t) const { return info_slot[t] >= 0 ? infos[info_slot[t]] : bound->infos[t]; }
+  const TensorInfo& info(int32_t t) const { return info_at[t] ? *info_at[t] : bound->infos[t]; }
+
+  ResolvedPlan() = default;
+  ResolvedPlan(const ResolvedPlan&) = delete;
+  ResolvedPlan& operator=(const ResolvedPlan&) = delete;
+  ResolvedPlan(ResolvedPlan&&) = default;
+  ResolvedPlan& operator=(ResolvedPlan&&) = default;
+  // Tensor t's contents where known (small weights, values computed from the shapes), else null.
+  const std::shared_ptr<ir::TensorData>& value(int32_t t) const {
+    return value_slot[t] >= 0 ? values[value_slot[t]] : bound->small_constants[t];
+  }
   const std::vector<TensorInfo>& outputs(size_t step) const {
     return step_slot[step] >= 0 ? steps[step_slot[step]].outputs : bound->steps[step].outputs;
   }
-  // The create context of a step inferred again (changed(step)).
-  CreateContext create_context(size_t step) const {
+  // The create context of step `step` (`s`, its StepDesc), inferred again
+  // (changed(step)) and not computed from the shapes: its operands are
+  // written into `inputs` and `constants` (the caller's, reused from step to
+  // step; kernels keep nothing of the context), its outputs are this
+  // resolution's.
+  CreateContext create_context(const format::StepDesc& s, size_t step, std::vector<TensorInfo>* inputs,
+                               std::vector<const ir::TensorData*>* constants) const {
     const CheckedStep& b = bound->steps[step];
-    const Step& s = steps[step_slot[step]];
-    return CreateContext{b.def->name, b.attrs, s.inputs, s.outputs, s.constants, &b.data, true};
+    inputs->resize(s.inputs.size());
+    constants->resize(s.inputs.size());
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int32_t t = s.inputs[i];
+      TensorInfo& in = (*inputs)[i];
+      if (t < 0) {
+        in.dtype = ir::DType::kUndefined;
+        in.shape.clear();
+        (*constants)[i] = nullptr;
+      } else {
+        const TensorInfo& info = this->info(t);
+        in.dtype = info.dtype;
+        in.shape.assign(info.shape.begin(), info.shape.end());
+        (*constants)[i] = value(t).get();
+      }
+    }
+    return CreateContext{b.def->name, b.attrs, *inputs, steps[step_slot[step]].outputs, *constants, &b.data, true};
   }
 };
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
@@ -140,6 +175,17 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
 // needed, and the scratch. Empty when they agree. The compiler checks this
 // at the sizes it probes, and tests at many more.
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r);
+
+// A value computed from shapes, evaluated directly (what ops::ResolvePlan
+// does for the ops shape arithmetic is made of: views, Cast to its own dtype,
+// Concat, Gather, Range, ConstantOfShape, Expand, Where, Not, integer
+// Add/Sub/Mul, integer comparisons, bool logic) instead of through the op's
+// generic kernel (ops::Evaluate), with the same bytes. `outs` is what infer
+// gave for these inputs. False (nothing appended) for any other op or an
+// operand it does not expect, such as an index out of range: evaluate it
+// through ops::Evaluate then, which reports the error.
+bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<const ir::TensorData*>& in,
+                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values);
 
 // Whether a step with guard `guard` (StepDesc::guard; empty: none) runs when
 // its output 0 has shape `out0`.

@@ -111,7 +111,7 @@ Status ParseReduce(const InferContext& c, ReduceParams* p, ir::Shape* out_shape)
     if (c.attrs.GetInt("noop_with_empty_axes", 0) != 0) p->noop = true;
     else p->reduced.assign(r, true);
   } else {
-    FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, axes, r, &axes));
+    FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, std::move(axes), r, &axes));
     for (int64_t a : axes) p->reduced[a] = true;
   }
   out_shape->clear();
@@ -317,7 +317,7 @@ Status InferArg(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s = x.shape;
   if (c.attrs.GetInt("keepdims", 1) != 0) s[axis] = 1;
   else s.erase(s.begin() + axis);
-  outs->push_back(TensorInfo{DType::kI64, s});
+  outs->push_back(TensorInfo{DType::kI64, std::move(s)});
   return Status::Ok();
 }
 

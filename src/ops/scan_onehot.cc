@@ -86,7 +86,7 @@ Status InferOneHot(const InferContext& c, std::vector<TensorInfo>* outs) {
   FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", -1), r, &axis));
   ir::Shape s = ind.shape;
   s.insert(s.begin() + axis, static_cast<int64_t>(depth));
-  outs->push_back(TensorInfo{vals.dtype, s});
+  outs->push_back(TensorInfo{vals.dtype, std::move(s)});
   return Status::Ok();
 }
 

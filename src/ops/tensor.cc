@@ -87,7 +87,7 @@ Status InferSqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   if (!present) {
     for (int64_t i = 0; i < r; ++i) drop[i] = x.shape[i] == 1;
   } else {
-    FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, axes, r, &axes));
+    FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, std::move(axes), r, &axes));
     for (int64_t a : axes) {
       if (x.shape[a] != 1) return OpError(c.op, "cannot squeeze dim " + std::to_string(a) +
                                                     " of size " + std::to_string(x.shape[a]));
@@ -97,7 +97,7 @@ Status InferSqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s;
   for (int64_t i = 0; i < r; ++i)
     if (!drop[i]) s.push_back(x.shape[i]);
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -110,8 +110,9 @@ Status InferUnsqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
   if (!present || axes.empty()) return OpError(c.op, "axes are required");
   if (axes.size() > 64) return OpError(c.op, "too many axes");
   const int64_t r = static_cast<int64_t>(x.shape.size() + axes.size());
-  FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, axes, r, &axes));
+  FCB_RETURN_IF_ERROR(NormalizeAxes(c.op, std::move(axes), r, &axes));
   ir::Shape s;
+  s.reserve(static_cast<size_t>(r));
   size_t next_in = 0, next_axis = 0;
   for (int64_t i = 0; i < r; ++i) {
     if (next_axis < axes.size() && axes[next_axis] == i) {
@@ -121,7 +122,7 @@ Status InferUnsqueeze(const InferContext& c, std::vector<TensorInfo>* outs) {
       s.push_back(x.shape[next_in++]);
     }
   }
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -270,6 +271,12 @@ Result<std::unique_ptr<Kernel>> CreateRange(const CreateContext& c) {
 }
 
 }  // namespace
+
+Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, DType* dtype, uint64_t* bits) {
+  static const std::vector<TensorInfo> kNoInputs;
+  static const std::vector<const ir::TensorData*> kNoConstants;
+  return ParseFill(InferContext{op, attrs, kNoInputs, kNoConstants, 1}, dtype, bits);
+}
 
 void RegisterTensorOps(std::vector<OpDef>* ops) {
   ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView));

@@ -39,7 +39,7 @@ Status InferTopK(const InferContext& c, std::vector<TensorInfo>* outs) {
   ir::Shape s = x.shape;
   s[axis] = k[0];
   outs->push_back(TensorInfo{x.dtype, s});
-  outs->push_back(TensorInfo{DType::kI64, s});
+  outs->push_back(TensorInfo{DType::kI64, std::move(s)});
   return Status::Ok();
 }
 

@@ -45,7 +45,7 @@ Status InferTranspose(const InferContext& c, std::vector<TensorInfo>* outs) {
   FCB_RETURN_IF_ERROR(ParsePerm(c, &perm));
   ir::Shape s(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) s[i] = x.shape[perm[i]];
-  outs->push_back(TensorInfo{x.dtype, s});
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 
@@ -67,41 +67,46 @@ Status MakePlan(std::string_view op, const ir::Shape& in, const std::vector<int6
                 size_t es, TransposePlan* p) {
   p->es = es;
   p->total = ir::NumElements(in);
+  // Worked out on the stack (kernels are made again at each new size of a
+  // plan with ranges); ranks are at most CheckShape's 64.
+  constexpr size_t kCap = 64;
+  if (in.size() > kCap || perm.size() > kCap) return OpUnsupported(op, "rank " + std::to_string(in.size()));
   // Keep input dims of size > 1, renumbered.
-  std::vector<int64_t> newidx(in.size(), -1), kept_dims;
-  for (size_t i = 0; i < in.size(); ++i)
+  int64_t newidx[kCap], kept_dims[kCap];
+  size_t n_kept = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    newidx[i] = -1;
     if (in[i] != 1) {
-      newidx[i] = static_cast<int64_t>(kept_dims.size());
-      kept_dims.push_back(in[i]);
+      newidx[i] = static_cast<int64_t>(n_kept);
+      kept_dims[n_kept++] = in[i];
     }
-  std::vector<int64_t> order;  // output order of kept input dims
-  for (int64_t pi : perm)
-    if (newidx[pi] >= 0) order.push_back(newidx[pi]);
-  // Group runs of consecutive input dims.
-  std::vector<std::pair<int64_t, int64_t>> groups;  // [first, last] input dims, in output order
-  for (int64_t d : order) {
-    if (!groups.empty() && groups.back().second + 1 == d) groups.back().second = d;
-    else groups.push_back({d, d});
+  }
+  // Runs of consecutive input dims, in output order: [first, last] input dims.
+  int64_t gfirst[kCap], glast[kCap];
+  size_t ng = 0;
+  for (int64_t pi : perm) {
+    const int64_t d = newidx[pi];
+    if (d < 0) continue;
+    if (ng > 0 && glast[ng - 1] + 1 == d) glast[ng - 1] = d;
+    else gfirst[ng] = glast[ng] = d, ++ng;
   }
   // Collapsed input: groups sorted by first dim.
-  std::vector<size_t> by_in(groups.size());
-  std::iota(by_in.begin(), by_in.end(), 0);
-  std::sort(by_in.begin(), by_in.end(),
-            [&](size_t x, size_t y) { return groups[x].first < groups[y].first; });
-  std::vector<int64_t> gsize(groups.size(), 1), gstride(groups.size(), 1);
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (int64_t d = groups[g].first; d <= groups[g].second; ++d) gsize[g] *= kept_dims[d];
-  int64_t stride = 1;
-  for (size_t k = by_in.size(); k-- > 0;) {
-    gstride[by_in[k]] = stride;
-    stride *= gsize[by_in[k]];
-  }
-  const int k = static_cast<int>(groups.size());
+  size_t by_in[kCap];
+  for (size_t g = 0; g < ng; ++g) by_in[g] = g;
+  std::sort(by_in, by_in + ng, [&](size_t x, size_t y) { return gfirst[x] < gfirst[y]; });
+  const int k = static_cast<int>(ng);
   if (k > kMaxRank) return OpUnsupported(op, "permutation too complex");
-  p->out_dims = gsize;
-  p->src = gstride;
+  p->out_dims.assign(ng, 1);
+  p->src.assign(ng, 1);
+  for (size_t g = 0; g < ng; ++g)
+    for (int64_t d = gfirst[g]; d <= glast[g]; ++d) p->out_dims[g] *= kept_dims[d];
+  int64_t stride = 1;
+  for (size_t j = ng; j-- > 0;) {
+    p->src[by_in[j]] = stride;
+    stride *= p->out_dims[by_in[j]];
+  }
   p->dst.assign(k, 1);
-  for (int j = k - 1; j > 0; --j) p->dst[j - 1] = p->dst[j] * gsize[j];
+  for (int j = k - 1; j > 0; --j) p->dst[j - 1] = p->dst[j] * p->out_dims[j];
   p->rows = k <= 1 || p->src[k - 1] == 1;
   if (!p->rows) {
     for (int j = 0; j < k; ++j)
@@ -221,14 +226,16 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
       return Status::Ok();
     });
   }
-  Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
+  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   const int k = static_cast<int>(plan.out_dims.size());
   const int64_t nb = plan.out_dims.back();
   if (plan.a == k - 2 && plan.dst[plan.a] == nb && nb >= 2 && nb <= 4) {
     DispatchBySize(plan.es, [&](auto tag) {
       using T = decltype(tag);
       auto make = [&]<int NB>() {
-        r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+        r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
+                                                void* const* out) -> Status {
           RunFewColumns<T, NB>(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
           return Status::Ok();
         });
@@ -237,16 +244,16 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
       else if (nb == 3) make.template operator()<3>();
       else make.template operator()<4>();
     });
-    return r;
+    return MadeOr(std::move(r), c.op, "element size");
   }
   DispatchBySize(plan.es, [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
       RunTiles(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
       return Status::Ok();
     });
   });
-  return r;
+  return MadeOr(std::move(r), c.op, "element size");
 }
 
 }  // namespace

@@ -101,9 +101,11 @@ class ExecutionImpl {
   Status RunStep(const ops::RunContext& ctx, size_t i) const {
     const ShapeValues& sv = shape_values();
     if (!sv.actions.empty() && sv.actions[i] != ShapeValues::Action::kRun) {
-      if (sv.actions[i] == ShapeValues::Action::kCopy)
-        for (size_t k = 0; k < sv.values[i].size(); ++k)
-          if (sv.values[i][k]) std::memcpy(step_out[i][k], sv.values[i][k]->bytes.data(), sv.values[i][k]->bytes.size());
+      if (sv.actions[i] == ShapeValues::Action::kCopy) {
+        const auto& outs = method->steps[i].outputs;
+        for (size_t k = 0; k < outs.size(); ++k)
+          if (const ir::TensorData* v = sv.values[outs[k]]) std::memcpy(step_out[i][k], v->bytes.data(), v->bytes.size());
+      }
       return Status::Ok();
     }
     return kernel(i).Run(ctx, step_in[i].data(), step_out[i].data());

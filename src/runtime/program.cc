@@ -188,6 +188,8 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
                            " bytes of scratch per thread at these sizes, more than the " +
                            std::to_string(c.scratch_bytes) + " planned");
   const size_t ns = c.steps.size();
+  std::vector<ops::TensorInfo> inputs;  // one step's operands, reused (create keeps nothing of them)
+  std::vector<const ir::TensorData*> constants;
   r->kernels.resize(ns);
   r->flops.resize(ns);
   for (size_t si = 0; si < ns; ++si) {
@@ -204,7 +206,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
       continue;
     }
     const ops::OpDef& def = *m.bound_plan->steps[si].def;
-    const ops::CreateContext ctx = p.create_context(si);
+    const ops::CreateContext ctx = p.create_context(c.steps[si], si, &inputs, &constants);
     r->flops[si] = def.flops ? def.flops(ctx) : 0;
     auto kernel = def.create(ctx);
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);

@@ -30,8 +30,12 @@ struct PreparedStep {
 // does. Plans without symbols run every kernel.
 struct ShapeValues {
   enum class Action : uint8_t { kRun, kCopy, kSkip };
-  std::vector<Action> actions;                                    // per step (empty: run all)
-  std::vector<std::vector<std::shared_ptr<ir::TensorData>>> values;  // per step: its outputs' values (kCopy)
+  std::vector<Action> actions;  // per step (empty: run all)
+  // Per tensor: the value a kCopy step writes to it, else null. Owned by the
+  // plan this was made from (the method's bound_plan, or the ResolvedMethod's
+  // plan beside it): one vector of pointers, no per-step allocation at each
+  // new size.
+  std::vector<const ir::TensorData*> values;
   // From a plan checked at the bound or resolved at other sizes
   // (ops::CheckedPlan, ops::ResolvedPlan: the same fields).
   template <typename Plan>
@@ -39,7 +43,7 @@ struct ShapeValues {
     ShapeValues v;
     if (!c.dynamic()) return v;
     v.actions.assign(c.steps.size(), Action::kRun);
-    v.values.resize(c.steps.size());
+    v.values.assign(c.tensors.size(), nullptr);
     for (size_t si = 0; si < c.steps.size(); ++si) {
       if (p.guarded_off[si]) {
         v.actions[si] = Action::kSkip;  // the other variant of its node runs at these sizes
@@ -49,7 +53,7 @@ struct ShapeValues {
       bool needed = false;
       for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];
       v.actions[si] = needed ? Action::kCopy : Action::kSkip;
-      for (int32_t t : c.steps[si].outputs) v.values[si].push_back(p.small_constants[t]);
+      for (int32_t t : c.steps[si].outputs) v.values[t] = p.value(t).get();
     }
     return v;
   }
