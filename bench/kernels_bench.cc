@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <cstdio>
 #include <new>
@@ -172,6 +173,7 @@ void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t
 // weights in blocks of 32 with zero points, A quantized once outside the
 // loop; rows in calls of 16 as the operator makes them. FLOP/s counts
 // 2 * M * N * K.
+int64_t kCallRows = std::getenv("NBITS_CALL_ROWS") ? std::atoll(std::getenv("NBITS_CALL_ROWS")) : 16;
 void BenchNBitsI8(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
   const KernelTable& k = GetKernelTable(target);
   NBitsGeom g;
@@ -192,8 +194,8 @@ void BenchNBitsI8(benchmark::State& state, TargetId target, int64_t M, int64_t N
   std::vector<int32_t> asum(static_cast<size_t>(M * blocks));
   QuantizeBlocksI8(g, a.data(), M, qa.data(), as.data(), asum.data());
   RunVsPeak(state, 2.0 * M * N * K, [&] {
-    for (int64_t r0 = 0; r0 < M; r0 += 16)
-      k.gemm_nbits_i8(g, std::min<int64_t>(16, M - r0), qa.data() + r0 * kp, as.data() + r0 * blocks,
+    for (int64_t r0 = 0; r0 < M; r0 += kCallRows)
+      k.gemm_nbits_i8(g, std::min<int64_t>(kCallRows, M - r0), qa.data() + r0 * kp, as.data() + r0 * blocks,
                       asum.data() + r0 * blocks, packed.weights.data(), packed.scales.data(),
                       packed.zero_points.data(), nullptr, y.data() + r0 * N, N, 0, NBitsPanels(g));
     benchmark::ClobberMemory();

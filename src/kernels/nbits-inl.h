@@ -176,8 +176,9 @@ using DI16 = hn::Repartition<int16_t, DI>;
 using VI = hn::Vec<DI>;
 
 // acc + per 32-bit lane (w.lo16 * a.lo16 + w.hi16 * a.hi16). The weights are
-// 0..255 and a is -127..127, so each product fits 16 bits and no pair
-// saturates (pmaddwd saturates only -32768 * -32768 pairs).
+// 0..255 (-255..255 less their zero points) and a is -127..127, so each
+// product fits 16 bits and no pair saturates (pmaddwd saturates only -32768 *
+// -32768 pairs).
 HWY_INLINE VI MulPairs(VI w, VI a, VI acc) {
   const DI di;
   const DI16 d16;
@@ -240,20 +241,31 @@ inline constexpr int64_t kI8ChunkRows = 32;  // rows whose float sums stay in a 
 // 4 x 2 with 256-bit ones, 2 x 4 with 128-bit ones.
 inline constexpr int kRowTile = kV >= 4 ? 2 : 8 / kV;
 
-// Block [k0, k0 + block_size) of one panel (q its first byte) as w
-// [block_size / 2][kPanel] int32: lane c of pair j holds weight (k0 + 2j, c)
-// in its low 16 bits and (k0 + 2j + 1, c) in its high ones, as DotI8 builds them.
-HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, int64_t k0, int32_t* HWY_RESTRICT w) {
+// Block [k0, k0 + block_size) of one panel (q its first byte) less its zero
+// points zp as w [block_size / 2][kPanel] int32: lane c of pair j holds
+// weight (k0 + 2j, c) - zp[c] in its low 16 bits and (k0 + 2j + 1, c) - zp[c]
+// in its high ones (-255..255), so that sum_k (q - zp) a is one exact integer
+// dot product: the one-row path's dot(q, a) - zp * sum(a).
+HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, const uint8_t* zp, int64_t k0,
+                            int32_t* HWY_RESTRICT w) {
   const DI di;
+  const DI16 d16;
   const DU8 du8;
   const int64_t pairs = g.block_size / 2;
+  VI z[kV];
+  for (int v = 0; v < kV; ++v) {
+    const VI z32 = hn::PromoteTo(di, hn::LoadU(du8, zp + v * kN));
+    z[v] = hn::Or(z32, hn::ShiftLeft<16>(z32));
+  }
   if (g.bits == 4) {
     const VI lo = hn::Set(di, 0x0F), hi = hn::Set(di, 0xF0);
     const uint8_t* src = q + k0 / 2 * kPanel;
     for (int64_t j = 0; j < pairs; ++j)
       for (int v = 0; v < kV; ++v) {
         const VI x = hn::PromoteTo(di, hn::LoadU(du8, src + j * kPanel + v * kN));
-        hn::Store(hn::Or(hn::And(x, lo), hn::ShiftLeft<12>(hn::And(x, hi))), di, w + j * kPanel + v * kN);
+        const VI pair = hn::Or(hn::And(x, lo), hn::ShiftLeft<12>(hn::And(x, hi)));
+        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, z[v]))), di,
+                  w + j * kPanel + v * kN);
       }
   } else {
     const uint8_t* src = q + k0 * kPanel;
@@ -261,19 +273,21 @@ HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, int64_t k0, in
       for (int v = 0; v < kV; ++v) {
         const VI x0 = hn::PromoteTo(di, hn::LoadU(du8, src + 2 * j * kPanel + v * kN));
         const VI x1 = hn::PromoteTo(di, hn::LoadU(du8, src + (2 * j + 1) * kPanel + v * kN));
-        hn::Store(hn::Or(x0, hn::ShiftLeft<16>(x1)), di, w + j * kPanel + v * kN);
+        const VI pair = hn::Or(x0, hn::ShiftLeft<16>(x1));
+        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, z[v]))), di,
+                  w + j * kPanel + v * kN);
       }
   }
 }
 
 // R rows (the first at row r of qa) times block b of the unpacked panel w:
-// the exact integer dot products, less zp * sum(qa), scaled and added to out
-// [R][kPanel] floats in the order of the one-row path (out += (scale *
+// the exact integer dot products (zero points included), scaled and added to
+// out [R][kPanel] floats in the order of the one-row path (out += (scale *
 // a_scale) * float(dot)).
 template <int R>
 HWY_INLINE void TileBlock(const NBitsGeom& g, const int32_t* HWY_RESTRICT w, const int16_t* qa, int64_t kp,
-                          const float* a_scales, const int32_t* a_sums, int64_t blocks, int64_t b,
-                          const float* sc, const VI* z, float* HWY_RESTRICT out) {
+                          const float* a_scales, int64_t blocks, int64_t b, const float* sc,
+                          float* HWY_RESTRICT out) {
   const DF d;
   const DI di;
   VI acc[R][kV];
@@ -293,10 +307,9 @@ HWY_INLINE void TileBlock(const NBitsGeom& g, const int32_t* HWY_RESTRICT w, con
     }
   }
   for (int r = 0; r < R; ++r) {
-    const VI asum = hn::Set(di, a_sums[r * blocks + b]);
     const VF as = hn::Set(d, a_scales[r * blocks + b]);
     for (int v = 0; v < kV; ++v) {
-      const VI dot = hn::Sub(acc[r][v], hn::Mul(z[v], asum));
+      const VI dot = acc[r][v];
       const VF s = hn::Mul(hn::LoadU(d, sc + v * kN), as);
       float* o = out + r * kPanel + v * kN;
       hn::Store(hn::MulAdd(s, hn::ConvertTo(d, dot), hn::Load(d, o)), d, o);
@@ -307,40 +320,36 @@ HWY_INLINE void TileBlock(const NBitsGeom& g, const int32_t* HWY_RESTRICT w, con
 // Rows [0, m) (m <= kI8ChunkRows) of one panel: p's weights q, scales sc,
 // zero points zp; the result (plus bias) into y's columns c0...
 HWY_INLINE void PanelRowsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, const float* a_scales,
-                            const int32_t* a_sums, const uint8_t* q, const float* sc, const uint8_t* zp,
-                            const float* bias, float* y, int64_t ldy, int64_t c0) {
+                            const uint8_t* q, const float* sc, const uint8_t* zp, const float* bias, float* y,
+                            int64_t ldy, int64_t c0) {
   const DF d;
-  const DI di;
-  const DU8 du8;
   const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
   HWY_ALIGN int32_t w[kI8MaxPairBlock / 2 * kPanel];
   HWY_ALIGN float out[kI8ChunkRows * kPanel];
   for (int64_t i = 0; i < m * kPanel; ++i) out[i] = 0.0f;
   for (int64_t b = 0; b < blocks; ++b) {
-    UnpackPairs(g, q, b * g.block_size, w);
-    VI z[kV];
-    for (int v = 0; v < kV; ++v) z[v] = hn::PromoteTo(di, hn::LoadU(du8, zp + b * kPanel + v * kN));
+    UnpackPairs(g, q, zp + b * kPanel, b * g.block_size, w);
     const float* sb = sc + b * kPanel;
     int64_t r = 0;
     for (; r + kRowTile <= m; r += kRowTile)
-      TileBlock<kRowTile>(g, w, qa + r * kp, kp, a_scales + r * blocks, a_sums + r * blocks, blocks, b, sb, z,
+      TileBlock<kRowTile>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
                           out + r * kPanel);
     if constexpr (kRowTile > 4) {
       if (r + 4 <= m) {
-        TileBlock<4>(g, w, qa + r * kp, kp, a_scales + r * blocks, a_sums + r * blocks, blocks, b, sb, z,
+        TileBlock<4>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
                      out + r * kPanel);
         r += 4;
       }
     }
     if constexpr (kRowTile > 2) {
       if (r + 2 <= m) {
-        TileBlock<2>(g, w, qa + r * kp, kp, a_scales + r * blocks, a_sums + r * blocks, blocks, b, sb, z,
+        TileBlock<2>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
                      out + r * kPanel);
         r += 2;
       }
     }
     if (r < m)
-      TileBlock<1>(g, w, qa + r * kp, kp, a_scales + r * blocks, a_sums + r * blocks, blocks, b, sb, z,
+      TileBlock<1>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
                    out + r * kPanel);
   }
   for (int64_t r = 0; r < m; ++r)
@@ -366,7 +375,7 @@ HWY_NOINLINE void GemmNBitsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, 
   if (m > kI8GemvRows && g.block_size <= kI8MaxPairBlock) {
     for (int64_t p = panel_begin; p < panel_end; ++p)
       for (int64_t r0 = 0; r0 < m; r0 += kI8ChunkRows)
-        PanelRowsI8(g, std::min(kI8ChunkRows, m - r0), qa + r0 * kp, a_scales + r0 * blocks, a_sums + r0 * blocks,
+        PanelRowsI8(g, std::min(kI8ChunkRows, m - r0), qa + r0 * kp, a_scales + r0 * blocks,
                     qw + p * panel_bytes, scales + p * blocks * kPanel, zero_points + p * blocks * kPanel, bias,
                     y + r0 * ldy, ldy, p * kPanel);
     return;

@@ -52,7 +52,7 @@ constexpr int64_t kChunkPanels = 2;
 // Largest k: the prefill path's scratch holds kChunkPanels * k * 16 floats.
 constexpr int64_t kMaxK = int64_t{1} << 16;
 // Rows quantized (and multiplied per panel) at a time on the int8 path.
-constexpr int64_t kI8Rows = 16;
+constexpr int64_t kI8Rows = 32;
 // Largest block of ONNX Runtime's int8 (CompInt8) kernels.
 constexpr int64_t kI8MaxBlock = 256;
 
