@@ -1,7 +1,9 @@
 // Microbenchmark of the hot kernels, per target, single thread: GEMM with
 // packed B (M=N=K=512 and 1024) and a ResNet-like 3x3 conv (56x56x64 -> 64,
 // pad 1), the same conv by Winograd F(4x4, 3x3) (FLOP/s counted as the direct
-// conv's, so the two compare directly), and an L1-resident GEMM tile. Reports FLOP/s ("FLOPS" counter); compare against the machine's
+// conv's, so the two compare directly), an L1-resident GEMM tile, and
+// MatMulNBits' int8 kernel (nbits4_i8_MxNxK; NBITS_CALL_ROWS=R sets the rows
+// per call, 16 by default; the operator makes calls of 32). Reports FLOP/s ("FLOPS" counter); compare against the machine's
 // single-core fp32 peak (about 208 GFLOP/s with AVX-512 FMA).
 //
 // The first benchmark, peak_fma/avx512, is a pure register FMA loop: the

@@ -20,7 +20,10 @@
 // max|a| / 127, round half to even) and each block's dot product with the
 // 4- or 8-bit weights is an exact integer (the target's gemm_nbits_i8), scaled
 // by both scales and summed in float; every row count takes this path, the
-// weights read once per group of kI8Rows rows. ONNX Runtime does this when
+// weights read once per group of kI8Rows rows. One or two rows unpack the
+// weights in registers per row; more unpack each block of a panel once (less
+// its zero points, as int16 pairs) and multiply it with register tiles of rows
+// (kernels/nbits-inl.h, PanelRowsI8). ONNX Runtime does this when
 // its CPU has an int8 kernel for the configuration (x86 with AVX2 or later,
 // ARM with dot products; block sizes 16-256, uint8 or no zero points, no
 // g_idx); the lowering records level 4 only for those configurations, and
