@@ -3,7 +3,7 @@
 // pad 1), the same conv by Winograd F(4x4, 3x3) (FLOP/s counted as the direct
 // conv's, so the two compare directly), an L1-resident GEMM tile, and
 // MatMulNBits' int8 kernel (nbits4_i8_MxNxK; NBITS_CALL_ROWS=R sets the rows
-// per call, 16 by default; the operator makes calls of 32). Reports FLOP/s ("FLOPS" counter); compare against the machine's
+// per call, 32 by default as the operator makes them). Reports FLOP/s ("FLOPS" counter); compare against the machine's
 // single-core fp32 peak (about 208 GFLOP/s with AVX-512 FMA).
 //
 // The first benchmark, peak_fma/avx512, is a pure register FMA loop: the
@@ -173,9 +173,9 @@ void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t
 
 // MatMulNBits at accuracy_level 4 (KernelTable::gemm_nbits_i8): 4-bit
 // weights in blocks of 32 with zero points, A quantized once outside the
-// loop; rows in calls of 16 as the operator makes them. FLOP/s counts
+// loop; rows in calls of NBITS_CALL_ROWS (32) as the operator makes them. FLOP/s counts
 // 2 * M * N * K.
-int64_t kCallRows = std::getenv("NBITS_CALL_ROWS") ? std::atoll(std::getenv("NBITS_CALL_ROWS")) : 16;
+int64_t kCallRows = std::getenv("NBITS_CALL_ROWS") ? std::atoll(std::getenv("NBITS_CALL_ROWS")) : 32;
 void BenchNBitsI8(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
   const KernelTable& k = GetKernelTable(target);
   NBitsGeom g;
