@@ -240,6 +240,14 @@ inline constexpr int64_t kI8ChunkRows = 32;  // rows whose float sums stay in a 
 // Rows per register tile: 8 accumulators of kV vectors with 512-bit vectors,
 // 4 x 2 with 256-bit ones, 2 x 4 with 128-bit ones.
 inline constexpr int kRowTile = kV >= 4 ? 2 : 8 / kV;
+// An element of an array of int32 vectors (fixed-length SVE needs a sized
+// type, as VReg for floats in common-inl.h; read one as VI(x) where a
+// template deduces).
+#if HWY_HAVE_SCALABLE && defined(__ARM_FEATURE_SVE_BITS) && __ARM_FEATURE_SVE_BITS > 0
+typedef VI VIReg __attribute__((arm_sve_vector_bits(__ARM_FEATURE_SVE_BITS)));
+#else
+using VIReg = VI;
+#endif
 
 // Block [k0, k0 + block_size) of one panel (q its first byte) less its zero
 // points zp as w [block_size / 2][kPanel] int32: lane c of pair j holds
@@ -252,7 +260,7 @@ HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, const uint8_t*
   const DI16 d16;
   const DU8 du8;
   const int64_t pairs = g.block_size / 2;
-  VI z[kV];
+  VIReg z[kV];
   for (int v = 0; v < kV; ++v) {
     const VI z32 = hn::PromoteTo(di, hn::LoadU(du8, zp + v * kN));
     z[v] = hn::Or(z32, hn::ShiftLeft<16>(z32));
@@ -264,7 +272,7 @@ HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, const uint8_t*
       for (int v = 0; v < kV; ++v) {
         const VI x = hn::PromoteTo(di, hn::LoadU(du8, src + j * kPanel + v * kN));
         const VI pair = hn::Or(hn::And(x, lo), hn::ShiftLeft<12>(hn::And(x, hi)));
-        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, z[v]))), di,
+        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, VI(z[v])))), di,
                   w + j * kPanel + v * kN);
       }
   } else {
@@ -274,7 +282,7 @@ HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, const uint8_t*
         const VI x0 = hn::PromoteTo(di, hn::LoadU(du8, src + 2 * j * kPanel + v * kN));
         const VI x1 = hn::PromoteTo(di, hn::LoadU(du8, src + (2 * j + 1) * kPanel + v * kN));
         const VI pair = hn::Or(x0, hn::ShiftLeft<16>(x1));
-        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, z[v]))), di,
+        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, VI(z[v])))), di,
                   w + j * kPanel + v * kN);
       }
   }
@@ -290,26 +298,26 @@ HWY_INLINE void TileBlock(const NBitsGeom& g, const int32_t* HWY_RESTRICT w, con
                           float* HWY_RESTRICT out) {
   const DF d;
   const DI di;
-  VI acc[R][kV];
+  VIReg acc[R][kV];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < kV; ++v) acc[r][v] = hn::Zero(di);
   const int64_t pairs = g.block_size / 2;
   const int16_t* a0 = qa + b * g.block_size;
   for (int64_t j = 0; j < pairs; ++j) {
-    VI wv[kV];
+    VIReg wv[kV];
     for (int v = 0; v < kV; ++v) wv[v] = hn::Load(di, w + j * kPanel + v * kN);
     HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       int32_t pair;
       std::memcpy(&pair, a0 + r * kp + 2 * j, 4);
       const VI av = hn::Set(di, pair);
-      for (int v = 0; v < kV; ++v) acc[r][v] = MulPairs(wv[v], av, acc[r][v]);
+      for (int v = 0; v < kV; ++v) acc[r][v] = MulPairs(VI(wv[v]), av, VI(acc[r][v]));
     }
   }
   for (int r = 0; r < R; ++r) {
     const VF as = hn::Set(d, a_scales[r * blocks + b]);
     for (int v = 0; v < kV; ++v) {
-      const VI dot = acc[r][v];
+      const VI dot = VI(acc[r][v]);
       const VF s = hn::Mul(hn::LoadU(d, sc + v * kN), as);
       float* o = out + r * kPanel + v * kN;
       hn::Store(hn::MulAdd(s, hn::ConvertTo(d, dot), hn::Load(d, o)), d, o);
