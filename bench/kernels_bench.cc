@@ -1,7 +1,9 @@
 // Microbenchmark of the hot kernels, per target, single thread: GEMM with
 // packed B (M=N=K=512 and 1024) and a ResNet-like 3x3 conv (56x56x64 -> 64,
 // pad 1), the same conv by Winograd F(4x4, 3x3) (FLOP/s counted as the direct
-// conv's, so the two compare directly), and an L1-resident GEMM tile. Reports FLOP/s ("FLOPS" counter); compare against the machine's
+// conv's, so the two compare directly), an L1-resident GEMM tile, and
+// MatMulNBits' int8 kernel (nbits4_i8_MxNxK; NBITS_CALL_ROWS=R sets the rows
+// per call, 32 by default as the operator makes them). Reports FLOP/s ("FLOPS" counter); compare against the machine's
 // single-core fp32 peak (about 208 GFLOP/s with AVX-512 FMA).
 //
 // The first benchmark, peak_fma/avx512, is a pure register FMA loop: the
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <cstdio>
 #include <new>
@@ -166,6 +169,39 @@ void BenchGemm(benchmark::State& state, TargetId target, int64_t M, int64_t N, i
 }
 void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
   BenchGemmB(state, target, M, N, K, true);
+}
+
+// MatMulNBits at accuracy_level 4 (KernelTable::gemm_nbits_i8): 4-bit
+// weights in blocks of 32 with zero points, A quantized once outside the
+// loop; rows in calls of NBITS_CALL_ROWS (32) as the operator makes them. FLOP/s counts
+// 2 * M * N * K.
+int64_t kCallRows = std::getenv("NBITS_CALL_ROWS") ? std::atoll(std::getenv("NBITS_CALL_ROWS")) : 32;
+void BenchNBitsI8(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
+  const KernelTable& k = GetKernelTable(target);
+  NBitsGeom g;
+  g.k = K;
+  g.n = N;
+  g.bits = 4;
+  g.block_size = 32;
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  std::mt19937 rng(7);
+  std::vector<uint8_t> b(static_cast<size_t>(N * blocks * g.block_size / 2)), zp(static_cast<size_t>(N * ((blocks + 1) / 2)));
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  for (auto& x : zp) x = static_cast<uint8_t>(rng());
+  std::vector<float> scales(static_cast<size_t>(N * blocks), 0.01f);
+  const PackedNBits packed = PackNBits(g, b.data(), scales.data(), zp.data());
+  const auto a = Random(M * K, 1);
+  std::vector<int16_t> qa(static_cast<size_t>(M * kp));
+  std::vector<float> as(static_cast<size_t>(M * blocks)), y(static_cast<size_t>(M * N));
+  std::vector<int32_t> asum(static_cast<size_t>(M * blocks));
+  QuantizeBlocksI8(g, a.data(), M, qa.data(), as.data(), asum.data());
+  RunVsPeak(state, 2.0 * M * N * K, [&] {
+    for (int64_t r0 = 0; r0 < M; r0 += kCallRows)
+      k.gemm_nbits_i8(g, std::min<int64_t>(kCallRows, M - r0), qa.data() + r0 * kp, as.data() + r0 * blocks,
+                      asum.data() + r0 * blocks, packed.weights.data(), packed.scales.data(),
+                      packed.zero_points.data(), nullptr, y.data() + r0 * N, N, 0, NBitsPanels(g));
+    benchmark::ClobberMemory();
+  });
 }
 
 // MatMul of two activations (KernelTable::matmul, B row-major and read in
@@ -396,6 +432,13 @@ int main(int argc, char** argv) {
                                  24, 144, Act::kSilu)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
+    // MatMulNBits accuracy_level 4: SmolLM2-135M's projections, decode and 128-token prefill.
+    for (auto [m, n, kk] : {std::array<int64_t, 3>{1, 1536, 576}, {128, 1536, 576}, {1, 576, 1536}, {128, 576, 1536}})
+      benchmark::RegisterBenchmark(("nbits4_i8_" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                    std::to_string(kk) + "/" + name).c_str(),
+                                   kernels::BenchNBitsI8, t, m, n, kk)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     // Attention products: BERT-base (sequence 128, head 64) and a Swin window (49 tokens, head 32).
     for (auto [m, n, kk] : {std::array<int64_t, 3>{128, 128, 64}, {128, 64, 128}, {49, 49, 32}, {49, 32, 49}})
       benchmark::RegisterBenchmark(("matmul_" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +

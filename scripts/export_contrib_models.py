@@ -353,6 +353,14 @@ def nbits_acc4_cases():
         matmul_nbits("nbits8_acc4_b64_k100", [1, 2], 100, 24, 8, 64, zp="uint8", accuracy_level=4),
         matmul_nbits("nbits8_acc4_b128_m9", [9], 384, 64, 8, 128, bias=True, accuracy_level=4),
         matmul_nbits("nbits8_acc4_b256_zp_m1", [1, 1], 600, 40, 8, 256, zp="uint8", accuracy_level=4),
+        # Many rows (prefill): row tiles and chunks with remainders, k not a
+        # multiple of the block, n not a multiple of 16.
+        matmul_nbits("nbits4_acc4_b32_zp_bias_m130", [130], 300, 50, 4, 32, zp="uint8", bias=True, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b128_m37", [37], 600, 100, 4, 128, accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b16_zp_m37", [1, 37], 200, 33, 4, 16, zp="uint8", accuracy_level=4),
+        matmul_nbits("nbits4_acc4_b256_bias_m130", [2, 65], 520, 24, 4, 256, bias=True, accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b64_zp_m130", [130], 260, 40, 8, 64, zp="uint8", bias=True, accuracy_level=4),
+        matmul_nbits("nbits8_acc4_b32_m37", [37], 100, 17, 8, 32, accuracy_level=4),
         # ONNX Runtime's float paths at level 4: g_idx, float zero points.
         matmul_nbits("nbits4_acc4_gidx_float", [1, 1], 128, 32, 4, 32, g_idx=True, accuracy_level=4),
         matmul_nbits("nbits4_acc4_floatzp", [1, 3], 160, 48, 4, 32, zp="float", accuracy_level=4),

@@ -94,7 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "nbits4_acc4_b128_k300", "nbits4_acc4_b256_m1_bias", "nbits4_acc4_b32_k_odd",
                       "nbits4_acc4_b16_m6", "nbits4_acc4_b256_zp_m5", "nbits8_acc4_b32_m1",
                       "nbits8_acc4_b16_zp_m4", "nbits8_acc4_b64_k100", "nbits8_acc4_b128_m9",
-                      "nbits8_acc4_b256_zp_m1", "nbits4_acc4_gidx_float", "nbits4_acc4_floatzp"),
+                      "nbits8_acc4_b256_zp_m1", "nbits4_acc4_gidx_float", "nbits4_acc4_floatzp",
+                      "nbits4_acc4_b32_zp_bias_m130", "nbits4_acc4_b128_m37", "nbits4_acc4_b16_zp_m37",
+                      "nbits4_acc4_b256_bias_m130", "nbits8_acc4_b64_zp_m130", "nbits8_acc4_b32_m37"),
     [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -426,6 +428,114 @@ constexpr CodeRow kCodeRows[] = {
 #include "core/targets.def"
 #undef FCB_TARGET
 };
+
+// ---------------------------------------------------------------------------
+// MatMulNBits at accuracy_level 4 (gemm_nbits_i8)
+
+// Scalar reference of gemm_nbits_i8 from ONNX Runtime's operands (QuantOf,
+// ZeroPointOf): the integer dot product of each block, less zp * sum(qa),
+// scaled by (scale * a_scale) and summed over the blocks in order.
+std::vector<float> NBitsI8Reference(const NBitsGeom& g, int64_t m, const std::vector<int16_t>& qa,
+                                    const std::vector<float>& as, const std::vector<int32_t>& asum,
+                                    const std::vector<uint8_t>& b, const std::vector<float>& scales,
+                                    const uint8_t* zp, const float* bias, int64_t ldy) {
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  std::vector<float> y(static_cast<size_t>(m * ldy), kSentinel);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < g.n; ++c) {
+      float out = 0.0f;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        int64_t dot = 0;
+        for (int64_t k = blk * g.block_size; k < std::min(g.k, (blk + 1) * g.block_size); ++k)
+          dot += int64_t{QuantOf(g, b.data(), k, c)} * qa[static_cast<size_t>(r * kp + k)];
+        dot -= int64_t{ZeroPointOf(g, zp, blk, c)} * asum[static_cast<size_t>(r * blocks + blk)];
+        out += (scales[static_cast<size_t>(c * blocks + blk)] * as[static_cast<size_t>(r * blocks + blk)]) *
+               static_cast<float>(dot);
+      }
+      if (bias) out += bias[c];
+      y[static_cast<size_t>(r * ldy + c)] = out;
+    }
+  return y;
+}
+
+// exact: unit scales and k <= 512, so every sum is an integer below 2^24 and
+// the kernel's result must equal the reference bit for bit.
+void RunNBitsI8(const KernelTable& kt, const NBitsGeom& g, int64_t m, bool with_zp, bool with_bias, bool exact,
+                uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size, ldy = g.n + 3;
+  std::vector<uint8_t> b(static_cast<size_t>(g.n * blocks * g.block_size * g.bits / 8));
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> zp(static_cast<size_t>(g.n * ((blocks * g.bits + 7) / 8)));
+  for (auto& x : zp) x = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> u(0.001f, 0.05f);
+  std::vector<float> scales(static_cast<size_t>(g.n * blocks), 1.0f), as(static_cast<size_t>(m * blocks), 1.0f);
+  if (!exact) {
+    for (auto& x : scales) x = u(rng);
+    for (auto& x : as) x = u(rng);
+  }
+  std::vector<float> bias(static_cast<size_t>(g.n));
+  for (auto& x : bias) x = exact ? static_cast<float>(static_cast<int>(rng() % 200) - 100) : u(rng) - 0.025f;
+  // qa: int8 values (-127..127) in int16, zero past k; sums per block.
+  std::vector<int16_t> qa(static_cast<size_t>(m * kp), 0);
+  std::vector<int32_t> asum(static_cast<size_t>(m * blocks), 0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < g.k; ++k) {
+      const int v = static_cast<int>(rng() % 255) - 127;
+      qa[static_cast<size_t>(r * kp + k)] = static_cast<int16_t>(v);
+      asum[static_cast<size_t>(r * blocks + k / g.block_size)] += v;
+    }
+  const uint8_t* zpp = with_zp ? zp.data() : nullptr;
+  const float* bp = with_bias ? bias.data() : nullptr;
+  const PackedNBits packed = PackNBits(g, b.data(), scales.data(), zpp);
+  const std::vector<float> want = NBitsI8Reference(g, m, qa, as, asum, b, scales, zpp, bp, ldy);
+  std::vector<float> got(static_cast<size_t>(m * ldy), kSentinel);
+  // Two work ranges split at a panel boundary.
+  const int64_t panels = NBitsPanels(g), split = panels / 2;
+  for (auto [p0, p1] : {std::pair<int64_t, int64_t>{0, split}, {split, panels}})
+    kt.gemm_nbits_i8(g, m, qa.data(), as.data(), asum.data(), packed.weights.data(), packed.scales.data(),
+                     packed.zero_points.data(), bp, got.data(), ldy, p0, p1);
+  char what[200];
+  std::snprintf(what, sizeof(what), "%s gemm_nbits_i8 bits %lld block %lld m %lld k %lld n %lld zp %d bias %d",
+                kt.isa, (long long)g.bits, (long long)g.block_size, (long long)m, (long long)g.k, (long long)g.n,
+                with_zp, with_bias);
+  // Inexact: FMA targets round the per-block sums once where the reference
+  // rounds twice, so the tolerance is relative to the outputs' magnitude.
+  float peak = 1.0f;
+  for (float x : want) peak = std::max(peak, std::fabs(x));
+  const float tol = exact ? 0.0f : 1e-5f * peak;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= tol);  // sentinels included
+  EXPECT_EQ(bad, 0) << what << (exact ? ": differs from the exact integer reference" : ": beyond tolerance");
+}
+
+TEST_P(KernelTest, GemmNBitsI8) {
+  std::mt19937 rng(1234);
+  const int64_t block_sizes[] = {16, 32, 64, 128, 256};
+  int i = 0;
+  for (int64_t m = 1; m <= 40; ++m) {
+    NBitsGeom g;
+    g.bits = m % 3 == 0 ? 8 : 4;
+    g.block_size = block_sizes[rng() % 5];
+    g.k = 1 + static_cast<int64_t>(rng() % 500);
+    g.n = 1 + static_cast<int64_t>(rng() % 70);
+    RunNBitsI8(K(), g, m, i % 2 == 0, i % 4 < 2, i % 3 == 0, 900 + i);
+    ++i;
+  }
+  // Many rows (more than one chunk of rows), k not a multiple of the block,
+  // partial panels.
+  for (auto [m, k, n, bits, block] : {std::array<int64_t, 5>{130, 300, 50, 4, 32}, {37, 576, 33, 4, 128},
+                                      {67, 200, 17, 8, 64}, {96, 100, 16, 4, 16}, {33, 700, 40, 8, 256}}) {
+    NBitsGeom g;
+    g.k = k;
+    g.n = n;
+    g.bits = bits;
+    g.block_size = block;
+    RunNBitsI8(K(), g, m, i % 2 == 0, true, false, 900 + i);
+    RunNBitsI8(K(), g, m, i % 2 == 1, false, k <= 512, 950 + i);
+    ++i;
+  }
+}
 
 TEST(KernelTableTest, EachTargetHasItsOwnCode) {
 #if defined(__x86_64__)

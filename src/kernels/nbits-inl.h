@@ -176,8 +176,9 @@ using DI16 = hn::Repartition<int16_t, DI>;
 using VI = hn::Vec<DI>;
 
 // acc + per 32-bit lane (w.lo16 * a.lo16 + w.hi16 * a.hi16). The weights are
-// 0..255 and a is -127..127, so each product fits 16 bits and no pair
-// saturates (pmaddwd saturates only -32768 * -32768 pairs).
+// 0..255 (-255..255 less their zero points) and a is -127..127, so each
+// product fits 16 bits and no pair saturates (pmaddwd saturates only -32768 *
+// -32768 pairs).
 HWY_INLINE VI MulPairs(VI w, VI a, VI acc) {
   const DI di;
   const DI16 d16;
@@ -228,6 +229,148 @@ HWY_INLINE VI DotI8(const NBitsGeom& g, const uint8_t* q, const int16_t* qa, int
 }
 #endif
 
+#if HWY_TARGET != HWY_SCALAR
+// The many-row path (GemmNBitsI8 with more than kI8GemvRows rows): each
+// block of a panel is unpacked once into int16 pairs (UnpackPairs) and
+// multiplied with a tile of rows at a time (TileBlock), so every weight
+// vector loaded feeds kRowTile rows.
+inline constexpr int64_t kI8GemvRows = 2;    // up to here: DotI8 per row
+inline constexpr int64_t kI8MaxPairBlock = 256;  // largest block unpacked
+inline constexpr int64_t kI8ChunkRows = 32;  // rows whose float sums stay in a stack buffer
+// Rows per register tile: 8 accumulators of kV vectors with 512-bit vectors,
+// 4 x 2 with 256-bit ones, 2 x 4 with 128-bit ones.
+inline constexpr int kRowTile = kV >= 4 ? 2 : 8 / kV;
+// An element of an array of int32 vectors (fixed-length SVE needs a sized
+// type, as VReg for floats in common-inl.h; read one as VI(x) where a
+// template deduces).
+#if HWY_HAVE_SCALABLE && defined(__ARM_FEATURE_SVE_BITS) && __ARM_FEATURE_SVE_BITS > 0
+typedef VI VIReg __attribute__((arm_sve_vector_bits(__ARM_FEATURE_SVE_BITS)));
+#else
+using VIReg = VI;
+#endif
+
+// Block [k0, k0 + block_size) of one panel (q its first byte) less its zero
+// points zp as w [block_size / 2][kPanel] int32: lane c of pair j holds
+// weight (k0 + 2j, c) - zp[c] in its low 16 bits and (k0 + 2j + 1, c) - zp[c]
+// in its high ones (-255..255), so that sum_k (q - zp) a is one exact integer
+// dot product: the one-row path's dot(q, a) - zp * sum(a).
+HWY_INLINE void UnpackPairs(const NBitsGeom& g, const uint8_t* q, const uint8_t* zp, int64_t k0,
+                            int32_t* HWY_RESTRICT w) {
+  const DI di;
+  const DI16 d16;
+  const DU8 du8;
+  const int64_t pairs = g.block_size / 2;
+  VIReg z[kV];
+  for (int v = 0; v < kV; ++v) {
+    const VI z32 = hn::PromoteTo(di, hn::LoadU(du8, zp + v * kN));
+    z[v] = hn::Or(z32, hn::ShiftLeft<16>(z32));
+  }
+  if (g.bits == 4) {
+    const VI lo = hn::Set(di, 0x0F), hi = hn::Set(di, 0xF0);
+    const uint8_t* src = q + k0 / 2 * kPanel;
+    for (int64_t j = 0; j < pairs; ++j)
+      for (int v = 0; v < kV; ++v) {
+        const VI x = hn::PromoteTo(di, hn::LoadU(du8, src + j * kPanel + v * kN));
+        const VI pair = hn::Or(hn::And(x, lo), hn::ShiftLeft<12>(hn::And(x, hi)));
+        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, VI(z[v])))), di,
+                  w + j * kPanel + v * kN);
+      }
+  } else {
+    const uint8_t* src = q + k0 * kPanel;
+    for (int64_t j = 0; j < pairs; ++j)
+      for (int v = 0; v < kV; ++v) {
+        const VI x0 = hn::PromoteTo(di, hn::LoadU(du8, src + 2 * j * kPanel + v * kN));
+        const VI x1 = hn::PromoteTo(di, hn::LoadU(du8, src + (2 * j + 1) * kPanel + v * kN));
+        const VI pair = hn::Or(x0, hn::ShiftLeft<16>(x1));
+        hn::Store(hn::BitCast(di, hn::Sub(hn::BitCast(d16, pair), hn::BitCast(d16, VI(z[v])))), di,
+                  w + j * kPanel + v * kN);
+      }
+  }
+}
+
+// R rows (the first at row r of qa) times block b of the unpacked panel w:
+// the exact integer dot products (zero points included), scaled and added to
+// out [R][kPanel] floats in the order of the one-row path (out += (scale *
+// a_scale) * float(dot)).
+template <int R>
+HWY_INLINE void TileBlock(const NBitsGeom& g, const int32_t* HWY_RESTRICT w, const int16_t* qa, int64_t kp,
+                          const float* a_scales, int64_t blocks, int64_t b, const float* sc,
+                          float* HWY_RESTRICT out) {
+  const DF d;
+  const DI di;
+  VIReg acc[R][kV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v) acc[r][v] = hn::Zero(di);
+  const int64_t pairs = g.block_size / 2;
+  const int16_t* a0 = qa + b * g.block_size;
+  for (int64_t j = 0; j < pairs; ++j) {
+    VIReg wv[kV];
+    for (int v = 0; v < kV; ++v) wv[v] = hn::Load(di, w + j * kPanel + v * kN);
+    HWY_UNROLL(8)
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a0 + r * kp + 2 * j, 4);
+      const VI av = hn::Set(di, pair);
+      for (int v = 0; v < kV; ++v) acc[r][v] = MulPairs(VI(wv[v]), av, VI(acc[r][v]));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const VF as = hn::Set(d, a_scales[r * blocks + b]);
+    for (int v = 0; v < kV; ++v) {
+      const VI dot = VI(acc[r][v]);
+      const VF s = hn::Mul(hn::LoadU(d, sc + v * kN), as);
+      float* o = out + r * kPanel + v * kN;
+      hn::Store(hn::MulAdd(s, hn::ConvertTo(d, dot), hn::Load(d, o)), d, o);
+    }
+  }
+}
+
+// Rows [0, m) (m <= kI8ChunkRows) of one panel: p's weights q, scales sc,
+// zero points zp; the result (plus bias) into y's columns c0...
+HWY_INLINE void PanelRowsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, const float* a_scales,
+                            const uint8_t* q, const float* sc, const uint8_t* zp, const float* bias, float* y,
+                            int64_t ldy, int64_t c0) {
+  const DF d;
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  HWY_ALIGN int32_t w[kI8MaxPairBlock / 2 * kPanel];
+  HWY_ALIGN float out[kI8ChunkRows * kPanel];
+  for (int64_t i = 0; i < m * kPanel; ++i) out[i] = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    UnpackPairs(g, q, zp + b * kPanel, b * g.block_size, w);
+    const float* sb = sc + b * kPanel;
+    int64_t r = 0;
+    for (; r + kRowTile <= m; r += kRowTile)
+      TileBlock<kRowTile>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
+                          out + r * kPanel);
+    if constexpr (kRowTile > 4) {
+      if (r + 4 <= m) {
+        TileBlock<4>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
+                     out + r * kPanel);
+        r += 4;
+      }
+    }
+    if constexpr (kRowTile > 2) {
+      if (r + 2 <= m) {
+        TileBlock<2>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
+                     out + r * kPanel);
+        r += 2;
+      }
+    }
+    if (r < m)
+      TileBlock<1>(g, w, qa + r * kp, kp, a_scales + r * blocks, blocks, b, sb,
+                   out + r * kPanel);
+  }
+  for (int64_t r = 0; r < m; ++r)
+    for (int v = 0; v < kV; ++v) {
+      const int64_t c = c0 + v * kN;
+      if (c >= g.n) break;
+      VF o = hn::Load(d, out + r * kPanel + v * kN);
+      if (bias) o = hn::Add(o, LoadN(d, bias + c, g.n - c));
+      StoreN(o, d, y + r * ldy + c, g.n - c);
+    }
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
 }  // namespace nbits
 
 HWY_NOINLINE void GemmNBitsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, const float* a_scales,
@@ -235,8 +378,17 @@ HWY_NOINLINE void GemmNBitsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, 
                               const uint8_t* zero_points, const float* bias, float* y, int64_t ldy,
                               int64_t panel_begin, int64_t panel_end) {
   using namespace nbits;
-  const DF d;
   const int64_t blocks = NBitsBlocks(g), panel_bytes = NBitsPanelBytes(g), kp = blocks * g.block_size;
+#if HWY_TARGET != HWY_SCALAR
+  if (m > kI8GemvRows && g.block_size <= kI8MaxPairBlock) {
+    for (int64_t p = panel_begin; p < panel_end; ++p)
+      for (int64_t r0 = 0; r0 < m; r0 += kI8ChunkRows)
+        PanelRowsI8(g, std::min(kI8ChunkRows, m - r0), qa + r0 * kp, a_scales + r0 * blocks,
+                    qw + p * panel_bytes, scales + p * blocks * kPanel, zero_points + p * blocks * kPanel, bias,
+                    y + r0 * ldy, ldy, p * kPanel);
+    return;
+  }
+#endif
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const uint8_t* q = qw + p * panel_bytes;
     const float* sc = scales + p * blocks * kPanel;
@@ -258,6 +410,7 @@ HWY_NOINLINE void GemmNBitsI8(const NBitsGeom& g, int64_t m, const int16_t* qa, 
         if (bias) out += bias[c];
         y[r * ldy + c] = out;
 #else
+        const DF d;
         const DI di;
         const DU8 du8;
         VF out = hn::Zero(d);

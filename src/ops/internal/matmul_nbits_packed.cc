@@ -20,7 +20,10 @@
 // max|a| / 127, round half to even) and each block's dot product with the
 // 4- or 8-bit weights is an exact integer (the target's gemm_nbits_i8), scaled
 // by both scales and summed in float; every row count takes this path, the
-// weights read once per group of kI8Rows rows. ONNX Runtime does this when
+// weights read once per group of kI8Rows rows. One or two rows unpack the
+// weights in registers per row; more unpack each block of a panel once (less
+// its zero points, as int16 pairs) and multiply it with register tiles of rows
+// (kernels/nbits-inl.h, PanelRowsI8). ONNX Runtime does this when
 // its CPU has an int8 kernel for the configuration (x86 with AVX2 or later,
 // ARM with dot products; block sizes 16-256, uint8 or no zero points, no
 // g_idx); the lowering records level 4 only for those configurations, and
@@ -52,7 +55,7 @@ constexpr int64_t kChunkPanels = 2;
 // Largest k: the prefill path's scratch holds kChunkPanels * k * 16 floats.
 constexpr int64_t kMaxK = int64_t{1} << 16;
 // Rows quantized (and multiplied per panel) at a time on the int8 path.
-constexpr int64_t kI8Rows = 16;
+constexpr int64_t kI8Rows = 32;
 // Largest block of ONNX Runtime's int8 (CompInt8) kernels.
 constexpr int64_t kI8MaxBlock = 256;
 
