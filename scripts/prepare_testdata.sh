@@ -212,7 +212,7 @@ fi
 # ONNX Runtime's greedy loop of 16 tokens feeding the presents back as pasts
 # (tools/oracle/ort_generate_static.js) for tests/state_test.cc.
 lstamp="$dir/.export_llm.stamp"
-lwant="$(sha256sum "$repo/scripts/export_state_models.py" "$oracle/ort_generate_static.js" | cut -d' ' -f1 | tr '\n' ' ')"
+lwant="$(sha256sum "$repo/scripts/export_state_models.py" "$oracle/ort_generate_static.js" "$oracle/npy.js" | cut -d' ' -f1 | tr '\n' ' ')"
 if [ ! -f "$lstamp" ] || [ "$(cat "$lstamp")" != "$lwant" ]; then
   "$py" "$repo/scripts/export_state_models.py" "$dir" >/dev/null
   rm -rf "$dir/gqa_decoder_static.ref"
@@ -227,7 +227,7 @@ fi
 # of 64 tokens from it (tools/oracle/ort_generate.js --past-key-values,
 # --dummy-past 0) for tests/generate_test.cc (kv_capacity, fcb generate).
 gstamp="$dir/.export_llm_tiny.stamp"
-gwant="$(sha256sum "$repo/scripts/export_llm_models.py" "$oracle/ort_generate.js" | cut -d' ' -f1 | tr '\n' ' ')"
+gwant="$(sha256sum "$repo/scripts/export_llm_models.py" "$oracle/ort_generate.js" "$oracle/npy.js" | cut -d' ' -f1 | tr '\n' ' ')"
 if [ ! -f "$gstamp" ] || [ "$(cat "$gstamp")" != "$gwant" ]; then
   "$py" "$repo/scripts/export_llm_models.py" --shape tiny --form a --out "$dir/llm_tiny_a.onnx" >/dev/null
   "$py" -c 'import sys, numpy as np; np.save(sys.argv[1], ((np.arange(32) * 37 + 11) % 256).astype(np.int64)[None])' \
@@ -245,7 +245,7 @@ fi
 # merged decoder's greedy generation of 48 tokens (DIR/decoder_merged.gen.ref).
 dstamp="$dir/.export_dynamic.stamp"
 dwant="$(sha256sum "$repo/scripts/export_dynamic_models.py" "$repo/scripts/export_models.py" \
-  "$oracle/ort_generate.js" | cut -d' ' -f1 | tr '\n' ' ')"
+  "$oracle/ort_generate.js" "$oracle/npy.js" | cut -d' ' -f1 | tr '\n' ' ')"
 if [ ! -f "$dstamp" ] || [ "$(cat "$dstamp")" != "$dwant" ]; then
   "$py" "$repo/scripts/export_dynamic_models.py" --out "$dir" >/dev/null
   rm -rf "$dir/decoder_merged.gen.ref"
