@@ -34,9 +34,11 @@ if [ -n "$leaks" ]; then
   fail=1
 fi
 # The API itself is there (a broken export macro would also "pass" the checks above).
+# Here-strings, not pipes: under pipefail, grep -q quitting at its first match
+# would make printf's write fail (SIGPIPE) and the check report a miss.
 for want in 'fcb::Program::Load(' 'fcb::Execution::Run()' 'fcb::CompileMethods(' 'fcb::InspectFile(' \
             'fcb::ListTargets()' 'fcb::ListOperators()' 'fcb::ReadNpy(' 'fcb::Status::message'; do
-  if ! printf '%s\n' "$all" | grep -qF "$want"; then
+  if ! grep -qF "$want" <<<"$all"; then
     echo "libfcb.so does not export $want" >&2
     fail=1
   fi
@@ -45,7 +47,7 @@ done
 # would export it mangled, as fcb_...(...) after demangling).
 header="$(dirname "$0")/../include/fcb/fcb_c.h"
 for fn in $(grep -oE '^FCB_C_API [^(]*[ *](fcb_[a-z0-9_]+)\(' "$header" | sed -E 's/.*[ *](fcb_[a-z0-9_]+)\(/\1/'); do
-  if ! printf '%s\n' "$all" | grep -qx "$fn"; then
+  if ! grep -qx "$fn" <<<"$all"; then
     echo "libfcb.so does not export the C function $fn (with C linkage)" >&2
     fail=1
   fi
