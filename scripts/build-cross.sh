@@ -27,8 +27,10 @@ for tool in aarch64-linux-gnu-g++ qemu-aarch64; do
   fi
 done
 jobs="${FCB_JOBS:-$(nproc)}"
+# shellcheck source=scripts/ccache.sh
+. "$repo/scripts/ccache.sh"
 cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/aarch64-linux-gnu.cmake" -DFCB_RUNTIME_ONLY=ON "$@" >/dev/null
+  -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/aarch64-linux-gnu.cmake" -DFCB_RUNTIME_ONLY=ON "${fcb_ccache_args[@]}" "$@" >/dev/null
 targets=()
 for t in ${FCB_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build "$dir" -j"$jobs" "${targets[@]}"

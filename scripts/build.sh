@@ -6,9 +6,11 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$repo/build}"
 shift || true
 jobs="${FCB_JOBS:-$(nproc)}"
+# shellcheck source=scripts/ccache.sh
+. "$repo/scripts/ccache.sh"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-if ! cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$log" 2>&1; then
+if ! cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Release "${fcb_ccache_args[@]}" "$@" >"$log" 2>&1; then
   cat "$log" >&2
   echo "error: cmake configure failed" >&2
   exit 1

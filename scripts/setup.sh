@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what fcb needs on a fresh Debian 12 machine: the build toolchain and
-# libraries (apt), the AArch64 cross compiler and qemu-user (apt; the ARM
+# Installs what fcb needs on a fresh Debian 12 machine: the build toolchain,
+# ccache (rebuilds of unchanged sources; scripts/ccache.sh) and libraries (apt), the AArch64 cross compiler and qemu-user (apt; the ARM
 # targets' runtime is cross-built and tested under emulation), clang and libFuzzer (apt;
 # the fuzzing and sanitizer build, scripts/fuzz.sh), the Python side used to export test models
 # and to build, install and test the Python package fcb (apt: pybind11, pip, setuptools, pytest), and the
@@ -11,7 +11,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config ccache
   libonnx-dev libprotobuf-dev protobuf-compiler
   libflatbuffers-dev flatbuffers-compiler
   libhwy-dev libxxhash-dev libcli11-dev nlohmann-json3-dev
