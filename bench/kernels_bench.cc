@@ -2,7 +2,7 @@
 // packed B (M=N=K=512 and 1024) and a ResNet-like 3x3 conv (56x56x64 -> 64,
 // pad 1), the same conv by Winograd F(4x4, 3x3) (FLOP/s counted as the direct
 // conv's, so the two compare directly), an L1-resident GEMM tile, and
-// MatMulNBits' int8 kernel (nbits4_i8_MxNxK; NBITS_CALL_ROWS=R sets the rows
+// MatMulNBits' int8 kernel (nbits4_i8_MxNxK/TARGET/CODE, each gemm_nbits_i8 code the host runs; NBITS_CALL_ROWS=R sets the rows
 // per call, 32 by default as the operator makes them). Reports FLOP/s ("FLOPS" counter); compare against the machine's
 // single-core fp32 peak (about 208 GFLOP/s with AVX-512 FMA).
 //
@@ -34,6 +34,7 @@
 
 #include "core/arena_memory.h"
 #include "core/target.h"
+#include "kernels/int8.h"
 #include "kernels/kernels.h"
 #include "kernels/packing.h"
 #include "peak_fma.h"
@@ -176,8 +177,8 @@ void BenchGemmColdB(benchmark::State& state, TargetId target, int64_t M, int64_t
 // loop; rows in calls of NBITS_CALL_ROWS (32) as the operator makes them. FLOP/s counts
 // 2 * M * N * K.
 int64_t kCallRows = std::getenv("NBITS_CALL_ROWS") ? std::atoll(std::getenv("NBITS_CALL_ROWS")) : 32;
-void BenchNBitsI8(benchmark::State& state, TargetId target, int64_t M, int64_t N, int64_t K) {
-  const KernelTable& k = GetKernelTable(target);
+void BenchNBitsI8(benchmark::State& state, decltype(KernelTable::gemm_nbits_i8) fn, int64_t M, int64_t N,
+                  int64_t K) {
   NBitsGeom g;
   g.k = K;
   g.n = N;
@@ -197,7 +198,7 @@ void BenchNBitsI8(benchmark::State& state, TargetId target, int64_t M, int64_t N
   QuantizeBlocksI8(g, a.data(), M, qa.data(), as.data(), asum.data());
   RunVsPeak(state, 2.0 * M * N * K, [&] {
     for (int64_t r0 = 0; r0 < M; r0 += kCallRows)
-      k.gemm_nbits_i8(g, std::min<int64_t>(kCallRows, M - r0), qa.data() + r0 * kp, as.data() + r0 * blocks,
+      fn(g, std::min<int64_t>(kCallRows, M - r0), qa.data() + r0 * kp, as.data() + r0 * blocks,
                       asum.data() + r0 * blocks, packed.weights.data(), packed.scales.data(),
                       packed.zero_points.data(), nullptr, y.data() + r0 * N, N, 0, NBitsPanels(g));
     benchmark::ClobberMemory();
@@ -434,11 +435,12 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
     // MatMulNBits accuracy_level 4: SmolLM2-135M's projections, decode and 128-token prefill.
     for (auto [m, n, kk] : {std::array<int64_t, 3>{1, 1536, 576}, {128, 1536, 576}, {1, 576, 1536}, {128, 576, 1536}})
-      benchmark::RegisterBenchmark(("nbits4_i8_" + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                                    std::to_string(kk) + "/" + name).c_str(),
-                                   kernels::BenchNBitsI8, t, m, n, kk)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+      for (const kernels::NBitsI8Variant& v : kernels::NBitsI8VariantsForTesting(t))
+        benchmark::RegisterBenchmark(("nbits4_i8_" + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                      std::to_string(kk) + "/" + name + "/" + v.dot).c_str(),
+                                     kernels::BenchNBitsI8, v.fn, m, n, kk)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
     // Attention products: BERT-base (sequence 128, head 64) and a Swin window (49 tokens, head 32).
     for (auto [m, n, kk] : {std::array<int64_t, 3>{128, 128, 64}, {128, 64, 128}, {49, 49, 32}, {49, 32, 49}})
       benchmark::RegisterBenchmark(("matmul_" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk) +

@@ -131,6 +131,18 @@ static_assert(sizeof(QKernelTable) == 2 * sizeof(const char*) + (0 FCB_I8_KERNEL
 // scalar reference.
 std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target);
 
+// The gemm_nbits_i8 codes (kernels.h) this host can run for `target`, the one
+// its bundle's fp32 table takes first: on x86-64-v4 VPDPBUSD on ZMM where the
+// host has AVX512-VNNI (with VPERMB transposing the weights where it has
+// AVX512-VBMI too), on x86-64-v3 the VEX form where it has AVX-VNNI
+// (nbits_x86.cc), and always the target's portable code. Tests compare each
+// against the scalar reference; the results are bit-identical.
+struct NBitsI8Variant {
+  const char* dot;  // "avx512vnni+vbmi", "avx512vnni", "avxvnni", or "portable"
+  decltype(KernelTable::gemm_nbits_i8) fn;
+};
+std::vector<NBitsI8Variant> NBitsI8VariantsForTesting(TargetId target);
+
 // The convolution driver (int8_conv.cc), the same for every target: it runs
 // im2col (or reads 1x1 input in place), splits rows into tiles and calls the
 // table's tile and epilogue; a matrix product is a 1x1 convolution over

@@ -304,4 +304,32 @@ std::vector<QKernelTable> internal::QKernelVariants(TargetId target) {
 
 std::vector<QKernelTable> QKernelVariantsForTesting(TargetId target) { return internal::QKernelVariants(target); }
 
+std::vector<NBitsI8Variant> internal::NBitsI8Variants(TargetId target,
+                                                      decltype(KernelTable::gemm_nbits_i8) portable) {
+  std::vector<NBitsI8Variant> v;
+  const HostFeatures& f = DetectHost();
+  switch (DotOf(target)) {
+#if defined(__x86_64__) || defined(_M_X64)
+    case QDot::kAvx512:
+      if (f.avx512vnni && f.avx512vbmi && f.os_avx512)
+        v.push_back({"avx512vnni+vbmi", internal::GemmNBitsI8Avx512VnniVbmi});
+      if (f.avx512vnni && f.os_avx512) v.push_back({"avx512vnni", internal::GemmNBitsI8Avx512Vnni});
+      break;
+    case QDot::kAvxVnni:
+      if (f.avxvnni && f.os_avx) v.push_back({"avxvnni", internal::GemmNBitsI8AvxVnni});
+      break;
+#endif
+    default: break;
+  }
+  (void)f;
+  if (portable) v.push_back({"portable", portable});
+  return v;
+}
+
+std::vector<NBitsI8Variant> NBitsI8VariantsForTesting(TargetId target) {
+  KernelTable t{};  // the target's own (portable) code, as the bundle had it before choosing
+  if (internal::FillKernelTable(target, &t) == 0) return {};
+  return internal::NBitsI8Variants(target, t.gemm_nbits_i8);
+}
+
 }  // namespace fcb::kernels

@@ -48,6 +48,7 @@ KernelBundle Build(TargetId target) {
   } else if (const char* null = NullKernel(b.f32)) {
     BuildDefect(target, "kernel table", std::string("table has a null kernel (") + null + ")");
   }
+  if (hwy_target != 0) b.f32.gemm_nbits_i8 = internal::NBitsI8Variants(target, b.f32.gemm_nbits_i8).front().fn;
   const std::vector<QKernelTable> i8 = internal::QKernelVariants(target);
   if (i8.empty()) {
     b.i8.isa = "unavailable";

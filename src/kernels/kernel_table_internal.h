@@ -50,5 +50,8 @@ void FillQTableOf(QKernelTable* table);
 // each dot-product code the manifest's i8_dot column gives and the host has,
 // the best first (int8_conv.cc); empty when this build has no code for it.
 std::vector<QKernelTable> QKernelVariants(TargetId target);
+// gemm_nbits_i8's codes for `target` on this host, best first, the last one
+// `portable` (the table's own); int8_conv.cc.
+std::vector<NBitsI8Variant> NBitsI8Variants(TargetId target, decltype(KernelTable::gemm_nbits_i8) portable);
 
 }  // namespace fcb::kernels::internal

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/target.h"
+#include "kernels/int8.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_reference.h"
 #include "kernels/packing.h"
@@ -460,7 +461,11 @@ std::vector<float> NBitsI8Reference(const NBitsGeom& g, int64_t m, const std::ve
 
 // exact: unit scales and k <= 512, so every sum is an integer below 2^24 and
 // the kernel's result must equal the reference bit for bit.
-void RunNBitsI8(const KernelTable& kt, const NBitsGeom& g, int64_t m, bool with_zp, bool with_bias, bool exact,
+// Every gemm_nbits_i8 code this host runs for the target (NBitsI8VariantsForTesting:
+// VNNI where present, and the portable one) against the reference, and each
+// bit for bit equal to the first (they compute the same integers and the same
+// float operations in the same order).
+void RunNBitsI8(TargetId target, const NBitsGeom& g, int64_t m, bool with_zp, bool with_bias, bool exact,
                 uint32_t seed) {
   std::mt19937 rng(seed);
   const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size, ldy = g.n + 3;
@@ -489,27 +494,49 @@ void RunNBitsI8(const KernelTable& kt, const NBitsGeom& g, int64_t m, bool with_
   const float* bp = with_bias ? bias.data() : nullptr;
   const PackedNBits packed = PackNBits(g, b.data(), scales.data(), zpp);
   const std::vector<float> want = NBitsI8Reference(g, m, qa, as, asum, b, scales, zpp, bp, ldy);
-  std::vector<float> got(static_cast<size_t>(m * ldy), kSentinel);
-  // Two work ranges split at a panel boundary.
-  const int64_t panels = NBitsPanels(g), split = panels / 2;
-  for (auto [p0, p1] : {std::pair<int64_t, int64_t>{0, split}, {split, panels}})
-    kt.gemm_nbits_i8(g, m, qa.data(), as.data(), asum.data(), packed.weights.data(), packed.scales.data(),
-                     packed.zero_points.data(), bp, got.data(), ldy, p0, p1);
-  char what[200];
-  std::snprintf(what, sizeof(what), "%s gemm_nbits_i8 bits %lld block %lld m %lld k %lld n %lld zp %d bias %d",
-                kt.isa, (long long)g.bits, (long long)g.block_size, (long long)m, (long long)g.k, (long long)g.n,
-                with_zp, with_bias);
-  // Inexact: FMA targets round the per-block sums once where the reference
-  // rounds twice, so the tolerance is relative to the outputs' magnitude.
-  float peak = 1.0f;
-  for (float x : want) peak = std::max(peak, std::fabs(x));
-  const float tol = exact ? 0.0f : 1e-5f * peak;
-  int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= tol);  // sentinels included
-  EXPECT_EQ(bad, 0) << what << (exact ? ": differs from the exact integer reference" : ": beyond tolerance");
+  const std::vector<NBitsI8Variant> variants = NBitsI8VariantsForTesting(target);
+  ASSERT_FALSE(variants.empty()) << TargetName(target);
+  std::vector<float> first;
+  for (const NBitsI8Variant& var : variants) {
+    std::vector<float> got(static_cast<size_t>(m * ldy), kSentinel);
+    // Two work ranges split at a panel boundary.
+    const int64_t panels = NBitsPanels(g), split = panels / 2;
+    for (auto [p0, p1] : {std::pair<int64_t, int64_t>{0, split}, {split, panels}})
+      var.fn(g, m, qa.data(), as.data(), asum.data(), packed.weights.data(), packed.scales.data(),
+             packed.zero_points.data(), bp, got.data(), ldy, p0, p1);
+    char what[220];
+    std::snprintf(what, sizeof(what), "%s/%s gemm_nbits_i8 bits %lld block %lld m %lld k %lld n %lld zp %d bias %d",
+                  TargetName(target), var.dot, (long long)g.bits, (long long)g.block_size, (long long)m,
+                  (long long)g.k, (long long)g.n, with_zp, with_bias);
+    // Inexact: FMA targets round the per-block sums once where the reference
+    // rounds twice, so the tolerance is relative to the outputs' magnitude.
+    float peak = 1.0f;
+    for (float x : want) peak = std::max(peak, std::fabs(x));
+    const float tol = exact ? 0.0f : 1e-5f * peak;
+    int64_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= tol);  // sentinels included
+    EXPECT_EQ(bad, 0) << what << (exact ? ": differs from the exact integer reference" : ": beyond tolerance");
+    if (first.empty()) {
+      first = got;
+    } else {
+      EXPECT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float)))
+          << what << ": not bit-identical to " << variants.front().dot;
+    }
+  }
 }
 
 TEST_P(KernelTest, GemmNBitsI8) {
+  // The VNNI codes are there where the host has them (so the loop below runs them).
+  const HostFeatures& f = DetectHost();
+  const std::vector<NBitsI8Variant> variants = NBitsI8VariantsForTesting(GetParam());
+  ASSERT_FALSE(variants.empty());
+  std::string have;
+  for (const NBitsI8Variant& v : variants) have += std::string(v.dot) + " ";
+  if (GetParam() == TargetId::kX86_64_V4 && f.avx512vnni && f.os_avx512)
+    EXPECT_EQ(std::string(variants.front().dot), f.avx512vbmi ? "avx512vnni+vbmi" : "avx512vnni") << have;
+  if (GetParam() == TargetId::kX86_64_V3 && f.avxvnni && f.os_avx)
+    EXPECT_EQ(std::string(variants.front().dot), "avxvnni") << have;
+  EXPECT_EQ(std::string(variants.back().dot), "portable") << have;
   std::mt19937 rng(1234);
   const int64_t block_sizes[] = {16, 32, 64, 128, 256};
   int i = 0;
@@ -519,7 +546,7 @@ TEST_P(KernelTest, GemmNBitsI8) {
     g.block_size = block_sizes[rng() % 5];
     g.k = 1 + static_cast<int64_t>(rng() % 500);
     g.n = 1 + static_cast<int64_t>(rng() % 70);
-    RunNBitsI8(K(), g, m, i % 2 == 0, i % 4 < 2, i % 3 == 0, 900 + i);
+    RunNBitsI8(GetParam(), g, m, i % 2 == 0, i % 4 < 2, i % 3 == 0, 900 + i);
     ++i;
   }
   // Many rows (more than one chunk of rows), k not a multiple of the block,
@@ -531,8 +558,8 @@ TEST_P(KernelTest, GemmNBitsI8) {
     g.n = n;
     g.bits = bits;
     g.block_size = block;
-    RunNBitsI8(K(), g, m, i % 2 == 0, true, false, 900 + i);
-    RunNBitsI8(K(), g, m, i % 2 == 1, false, k <= 512, 950 + i);
+    RunNBitsI8(GetParam(), g, m, i % 2 == 0, true, false, 900 + i);
+    RunNBitsI8(GetParam(), g, m, i % 2 == 1, false, k <= 512, 950 + i);
     ++i;
   }
 }
