@@ -25,7 +25,9 @@
 
 // GCC 12's intrinsic headers build some conversions on _mm512_undefined_*,
 // which -Wmaybe-uninitialized reports at every inlined use (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace fcb::kernels::internal {
 namespace {
