@@ -104,6 +104,7 @@ def compile(
     attachments: Optional[Mapping[str, Union[PathLike, bytes]]] = None,
     state: Union[None, str, Mapping[str, str]] = None,
     kv_capacity: Optional[int] = None,
+    outputs: Optional[Sequence[str]] = None,
 ) -> CompileReport:
     """Compile ONNX model(s) into one .fcb file at out_path.
 
@@ -151,6 +152,11 @@ def compile(
         kv_capacity: with state, compiles each GroupQueryAttention whose past
             grows (ONNX Runtime GenAI's CPU form) as a static cache of this
             many positions updated in place (1 to 2**20).
+        outputs: the outputs to keep, e.g. ["encoder:last_hidden_state",
+            "logits"]: "NAME" for every method, "METHOD:NAME" for one. A
+            method an entry applies to keeps only the outputs named for it,
+            in the model's order; what only the others needed is not
+            compiled. None keeps every output (an empty list is refused).
 
     The arguments follow the rules of the JSON compile spec (README "Compile
     specs"): a one-element list behaves exactly as the scalar (the files are
@@ -202,6 +208,10 @@ def compile(
         spec["state"] = state if isinstance(state, str) else {str(k): str(v) for k, v in state.items()}
     if kv_capacity is not None:
         spec["kv_capacity"] = kv_capacity
+    if outputs is not None:
+        if isinstance(outputs, str):
+            raise ValueError(f"outputs must be a list of output names, e.g. [{outputs!r}], not a string")
+        spec["outputs"] = list(outputs)
     text = _json.dumps(spec, default=_jsonable)
     raw = _json.loads(_fcb.compile(methods, text, _os.fspath(out_path), progress, attachment_bytes))
     for accuracy in raw["int8_accuracy"]:
