@@ -33,6 +33,7 @@ from ._fcb import (
     NotFoundError,
     Program,
     Session,
+    State,
     TargetUnavailableError,
     TensorInfo,
     UnsupportedError,
@@ -41,7 +42,7 @@ from ._fcb import (
 
 __all__ = [
     "compile", "load", "inspect", "targets", "ops",
-    "Program", "Session", "MethodInfo", "TensorInfo", "CompileReport", "CompileWarning",
+    "Program", "Session", "State", "MethodInfo", "TensorInfo", "CompileReport", "CompileWarning",
     "Error", "UnsupportedError", "CorruptFileError", "TargetUnavailableError", "NotFoundError",
     "__version__",
 ]
