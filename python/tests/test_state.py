@@ -175,3 +175,27 @@ def test_state_of_a_stateless_program(demo_model, tmp_path):
     assert session.state is None
     x = np.zeros((1, 3, 64, 64), np.float32)
     np.testing.assert_array_equal(session.run({"input": x})["output"], program.run({"input": x})["output"])
+
+
+def test_generate_example_prints_onnx_runtimes_tokens(llm, cli, host_targets):
+    """python/examples/generate.py: the tokens ONNX Runtime generates, as `fcb generate` prints them."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    example = Path(os.environ["FCB_SOURCE_DIR"]) / "python" / "examples" / "generate.py"
+    prompt = ",".join(map(str, llm["prompt"]))
+    want = "tokens: " + " ".join(map(str, llm["tokens"][:32]))
+    for target in (host_targets[0], host_targets[-1]):
+        r = subprocess.run([sys.executable, str(example), str(llm["file"]), "--prompt", prompt, "--max-new", "32",
+                            "--target", target, "--threads", "2"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == want, (target, r.stdout)
+        c = subprocess.run([str(cli), "generate", str(llm["file"]), "--prompt", prompt, "--max-new", "32",
+                            "--target", target], capture_output=True, text=True)
+        assert c.returncode == 0, c.stderr
+        assert c.stdout.splitlines()[0] == want
+    # A file that does not exist: one error line, exit status 1.
+    r = subprocess.run([sys.executable, str(example), str(llm["file"]).replace("llm_tiny_a", "nope"), "--prompt",
+                        "1,2"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.startswith("error: "), r.stderr
