@@ -10,7 +10,7 @@
 //  - a state-bound model keeps generating ONNX Runtime's tokens when its
 //    logits and presents are kept, and dropping a present is refused;
 //  - refusals name the method, the name and the outputs there are, and write
-//    nothing.
+//    nothing; the CLI's --keep-output and the C API's JSON spec do the same.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "fcb/fcb.h"
+#include "fcb/fcb_c.h"
 #include "fcb/npy.h"
 #include "per_target.h"
 #include "test_util.h"
@@ -329,6 +330,44 @@ TEST_F(OutputsTest, CliKeepOutputReplacesTheSpecsList) {
   EXPECT_NE(bad.err.find("no output 'nope'"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("its outputs are: conv_integer"), std::string::npos) << bad.err;
   EXPECT_FALSE(testing::FileExists(tmp.File("c.fcb")));
+}
+
+// The C API takes the spec as JSON: "outputs" goes through unchanged, and its
+// refusals come back as statuses with the same message.
+TEST_F(OutputsTest, CApiKeepsTheOutputsTheJsonSpecNames) {
+  ASSERT_NO_FATAL_FAILURE(Need("fusion_mix"));
+  TempDir tmp;
+  const std::string model = dir_ + "/fusion_mix.onnx", out = tmp.File("c.fcb");
+  const char* names[] = {"main"};
+  const char* paths[] = {model.c_str()};
+  const std::string spec = R"({"targets": "generic", "input_shapes": {"input": [1, 8, 10, 10]},
+                               "outputs": ["qlinear_depthwise", "matmul_integer"]})";
+  fcb_status_t* st = fcb_compile(names, paths, 1, spec.c_str(), out.c_str(), nullptr);
+  ASSERT_EQ(st, nullptr) << fcb_status_message(st);
+  fcb_program_t* program = nullptr;
+  st = fcb_program_load(out.c_str(), nullptr, 1, &program);
+  ASSERT_EQ(st, nullptr) << fcb_status_message(st);
+  size_t num_inputs = 0, num_outputs = 0;
+  ASSERT_EQ(fcb_program_method_io_count(program, "main", &num_inputs, &num_outputs), nullptr);
+  ASSERT_EQ(num_outputs, 2u);
+  std::vector<std::string> got;
+  for (size_t i = 0; i < num_outputs; ++i) {
+    fcb_tensor_info_t info;
+    ASSERT_EQ(fcb_program_method_output(program, "main", i, &info), nullptr);
+    got.push_back(info.name);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"matmul_integer", "qlinear_depthwise"}));
+  fcb_program_destroy(program);
+
+  const std::string bad = R"({"targets": "generic", "input_shapes": {"input": [1, 8, 10, 10]},
+                              "outputs": ["matmul_integr"]})";
+  st = fcb_compile(names, paths, 1, bad.c_str(), tmp.File("bad.fcb").c_str(), nullptr);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(fcb_status_code(st), FCB_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fcb_status_message(st)).find("no output 'matmul_integr'"), std::string::npos)
+      << fcb_status_message(st);
+  fcb_status_destroy(st);
+  EXPECT_FALSE(testing::FileExists(tmp.File("bad.fcb")));
 }
 
 }  // namespace
