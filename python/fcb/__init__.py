@@ -11,7 +11,8 @@ Quick start::
     outputs = program.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
 
 Functions: compile, load, inspect, targets, ops. Classes: Program (from load),
-Session (Program.session(): a reusable execution), MethodInfo, TensorInfo,
+Session (Program.session(): a reusable execution), State (a KV cache kept
+between runs, shared by the sessions made with it), MethodInfo, TensorInfo,
 CompileReport. Errors: ValueError for invalid arguments and specs (the message
 names the fix), fcb.UnsupportedError, fcb.CorruptFileError,
 fcb.TargetUnavailableError, fcb.NotFoundError (all subclasses of fcb.Error);

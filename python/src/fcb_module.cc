@@ -512,7 +512,10 @@ PYBIND11_MODULE(_fcb, m) {
            "TensorInfo.shape where its dims are chosen at each run (ValueError names the\n"
            "input, the expected and the given dtype/shape, or the dim, its symbol and its\n"
            "range, otherwise). Returns new arrays, one per output, by name, each at its\n"
-           "shape in this run. The GIL is released while the method runs.")
+           "shape in this run. For a method with state (Session.state), the inputs the State\n"
+           "holds may be left out (the run reads them from it; given, they are written into\n"
+           "it) and the outputs it carries are not returned (State.data reads them). The GIL\n"
+           "is released while the method runs.")
       .def_property_readonly("method", [](const Session& s) { return s.info().name; }, "The method it runs.")
       .def_property_readonly("inputs", [](const Session& s) { return ToPy(s.info()).inputs; },
                              "list[TensorInfo] of the method's inputs.")
