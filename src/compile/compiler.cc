@@ -188,8 +188,8 @@ Status SelectOutputs(const CompileSpec& spec, const std::string& method, ir::Gra
     for (int v : g->outputs) found = found || g->values[v].name == name;
     if (!found)
       return InvalidArgument(where + "no output '" + EscapeForDisplay(name) + "' (entry '" + EscapeForDisplay(entry) +
-                             "'" + (name == entry ? ", which names an output of every method; write METHOD:NAME for "
-                                                    "one method" : "") +
+                             "'" + (name == entry ? ", which applies to every method; write METHOD:NAME for one "
+                                                    "method" : "") +
                              "); its outputs are: " + list(g->outputs));
     auto [it, fresh] = chosen.emplace(name, entry);
     if (!fresh)
