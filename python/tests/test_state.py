@@ -199,3 +199,30 @@ def test_generate_example_prints_onnx_runtimes_tokens(llm, cli, host_targets):
     r = subprocess.run([sys.executable, str(example), str(llm["file"]).replace("llm_tiny_a", "nope"), "--prompt",
                         "1,2"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.startswith("error: "), r.stderr
+
+
+def test_states_on_two_threads_at_once(llm):
+    """Two generations at once, each with its own State (the GIL is released while
+    they run): both give ONNX Runtime's tokens."""
+    import threading
+    program = fcb.load(llm["file"])
+    results, errors = [None, None], []
+
+    def work(i):
+        try:
+            state = fcb.State(program)
+            g = Generator(program.session("prefill", state=state), program.session("decode", state=state))
+            for _ in range(3):
+                state.reset()
+                g = Generator(g.prefill, g.decode)
+                results[i] = g.generate(llm["prompt"], 24)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert results[0] == results[1] == list(llm["tokens"][:24])
