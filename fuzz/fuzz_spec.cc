@@ -1,7 +1,8 @@
 // Fuzz target: the JSON compile spec parser (fcb::ParseSpecJson), with a
 // dictionary of its keys and values (fuzz/spec.dict). What it accepts must
-// pass ValidateSpec again, hold one options entry per target, and have every
-// input dim a size or a range lo..hi with 1 <= lo <= hi.
+// pass ValidateSpec again, hold one options entry per target, have every
+// input dim a size or a range lo..hi with 1 <= lo <= hi, and name each kept
+// output once with non-empty names.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -32,5 +33,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      static_cast<long long>(d.hi));
         std::abort();
       }
+  // Every kept output entry names an output ([METHOD:]NAME, both parts
+  // non-empty), once.
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    const std::string& o = s.outputs[i];
+    const size_t colon = o.find(':');
+    bool repeated = false;
+    for (size_t j = 0; j < i; ++j) repeated = repeated || s.outputs[j] == o;
+    if (o.empty() || o.back() == ':' || colon == 0 || repeated) {
+      std::fprintf(stderr, "ParseSpecJson accepted the output entry '%s'\n", o.c_str());
+      std::abort();
+    }
+  }
   return 0;
 }

@@ -127,4 +127,10 @@ J
 cat > "$out/spec/kv_capacity_bad.json" <<'J'
 {"targets": "generic", "kv_capacity": 1048577, "state": {}}
 J
+cat > "$out/spec/outputs.json" <<'J'
+{"targets": "all", "outputs": ["encoder:last_hidden_state", "logits", "next:present.0.decoder.key"]}
+J
+cat > "$out/spec/outputs_bad.json" <<'J'
+{"targets": "generic", "outputs": ["logits", "logits", "", "m:", ":x", 3, []]}
+J
 for t in load onnx npy spec; do echo "$t: $(ls "$out/$t" | wc -l) seeds"; done

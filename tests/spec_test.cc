@@ -84,6 +84,18 @@ const Rule kRules[] = {
      {"input_shapes['input_ids'] must be a list of positive integers", "dim 1 is 0", "dimensions start at 1"}},
     {"ShapeNotAList", R"({"targets": "generic", "input_shapes": {"input_ids": 5}})", "",
      {"input_shapes['input_ids'] must be a non-empty list", "[1, [1, 512]]"}},
+    // Kept outputs ("outputs", --keep-output).
+    {"OutputsEmptyList", R"({"targets": "generic", "outputs": []})", "",
+     {"\"outputs\" must be a non-empty list", "leave it out to keep every output"}},
+    {"OutputsNotAList", R"({"targets": "generic", "outputs": "logits"})", "",
+     {"\"outputs\" must be a non-empty list", "[\"encoder:last_hidden_state\", \"logits\"]"}},
+    {"OutputListedTwice", R"({"targets": "generic", "outputs": ["logits", "decoder:logits", "logits"]})",
+     "--target generic --keep-output logits --keep-output decoder:logits --keep-output logits",
+     {"'logits' more than once", "list each output once"}},
+    {"OutputNotAString", R"({"targets": "generic", "outputs": ["logits", 3]})", "",
+     {"must list output names (strings)", "3 is not one"}},
+    {"OutputEmptyName", R"({"targets": "generic", "outputs": ["decoder:"]})", "--target generic --keep-output decoder:",
+     {"'decoder:' with an empty name", "METHOD:NAME"}},
 };
 
 class SpecRuleTest : public ::testing::TestWithParam<Rule> {};

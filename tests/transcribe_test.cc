@@ -96,6 +96,27 @@ TEST_F(Transcribe, OneFileHoldsEveryMethodAndTheTokenizer) {
   for (const auto& in : next.value().inputs)
     if (in.name == "past_key_values.0.decoder.key") ranged = in.dynamic() && in.min_shape[2] == 1 && in.shape[2] == 223;
   EXPECT_TRUE(ranged);
+  // Only the outputs the loop reads (the spec's "outputs"): no attention maps;
+  // `next` leaves out the cross-attention cache `first` made.
+  auto names = [&](const std::string& method) {
+    std::vector<std::string> v;
+    auto m = p.value()->method(method);
+    EXPECT_TRUE(m.ok()) << method;
+    if (m.ok())
+      for (const auto& o : m.value().outputs) v.push_back(o.name);
+    return v;
+  };
+  EXPECT_EQ(names("encoder"), std::vector<std::string>{"last_hidden_state"});
+  std::vector<std::string> first = {"logits"}, following = {"logits"};
+  for (int l = 0; l < 6; ++l)
+    for (const char* part : {"decoder", "encoder"})
+      for (const char* kv : {"key", "value"}) {
+        const std::string name = "present." + std::to_string(l) + "." + part + "." + kv;
+        first.push_back(name);
+        if (std::string(part) == "decoder") following.push_back(name);
+      }
+  EXPECT_EQ(names("first"), first);
+  EXPECT_EQ(names("next"), following);
 }
 
 // Clips whose ONNX Runtime tokens move when the samples are scaled by

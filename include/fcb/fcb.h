@@ -102,6 +102,18 @@ struct CompileSpec {
   // as a state. The spec's "kv_capacity", fcb compile --kv-capacity.
   int64_t kv_capacity = 0;
   static constexpr int64_t kMaxKvCapacity = int64_t{1} << 20;
+  // The outputs a method keeps (empty: every output of every method). "NAME"
+  // applies to every method, "METHOD:NAME" to one, as in input_shapes: a
+  // method that some entry applies to keeps exactly the outputs named for it,
+  // in the model's order; the rest become internal values, and what only they
+  // needed is dropped (dead-node elimination). A method no entry applies to
+  // (only "OTHER:NAME" entries) keeps all its outputs. Refused, naming the
+  // method and its outputs: an entry listed twice (or an output named both as
+  // "NAME" and "METHOD:NAME"), a name that is not an output of a method it
+  // applies to, a METHOD that is not compiled, and dropping the output that a
+  // state pair (explicit or "auto") carries its next value in. The spec's
+  // "outputs", fcb compile --keep-output.
+  std::vector<std::string> outputs;
 };
 
 // What precision "int8" costs one method: its int8 context against an fp32

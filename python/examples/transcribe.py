@@ -108,6 +108,8 @@ def compile_fcb(model_dir, out, targets, frontend):
         "first:encoder_hidden_states": [1, frames, c["d_model"]],
         "next:encoder_hidden_states": [1, frames, c["d_model"]],
     }
+    # Only what the loop reads stays an output (the exports also return attention maps).
+    outputs = ["encoder:last_hidden_state", "first:logits", "next:logits"]
     for layer in range(c["layers"]):
         for kv in ("key", "value"):
             p = f"past_key_values.{layer}"
@@ -116,6 +118,8 @@ def compile_fcb(model_dir, out, targets, frontend):
             shapes[f"first:{p}.encoder.{kv}"] = [1, h, 1, hd]
             shapes[f"next:{p}.decoder.{kv}"] = [1, h, (1, MAX_TOKENS - 1), hd]
             shapes[f"next:{p}.encoder.{kv}"] = [1, h, frames, hd]
+            outputs += [f"first:present.{layer}.decoder.{kv}", f"first:present.{layer}.encoder.{kv}",
+                        f"next:present.{layer}.decoder.{kv}"]
     report = fcb.compile(
         {"features": frontend, "encoder": encoder, "first": decoder, "next": decoder},
         out,
@@ -123,6 +127,7 @@ def compile_fcb(model_dir, out, targets, frontend):
         input_shapes=shapes,
         input_values={"first:use_cache_branch": np.array([False]), "next:use_cache_branch": np.array([True])},
         attachments=texts,
+        outputs=outputs,
     )
     print(f"compiled {out}: features, encoder, first, next, {report.file_size} bytes")
 

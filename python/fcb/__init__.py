@@ -11,7 +11,8 @@ Quick start::
     outputs = program.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
 
 Functions: compile, load, inspect, targets, ops. Classes: Program (from load),
-Session (Program.session(): a reusable execution), MethodInfo, TensorInfo,
+Session (Program.session(): a reusable execution), State (a KV cache kept
+between runs, shared by the sessions made with it), MethodInfo, TensorInfo,
 CompileReport. Errors: ValueError for invalid arguments and specs (the message
 names the fix), fcb.UnsupportedError, fcb.CorruptFileError,
 fcb.TargetUnavailableError, fcb.NotFoundError (all subclasses of fcb.Error);
@@ -33,6 +34,7 @@ from ._fcb import (
     NotFoundError,
     Program,
     Session,
+    State,
     TargetUnavailableError,
     TensorInfo,
     UnsupportedError,
@@ -41,7 +43,7 @@ from ._fcb import (
 
 __all__ = [
     "compile", "load", "inspect", "targets", "ops",
-    "Program", "Session", "MethodInfo", "TensorInfo", "CompileReport", "CompileWarning",
+    "Program", "Session", "State", "MethodInfo", "TensorInfo", "CompileReport", "CompileWarning",
     "Error", "UnsupportedError", "CorruptFileError", "TargetUnavailableError", "NotFoundError",
     "__version__",
 ]
@@ -104,6 +106,7 @@ def compile(
     attachments: Optional[Mapping[str, Union[PathLike, bytes]]] = None,
     state: Union[None, str, Mapping[str, str]] = None,
     kv_capacity: Optional[int] = None,
+    outputs: Optional[Sequence[str]] = None,
 ) -> CompileReport:
     """Compile ONNX model(s) into one .fcb file at out_path.
 
@@ -151,6 +154,11 @@ def compile(
         kv_capacity: with state, compiles each GroupQueryAttention whose past
             grows (ONNX Runtime GenAI's CPU form) as a static cache of this
             many positions updated in place (1 to 2**20).
+        outputs: the outputs to keep, e.g. ["encoder:last_hidden_state",
+            "logits"]: "NAME" for every method, "METHOD:NAME" for one. A
+            method an entry applies to keeps only the outputs named for it,
+            in the model's order; what only the others needed is not
+            compiled. None keeps every output (an empty list is refused).
 
     The arguments follow the rules of the JSON compile spec (README "Compile
     specs"): a one-element list behaves exactly as the scalar (the files are
@@ -202,6 +210,10 @@ def compile(
         spec["state"] = state if isinstance(state, str) else {str(k): str(v) for k, v in state.items()}
     if kv_capacity is not None:
         spec["kv_capacity"] = kv_capacity
+    if outputs is not None:
+        if isinstance(outputs, str):
+            raise ValueError(f"outputs must be a list of output names, e.g. [{outputs!r}], not a string")
+        spec["outputs"] = list(outputs)
     text = _json.dumps(spec, default=_jsonable)
     raw = _json.loads(_fcb.compile(methods, text, _os.fspath(out_path), progress, attachment_bytes))
     for accuracy in raw["int8_accuracy"]:

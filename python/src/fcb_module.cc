@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -151,7 +152,10 @@ struct BoundInput {
 // no other names, dtypes exact, shapes exact where the method fixes them (an
 // input with ranges takes any shape; SetInput refuses one outside them,
 // naming the input, the dim, its symbol and its range). Needs the GIL.
-std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handle& inputs) {
+// `optional`: inputs that may be left out (a State's inputs: not given, the
+// run reads the State's buffer).
+std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handle& inputs,
+                                    const std::vector<std::string>& optional = {}) {
   if (!PyDict_Check(inputs.ptr()))
     throw py::type_error("inputs must be a dict mapping input names to numpy arrays, got " +
                          std::string(Py_TYPE(inputs.ptr())->tp_name));
@@ -160,9 +164,10 @@ std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handl
   bound.reserve(info.inputs.size());
   for (const auto& spec : info.inputs) {
     PyObject* value = PyDict_GetItemString(given.ptr(), spec.name.c_str());  // borrowed
+    if (!value && std::find(optional.begin(), optional.end(), spec.name) != optional.end()) continue;
     if (!value)
       RaiseValue("method '" + info.name + "': input '" + spec.name + "' is not given; its inputs are: " +
-                 Names(info.inputs));
+                 Names(info.inputs) + (optional.empty() ? "" : " (those kept in the State may be left out)"));
     py::array a = py::reinterpret_borrow<py::object>(value).cast<py::array>();  // ndarray, or converted
     const py::dtype& want = NumpyDType(spec.dtype);
     const bool shape_ok = a.ndim() == static_cast<py::ssize_t>(spec.shape.size()) &&
@@ -183,7 +188,7 @@ std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handl
     }
     bound.push_back(std::move(b));
   }
-  if (static_cast<size_t>(PyDict_Size(given.ptr())) != info.inputs.size()) {
+  if (static_cast<size_t>(PyDict_Size(given.ptr())) != bound.size()) {
     for (const auto& item : given) {
       const std::string key = Str(item.first);
       bool known = false;
@@ -197,10 +202,13 @@ std::vector<BoundInput> CheckInputs(const fcb::MethodInfo& info, const py::handl
 
 // Copies the execution's outputs, at the shapes of its last run, into new
 // arrays. Needs the GIL.
-py::dict Outputs(const fcb::Execution& ex) {
+// `skip`: the outputs carried in a State the caller holds (its buffers:
+// StateBuffers), which are not copied out.
+py::dict Outputs(const fcb::Execution& ex, const std::vector<const void*>& skip = {}) {
   py::dict out;
   const auto& outs = ex.info().outputs;
   for (size_t i = 0; i < outs.size(); ++i) {
+    if (std::find(skip.begin(), skip.end(), ex.output_data(i)) != skip.end()) continue;
     py::array a(NumpyDType(outs[i].dtype), ex.output_shape(i));
     std::memcpy(a.mutable_data(), ex.output_data(i), ex.output_bytes(i));
     out[py::str(outs[i].name)] = std::move(a);
@@ -234,48 +242,117 @@ std::string MethodOrDefault(const fcb::Program& p, const std::optional<std::stri
   return only.value();
 }
 
-// A reusable execution of one method: run() many times without re-creating it.
+// What Python holds for a State (fcb.State): the buffers a program's methods
+// keep between runs (fcb::State), and the lock that makes everything using
+// them take turns (the sessions bound to it, data(), reset()): a State is
+// used by one thread at a time.
+struct StateHandle {
+  ProgramPtr program;
+  std::shared_ptr<fcb::State> s;
+  std::shared_ptr<std::mutex> mu = std::make_shared<std::mutex>();
+};
+using StatePtr = std::shared_ptr<StateHandle>;
+
+StatePtr CreateState(const ProgramHandle& h) {
+  fcb::Result<std::shared_ptr<fcb::State>> s = fcb::Status();
+  {
+    py::gil_scoped_release release;
+    s = fcb::State::Create(h.p);
+  }
+  if (!s.ok()) Raise(s.status());
+  return std::make_shared<StateHandle>(StateHandle{h.p, std::move(s).value()});
+}
+
+// The names of the State's variables (the inputs it holds).
+std::vector<std::string> StateInputs(const StatePtr& st) {
+  std::vector<std::string> names;
+  if (st)
+    for (const auto& v : st->s->variables()) names.push_back(v.name);
+  return names;
+}
+
+// The State's buffers: where an execution bound to it finds its state inputs
+// and writes its state outputs (fcb::Execution::output_data points there).
+std::vector<const void*> StateBuffers(const StatePtr& st) {
+  std::vector<const void*> out;
+  if (st)
+    for (const auto& v : st->s->variables()) out.push_back(st->s->data(v.name).value());
+  return out;
+}
+
+// The execution of `method`, bound to `state` when given (fcb::Execution::Create
+// with a State; a method with state otherwise gets one of its own).
+std::unique_ptr<fcb::Execution> CreateExecution(const ProgramPtr& p, const std::string& method, int threads,
+                                                const StatePtr& state = nullptr) {
+  if (threads < 1) RaiseValue("threads must be at least 1 (1 runs on the calling thread), got " + std::to_string(threads));
+  if (state && state->program.get() != p.get())
+    RaiseValue("the State given for method '" + method + "' was created from another program (another fcb.load); "
+               "create it from this one: fcb.State(program)");
+  fcb::Result<std::unique_ptr<fcb::Execution>> ex = fcb::Status();
+  {
+    py::gil_scoped_release release;
+    ex = state ? fcb::Execution::Create(p, method, threads, state->s) : fcb::Execution::Create(p, method, threads);
+  }
+  if (!ex.ok()) Raise(ex.status());
+  return std::move(ex).value();
+}
+
+// A reusable execution of one method: run() many times without re-creating
+// it. For a method with state it is bound to a State (the one given, else
+// one of its own): inputs the State holds may be left out of run(), and the
+// outputs it carries are not copied out (State.data reads them).
 class Session {
  public:
-  Session(ProgramPtr program, std::unique_ptr<fcb::Execution> ex) : program_(std::move(program)), ex_(std::move(ex)) {}
+  Session(ProgramPtr program, std::unique_ptr<fcb::Execution> ex, StatePtr state)
+      : program_(std::move(program)), ex_(std::move(ex)), state_(std::move(state)) {
+    if (!state_ && ex_->state())  // the method's own State: reachable as session.state
+      state_ = std::make_shared<StateHandle>(StateHandle{program_, ex_->state()});
+    if (!ex_->state()) state_.reset();  // a method without state is bound to none
+    optional_ = StateInputs(state_);
+    state_buffers_ = StateBuffers(state_);
+  }
 
   py::dict Run(const py::handle& inputs) {
-    std::vector<BoundInput> bound = CheckInputs(ex_->info(), inputs);
+    std::vector<BoundInput> bound = CheckInputs(ex_->info(), inputs, optional_);
     fcb::Status status;
     py::dict result;
     {
       py::gil_scoped_release release;
-      // One run at a time on this session's execution; taken without the GIL.
+      // One run at a time on this session's execution, and on its State (which
+      // other sessions may share); taken without the GIL, in this order.
       std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> state_lock;
+      if (state_) state_lock = std::unique_lock<std::mutex>(*state_->mu);
       status = SetAndRun(*ex_, bound);
       // Copied out under the lock: the next run overwrites the outputs.
       py::gil_scoped_acquire acquire;
-      if (status.ok()) result = Outputs(*ex_);
+      if (status.ok()) result = Outputs(*ex_, state_buffers_);
       bound.clear();  // drops the array references while holding the GIL
     }
     if (!status.ok()) Raise(status);
     return result;
   }
 
+  void ResetState() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> state_lock;
+    if (state_) state_lock = std::unique_lock<std::mutex>(*state_->mu);
+    ex_->ResetState();
+  }
+
   const fcb::MethodInfo& info() const { return ex_->info(); }
   const ProgramPtr& program() const { return program_; }
+  const StatePtr& state() const { return state_; }
 
  private:
   ProgramPtr program_;
   std::unique_ptr<fcb::Execution> ex_;
+  StatePtr state_;
+  std::vector<std::string> optional_;
+  std::vector<const void*> state_buffers_;
   std::mutex mu_;
 };
-
-std::unique_ptr<fcb::Execution> CreateExecution(const ProgramPtr& p, const std::string& method, int threads) {
-  if (threads < 1) RaiseValue("threads must be at least 1 (1 runs on the calling thread), got " + std::to_string(threads));
-  fcb::Result<std::unique_ptr<fcb::Execution>> ex = fcb::Status();
-  {
-    py::gil_scoped_release release;
-    ex = fcb::Execution::Create(p, method, threads);
-  }
-  if (!ex.ok()) Raise(ex.status());
-  return std::move(ex).value();
-}
 
 // Compile progress: calls the Python callable with the GIL; the first
 // exception it raises is kept and raised when compiling has finished.
@@ -435,14 +512,77 @@ PYBIND11_MODULE(_fcb, m) {
            "TensorInfo.shape where its dims are chosen at each run (ValueError names the\n"
            "input, the expected and the given dtype/shape, or the dim, its symbol and its\n"
            "range, otherwise). Returns new arrays, one per output, by name, each at its\n"
-           "shape in this run. The GIL is released while the method runs.")
+           "shape in this run. For a method with state (Session.state), the inputs the State\n"
+           "holds may be left out (the run reads them from it; given, they are written into\n"
+           "it) and the outputs it carries are not returned (State.data reads them). The GIL\n"
+           "is released while the method runs.")
       .def_property_readonly("method", [](const Session& s) { return s.info().name; }, "The method it runs.")
       .def_property_readonly("inputs", [](const Session& s) { return ToPy(s.info()).inputs; },
                              "list[TensorInfo] of the method's inputs.")
       .def_property_readonly("outputs", [](const Session& s) { return ToPy(s.info()).outputs; },
                              "list[TensorInfo] of the method's outputs.")
+      .def_property_readonly("state", [](const Session& s) { return s.state(); },
+                             "The State this session is bound to (None for a method without state).")
+      .def("reset_state", &Session::ResetState,
+           "reset_state() -> None\n\n"
+           "Zeroes the bound State (every variable, also those other methods use): an empty\n"
+           "cache, to start a new sequence. C++: Execution::ResetState.")
       .def("__repr__", [](const Session& s) {
         return "<fcb.Session method '" + s.info().name + "' on target '" + s.program()->target() + "'>";
+      });
+
+  py::class_<StateHandle, StatePtr>(
+      m, "State",
+      "State(program: Program)\n\n"
+      "What a program's methods keep between runs (a KV cache; the compile spec's \"state\"):\n"
+      "one zeroed buffer per state variable. Sessions made with it (Program.session(method,\n"
+      "state=...)) read and update those buffers in place, so that one method (prefill)\n"
+      "fills a cache and another (decode) continues it with nothing copied between runs.\n"
+      "Two States are independent. The sessions bound to one State take turns. C++:\n"
+      "fcb::State::Create(program).")
+      .def(py::init([](const ProgramHandle& h) { return CreateState(h); }), py::arg("program"))
+      .def_property_readonly(
+          "variables",
+          [](const StateHandle& st) {
+            std::vector<TensorInfo> out;
+            for (const auto& v : st.s->variables()) out.push_back(ToPy(v, false));
+            return out;
+          },
+          "list[TensorInfo]: the state variables, named by the inputs they feed (e.g.\n"
+          "past_key_values.0.key), with their dtypes and shapes; [] for a program without state.")
+      .def(
+          "data",
+          [](const StateHandle& st, const std::string& name) {
+            auto p = st.s->data(name);
+            if (!p.ok()) Raise(p.status());
+            for (const auto& v : st.s->variables()) {
+              if (v.name != name) continue;
+              py::array a(NumpyDType(v.dtype), v.shape);
+              {
+                py::gil_scoped_release release;
+                std::lock_guard<std::mutex> lock(*st.mu);
+                std::memcpy(a.mutable_data(), p.value(), v.bytes());
+              }
+              return a;
+            }
+            Raise(fcb::NotFound("no state variable '" + name + "'"));
+          },
+          py::arg("name"),
+          "data(name: str) -> numpy.ndarray\n\n"
+          "A copy of state variable `name` (its whole buffer, e.g. a KV cache at its capacity);\n"
+          "fcb.NotFoundError lists the names when there is no such variable.")
+      .def(
+          "reset",
+          [](const StateHandle& st) {
+            py::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(*st.mu);
+            st.s->Reset();
+          },
+          "reset() -> None\n\nZeroes every variable (an empty cache). C++: fcb::State::Reset.")
+      .def("__repr__", [](const StateHandle& st) {
+        std::string names;
+        for (const auto& v : st.s->variables()) names += (names.empty() ? "'" : ", '") + v.name + "'";
+        return "<fcb.State of a program on target '" + st.program->target() + "', variables [" + names + "]>";
       });
 
   py::class_<ProgramHandle>(
@@ -482,54 +622,64 @@ PYBIND11_MODULE(_fcb, m) {
       .def(
           "run",
           [](const ProgramHandle& h, const py::handle& inputs, const std::optional<std::string>& method,
-             int threads) {
+             int threads, const StatePtr& state) {
             const ProgramPtr& p = h.p;
             const std::string name = MethodOrDefault(*p, method);
             auto info = p->method(name);
             if (!info.ok()) Raise(info.status());
-            std::vector<BoundInput> bound = CheckInputs(info.value(), inputs);
-            if (threads < 1)
-              RaiseValue("threads must be at least 1 (1 runs on the calling thread), got " + std::to_string(threads));
-            fcb::Status status;
-            std::unique_ptr<fcb::Execution> ex;
-            {
-              py::gil_scoped_release release;
-              auto created = fcb::Execution::Create(p, name, threads);
-              if (created.ok()) {
-                ex = std::move(created).value();
+            if (!state) {
+              // No State: every input is given (those of a state too: they
+              // fill the run's own, fresh State) and every output returned.
+              std::vector<BoundInput> bound = CheckInputs(info.value(), inputs);
+              std::unique_ptr<fcb::Execution> ex = CreateExecution(p, name, threads);
+              fcb::Status status;
+              {
+                py::gil_scoped_release release;
                 status = SetAndRun(*ex, bound);
-              } else {
-                status = created.status();
               }
+              if (!status.ok()) Raise(status);
+              py::dict out = Outputs(*ex);
+              {
+                py::gil_scoped_release release;
+                ex.reset();  // frees the arena and joins its threads
+              }
+              return out;
             }
-            if (!status.ok()) Raise(status);
-            py::dict out = Outputs(*ex);
+            // With a State: as a one-run Session bound to it.
+            auto session = std::make_unique<Session>(p, CreateExecution(p, name, threads, state), state);
+            py::dict out = session->Run(inputs);
             {
               py::gil_scoped_release release;
-              ex.reset();  // frees the arena and joins its threads
+              session.reset();  // frees the arena and joins its threads
             }
             return out;
           },
-          py::arg("inputs"), py::arg("method") = py::none(), py::arg("threads") = 1,
-          "run(inputs: dict[str, numpy.ndarray], method: str | None = None, threads: int = 1)\n"
-          "    -> dict[str, numpy.ndarray]\n\n"
+          py::arg("inputs"), py::arg("method") = py::none(), py::arg("threads") = 1, py::arg("state") = nullptr,
+          "run(inputs: dict[str, numpy.ndarray], method: str | None = None, threads: int = 1,\n"
+          "    state: State | None = None) -> dict[str, numpy.ndarray]\n\n"
           "Runs `method` (None: the file's only method) once on a fresh execution with\n"
           "`threads` threads and returns its outputs by name, at their shapes in this run.\n"
           "`inputs` maps every input name to a NumPy array of exactly the method's dtype and\n"
           "shape (any shape within the ranges where dims are chosen at each run; see\n"
-          "Session.run). Safe to call from many\n"
+          "Session.run). With `state` (an fcb.State of this program) the run is bound to it,\n"
+          "as a Session made with that State: the inputs it holds may be left out and the\n"
+          "outputs it carries are not returned. Safe to call from many\n"
           "threads at once; the GIL is released while it runs. For repeated calls,\n"
           "session() avoids re-creating the execution each time.")
       .def(
           "session",
-          [](const ProgramHandle& h, const std::optional<std::string>& method, int threads) {
+          [](const ProgramHandle& h, const std::optional<std::string>& method, int threads, const StatePtr& state) {
             const std::string name = MethodOrDefault(*h.p, method);
-            return std::make_unique<Session>(h.p, CreateExecution(h.p, name, threads));
+            return std::make_unique<Session>(h.p, CreateExecution(h.p, name, threads, state), state);
           },
-          py::arg("method") = py::none(), py::arg("threads") = 1,
-          "session(method: str | None = None, threads: int = 1) -> Session\n\n"
+          py::arg("method") = py::none(), py::arg("threads") = 1, py::arg("state") = nullptr,
+          "session(method: str | None = None, threads: int = 1, state: State | None = None) -> Session\n\n"
           "A reusable execution of `method` (None: the file's only method) with `threads`\n"
-          "threads; Session.run(inputs) runs it without re-creating it.")
+          "threads; Session.run(inputs) runs it without re-creating it. A method with state\n"
+          "(a KV cache compiled with the spec's \"state\") is bound to `state`, an fcb.State of\n"
+          "this program that other sessions (prefill and decode) may share, or, when None, to\n"
+          "a State of its own (Session.state). C++: Execution::Create(program, method,\n"
+          "threads, state).")
       .def("__repr__", [](const ProgramHandle& h) {
         std::string methods;
         for (const auto& name : h.p->methods()) methods += (methods.empty() ? "'" : ", '") + name + "'";
@@ -586,5 +736,6 @@ PYBIND11_MODULE(_fcb, m) {
       py::arg("internal") = false, "ops(internal: bool = False) -> list[str]\n\nOperator names; see fcb.ops.");
   m.attr("__version__") = fcb::Version();
   // The classes are the package's (help(fcb.Program) names fcb.Program).
-  for (const char* name : {"Program", "Session", "MethodInfo", "TensorInfo"}) m.attr(name).attr("__module__") = "fcb";
+  for (const char* name : {"Program", "Session", "State", "MethodInfo", "TensorInfo"})
+    m.attr(name).attr("__module__") = "fcb";
 }

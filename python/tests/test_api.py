@@ -153,9 +153,10 @@ def test_docstrings_and_stubs():
     assert "ValueError" in fcb.compile.__doc__ and "one-element list" in fcb.compile.__doc__
     params = list(pyinspect.signature(fcb.compile).parameters)
     assert params == ["model", "out_path", "targets", "target_options", "weight_sharing", "input_shapes", "input_values",
-                      "progress", "attachments", "state", "kv_capacity"]
+                      "progress", "attachments", "state", "kv_capacity", "outputs"]
     for obj in (fcb.load, fcb.inspect, fcb.targets, fcb.ops, fcb.Program, fcb.Program.run, fcb.Program.session,
-                fcb.Session.run, fcb.Program.method, fcb.Program.attachment):
+                fcb.Session.run, fcb.Program.method, fcb.Program.attachment, fcb.State, fcb.State.data,
+                fcb.State.reset, fcb.Session.reset_state):
         assert obj.__doc__ and len(obj.__doc__) > 40, obj
     # Every public name of the extension module has a stub in _fcb.pyi.
     stub = Path(fcb.__file__).with_name("_fcb.pyi")

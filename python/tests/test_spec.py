@@ -33,6 +33,12 @@ INVALID = [
      {"targets": "generic", "state": "auto", "kv_capacity": 2 ** 21}, "out of range: give 1 to 1048576"),
     ({"targets": "generic", "state": "everything"}, {"targets": "generic", "state": "everything"},
      '"state" must be "auto"'),
+    ({"targets": "generic", "outputs": []}, {"targets": "generic", "outputs": []},
+     "leave it out to keep every output"),
+    ({"targets": "generic", "outputs": ["output", "output"]}, {"targets": "generic", "outputs": ["output", "output"]},
+     "list each output once"),
+    ({"targets": "generic", "outputs": ["main:"]}, {"targets": "generic", "outputs": ["main:"]},
+     "with an empty name"),
 ]
 
 
@@ -168,3 +174,28 @@ def test_input_values_fix_an_input_to_a_constant(demo_model, tmp_path):
     with pytest.raises(ValueError) as e:
         fcb.compile(demo_model, tmp_path / "bad.fcb", targets="generic", input_values={"input": [[1.0, 2.0]]})
     assert "input_values['input']" in str(e.value) and "rank" in str(e.value)
+
+
+def test_outputs_keep_only_the_named_ones(testdata, tmp_path):
+    """fusion_mix has eight independent int8 branches, one output each: kept
+    outputs come back in the model's order with ONNX Runtime's values, the
+    others are gone, and an unknown name is refused naming the outputs."""
+    import numpy as np
+    model = testdata / "fusion_mix.onnx"
+    x = np.load(testdata / "fusion_mix.input.npy")
+    out = tmp_path / "kept.fcb"
+    fcb.compile(model, out, targets="generic", input_shapes={"input": list(x.shape)},
+                outputs=["qdq_lookup", "main:conv_integer"])
+    program = fcb.load(out)
+    assert [o.name for o in program.method("main").outputs] == ["conv_integer", "qdq_lookup"]
+    got = program.run({"input": x})
+    assert sorted(got) == ["conv_integer", "qdq_lookup"]
+    for name in got:
+        np.testing.assert_array_equal(got[name], np.load(testdata / "fusion_mix.ref" / f"{name}.npy"))
+    with pytest.raises(ValueError) as e:
+        fcb.compile(model, tmp_path / "bad.fcb", targets="generic", input_shapes={"input": list(x.shape)},
+                    outputs=["qdq_lookp"])
+    assert "no output 'qdq_lookp'" in str(e.value) and "its outputs are: conv_integer" in str(e.value), str(e.value)
+    assert not (tmp_path / "bad.fcb").exists()
+    with pytest.raises(ValueError, match="not a string"):
+        fcb.compile(model, tmp_path / "bad.fcb", targets="generic", outputs="qdq_lookup")

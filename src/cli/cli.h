@@ -20,6 +20,7 @@ struct CompileArgs {
   bool no_weight_sharing = false;
   std::vector<std::string> state;  // --state auto | [METHOD:]PAST=PRESENT
   int64_t kv_capacity = -1;        // --kv-capacity N (-1: the spec's)
+  std::vector<std::string> keep_outputs;  // --keep-output [METHOD:]NAME (replaces the spec's "outputs")
 };
 // fcb generate: greedy generation on token ids with the prefill and decode
 // methods sharing one State.

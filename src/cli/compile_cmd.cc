@@ -1,5 +1,5 @@
 // `fcb compile`: flags and an optional --spec file combine as documented in
-// the README: the spec is read first; --target / --target-options given on the
+// the README: the spec is read first; --target / --target-options / --keep-output given on the
 // command line replace the spec's lists; --input-shape entries are added to
 // (and override) the spec's; --no-weight-sharing turns sharing off.
 #include <unistd.h>
@@ -140,6 +140,8 @@ int CmdCompile(const CompileArgs& a) {
     spec.state[kv.value().first] = kv.value().second;
   }
   if (a.kv_capacity >= 0) spec.kv_capacity = a.kv_capacity;
+  // --keep-output entries replace the spec's "outputs" (as --target replaces "targets").
+  if (!a.keep_outputs.empty()) spec.outputs = a.keep_outputs;
   if (Status s = ValidateSpec(spec); !s.ok()) return Fail(s);
 
   std::map<std::string, std::string> methods;

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
                       "(repeatable)");
   compile->add_option("--kv-capacity", ca.kv_capacity,
                       "with --state: compile GroupQueryAttention's growing past as a static cache of N positions");
+  compile->add_option("--keep-output", ca.keep_outputs,
+                      "[METHOD:]NAME: keep only the outputs named (repeatable; the others and what only they need "
+                      "are dropped)");
 
   RunArgs ra;
   auto* run = app.add_subcommand("run", "run a method of an .fcb on .npy inputs");

@@ -164,6 +164,66 @@ Status BindState(const CompileSpec& spec, const std::string& method, const std::
   return Status::Ok();
 }
 
+// CompileSpec::outputs for one method: the graph keeps the outputs named for
+// it, in the model's order; the others become internal values, which dead-node
+// elimination (every optimization level) drops with what only they needed.
+// Unchanged when no entry applies to the method.
+Status SelectOutputs(const CompileSpec& spec, const std::string& method, ir::Graph* g) {
+  std::vector<std::pair<std::string, std::string>> wanted;  // (output name, the entry naming it)
+  for (const std::string& entry : spec.outputs) {
+    const auto colon = entry.find(':');
+    if (colon == std::string::npos) wanted.emplace_back(entry, entry);
+    else if (entry.substr(0, colon) == method) wanted.emplace_back(entry.substr(colon + 1), entry);
+  }
+  if (wanted.empty()) return Status::Ok();
+  const std::string where = "spec \"outputs\", method '" + method + "': ";
+  auto list = [&](const std::vector<int>& ids) {
+    std::string out;
+    for (int v : ids) out += (out.empty() ? "" : ", ") + EscapeForDisplay(g->values[v].name);
+    return out.empty() ? std::string("(none)") : out;
+  };
+  std::map<std::string, std::string> chosen;  // output name -> the entry naming it
+  for (const auto& [name, entry] : wanted) {
+    bool found = false;
+    for (int v : g->outputs) found = found || g->values[v].name == name;
+    if (!found)
+      return InvalidArgument(where + "no output '" + EscapeForDisplay(name) + "' (entry '" + EscapeForDisplay(entry) +
+                             "'" + (name == entry ? ", which applies to every method; write METHOD:NAME for one "
+                                                    "method" : "") +
+                             "); its outputs are: " + list(g->outputs));
+    auto [it, fresh] = chosen.emplace(name, entry);
+    if (!fresh)
+      return InvalidArgument(where + "output '" + EscapeForDisplay(name) + "' is named twice, by '" +
+                             EscapeForDisplay(it->second) + "' and '" + EscapeForDisplay(entry) +
+                             "'; name each output once");
+  }
+  // A state pair carries its next value in its output: that output must stay.
+  std::map<std::string, std::string> pairs;  // past input -> present output
+  PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
+  if (spec.state_auto)
+    for (int v : g->inputs) {
+      const std::string& in = g->values[v].name;
+      const std::string out = AutoStateOutput(in);
+      if (out.empty() || pairs.count(in)) continue;
+      for (int o : g->outputs)
+        if (g->values[o].name == out) pairs[in] = out;
+    }
+  for (const auto& [in, out] : pairs) {
+    bool is_output = false;
+    for (int o : g->outputs) is_output = is_output || g->values[o].name == out;
+    if (is_output && !chosen.count(out))
+      return InvalidArgument(where + "drops output '" + EscapeForDisplay(out) + "', which carries the next value of " +
+                             "the state input '" + EscapeForDisplay(in) + "' (\"state\"" +
+                             (spec.state_auto ? ": \"auto\"" : "") + "); a state needs its output: add '" +
+                             EscapeForDisplay(method + ":" + out) + "' to \"outputs\"");
+  }
+  std::vector<int> kept;
+  for (int v : g->outputs)
+    if (chosen.count(g->values[v].name)) kept.push_back(v);
+  g->outputs = std::move(kept);
+  return Status::Ok();
+}
+
 // The weight bytes each target would need on its own, to report what a mix of
 // targets or options costs in sharing.
 void WarnAboutSharing(const CompileSpec& spec, const std::vector<TargetOptions>& opts,
@@ -329,6 +389,17 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     if (name.empty() || path.empty())
       return InvalidArgument("every method needs a non-empty name and ONNX model path");
 
+  // "METHOD:NAME" in "outputs" names a method being compiled.
+  for (const std::string& entry : spec_in.outputs) {
+    const auto colon = entry.find(':');
+    if (colon == std::string::npos || methods.count(entry.substr(0, colon))) continue;
+    std::string names;
+    for (const auto& m : methods) names += (names.empty() ? "'" : ", '") + m.first + "'";
+    return InvalidArgument("spec \"outputs\": entry '" + EscapeForDisplay(entry) + "' names the method '" +
+                           EscapeForDisplay(entry.substr(0, colon)) + "', which is not compiled; the methods are " +
+                           names);
+  }
+
   FCB_ASSIGN_OR_RETURN(ir::OnnxImportFn importer, compile::OnnxImporter());
 
   // Expand "all" and pair each target with its options.
@@ -369,6 +440,9 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     const std::string& path = entry.second;
     Progress(hooks, "import", method, "");
     auto imported = importer(path, ImportOptionsFor(spec, method));
+    if (imported.ok()) {
+      if (Status st = SelectOutputs(spec, method, &imported.value()); !st.ok()) imported = st;
+    }
     if (!imported.ok()) {
       failures.push_back("method '" + method + "' (" + path + "): " + imported.status().message());
       note(imported.status().code());
@@ -403,6 +477,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       auto low = importer(path, o);
       if (!low.ok()) return &names;
       ir::Graph g = std::move(low).value();
+      if (!SelectOutputs(spec, method, &g).ok()) return &names;
       if (!passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32).ok()) return &names;
       for (const auto& v : g.values) names.emplace(v.name, v.shape);
       return &names;

@@ -281,6 +281,15 @@ Status ValidateSpec(const CompileSpec& spec) {
     return InvalidArgument("kv_capacity " + std::to_string(spec.kv_capacity) + " needs \"state\": the cache it sizes "
                            "is kept between runs; add \"state\": \"auto\" (or name the pairs, "
                            "{\"past_key_values.0.key\": \"present.0.key\", ...})");
+  std::set<std::string> kept;
+  for (const std::string& o : spec.outputs) {
+    const auto colon = o.find(':');
+    if (o.empty() || o.back() == ':' || colon == 0)
+      return InvalidArgument("\"outputs\" has an entry '" + EscapeForDisplay(o) +
+                             "' with an empty name; write NAME (every method) or METHOD:NAME (one method)");
+    if (!kept.insert(o).second)
+      return InvalidArgument("\"outputs\" lists '" + EscapeForDisplay(o) + "' more than once; list each output once");
+  }
   std::map<std::string, std::string> state_outputs;  // output -> the input first bound to it
   for (const auto& [input, output] : spec.state) {
     if (input.empty() || input.back() == ':' || output.empty())
@@ -329,7 +338,8 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
                            "' is given more than once in \"attachments\"; name each attachment once");
   if (!j.is_object()) return InvalidArgument("the spec must be a JSON object with a \"targets\" key");
   static const std::vector<std::string> kKeys = {"targets", "target_options", "weight_sharing", "input_shapes",
-                                                 "input_values", "attachments", "state", "kv_capacity"};
+                                                 "input_values", "attachments", "state", "kv_capacity",
+                                                 "outputs"};
   CompileSpec spec;
   bool options_is_object = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -400,6 +410,17 @@ Result<CompileSpec> ParseSpecJson(const std::string& text) {
         return InvalidArgument("\"kv_capacity\" " + it->dump() + " is out of range: give 1 to " +
                                std::to_string(CompileSpec::kMaxKvCapacity) + " (0: off)");
       spec.kv_capacity = it->get<int64_t>();
+    } else if (key == "outputs") {
+      if (!it->is_array() || it->empty())
+        return InvalidArgument("\"outputs\" must be a non-empty list of output names to keep, e.g. "
+                               "[\"encoder:last_hidden_state\", \"logits\"] (NAME for every method, METHOD:NAME for "
+                               "one); leave it out to keep every output");
+      for (const auto& o : *it) {
+        if (!o.is_string())
+          return InvalidArgument("\"outputs\" must list output names (strings), e.g. [\"logits\"]; " + Shown(o) +
+                                 " is not one");
+        spec.outputs.push_back(o.get<std::string>());
+      }
     } else if (key == "attachments") {
       if (!it->is_object())
         return InvalidArgument("\"attachments\" must be an object mapping a name to a file path, e.g. "

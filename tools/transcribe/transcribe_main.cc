@@ -14,7 +14,11 @@
 //   first    - the merged decoder with use_cache_branch false: the forced
 //              prefix (1..8 tokens) -> logits and the first cache
 //   next     - use_cache_branch true: one token and the cache so far (past
-//              1..223 tokens) -> logits and the cache one longer
+//              1..223 tokens) -> logits and the self-attention cache one
+//              longer
+// Each keeps only the outputs the loop reads (the spec's "outputs"): the
+// attention maps the exports also return are neither computed apart nor
+// written.
 // and the attachments "vocab.json" and "generation_config.json", so that the
 // .fcb alone transcribes.
 //
@@ -174,6 +178,18 @@ int Compile(int argc, char** argv) {
   spec.input_values["first:use_cache_branch"] = flag;
   flag.data = {1};
   spec.input_values["next:use_cache_branch"] = flag;
+  // Only what the loop reads stays an output: the attention maps the exports
+  // also return (the encoder's six are 8 x 1500 x 1500 floats each) are not
+  // written, and what only they needed is not compiled; `next` leaves out the
+  // cross-attention cache, which is the same at every step (`first` makes it).
+  spec.outputs = {"encoder:last_hidden_state", "first:logits", "next:logits"};
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (const char* kv : {"key", "value"}) {
+      const std::string p = "present." + std::to_string(l);
+      spec.outputs.push_back("first:" + p + ".decoder." + kv);
+      spec.outputs.push_back("first:" + p + ".encoder." + kv);
+      spec.outputs.push_back("next:" + p + ".decoder." + kv);
+    }
   spec.attachments["vocab.json"] = vocab_text.value();
   spec.attachments["generation_config.json"] = generation_text.value();
   spec.attachments["config.json"] = config_text.value();
