@@ -200,11 +200,8 @@ def compile_once(cmd, fcb_path, sources, what):
 def fcb_generate(a, onnx_path, prompt_path, target, t):
     cap = a.prompt + a.new
     fcb_path = os.path.join(a.dir, os.path.basename(onnx_path)[:-5] + f".gen.{target}.fcb")
-    spec = os.path.join(a.dir, "state_auto.json")
-    with open(spec, "w") as f:
-        json.dump({"state": "auto"}, f)
-    compile_once([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--spec",
-                  spec, "--kv-capacity", str(cap), "--target", target,
+    compile_once([a.fcb, "compile", "--method", f"prefill={onnx_path}", "--method", f"decode={onnx_path}", "--state",
+                  "auto", "--kv-capacity", str(cap), "--target", target,
                   "--input-shape", f"prefill:input_ids=1x1..{a.prompt}",
                   "--input-shape", f"prefill:attention_mask=1x1..{cap}",
                   "--input-shape", "decode:input_ids=1x1", "--input-shape", f"decode:attention_mask=1x1..{cap}",
