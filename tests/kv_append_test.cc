@@ -22,6 +22,7 @@
 
 #include "fcb/fcb.h"
 #include "fcb/npy.h"
+#include "ops/names.h"
 #include "per_target.h"
 #include "test_util.h"
 
@@ -197,11 +198,11 @@ TEST_F(KvAppendTest, ADecodeStepWritesOnlyTheAppendedRows) {
       // Concat steps left compute shapes and RoPE's halves, one row per head.
       if (s.op == "Concat" && s.output_shape.size() == 4) EXPECT_EQ(s.output_shape[2], 1) << s.node;
       EXPECT_LT(s.bytes_written, cache_bytes) << s.op << " " << s.node;
-      if (s.op == "KvAppend") {
+      if (s.op == ops::opname::KvAppend) {
         ++appends;
         EXPECT_EQ(s.bytes_written, static_cast<uint64_t>(kKvHeads * kHead * 4)) << s.node;
       }
-      if (s.op == "AttentionFused") ++attentions;
+      if (s.op == ops::opname::AttentionFused) ++attentions;
     }
     EXPECT_EQ(appends, 2 * kLayers);
     EXPECT_EQ(attentions, kLayers);
