@@ -285,5 +285,45 @@ TEST_F(KvAppendTest, CliGeneratesOnnxRuntimesTokensOnEveryTarget) {
   }
 }
 
+// Without state the same attention is fused too, over dense K and V (the
+// Concat's output): the model's prompt with an empty past (fixed by
+// input_values) gives ONNX Runtime's prefill logits on every target.
+TEST_F(KvAppendTest, DenseAttentionIsFusedWithoutState) {
+  TempDir tmp;
+  CompileSpec spec;
+  spec.targets = {"all"};
+  spec.input_shapes["input_ids"] = {1, 32};
+  spec.input_shapes["attention_mask"] = {1, 32};
+  NpyArray empty;
+  empty.shape = {1, kKvHeads, 0, kHead};
+  for (int64_t l = 0; l < kLayers; ++l)
+    for (const char* kv : {"key", "value"})
+      spec.input_values["past_key_values." + std::to_string(l) + "." + kv] = empty;
+  auto r = Compile(model_, spec, tmp.File("dense.fcb"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto want = ReadNpy(dir_ + "/llm_tiny_b.ref/prefill_logits.npy");
+  ASSERT_TRUE(want.ok());
+  const float* ref = reinterpret_cast<const float*>(want.value().data.data());
+  const std::vector<float> ref_v(ref, ref + 32 * kVocab);
+  testing::ForEachRunnableTarget(tmp.File("dense.fcb"), [&](const std::string&, const std::shared_ptr<const Program>& p) {
+    auto e = Execution::Create(p, "main", 2);
+    ASSERT_TRUE(e.ok());
+    const std::vector<int64_t> mask(32, 1);
+    ASSERT_TRUE(e.value()->SetInput("input_ids", prompt_.data(), prompt_.size() * 8).ok());
+    ASSERT_TRUE(e.value()->SetInput("attention_mask", mask.data(), mask.size() * 8).ok());
+    std::vector<StepTiming> steps;
+    ASSERT_TRUE(e.value()->RunProfiled(&steps).ok());
+    int fused = 0;
+    for (const auto& s : steps) {
+      EXPECT_NE(s.op, "Softmax") << s.node;
+      if (s.op == ops::opname::AttentionFused) ++fused;
+    }
+    EXPECT_EQ(fused, kLayers);
+    const float* y = static_cast<const float*>(e.value()->output_data(0));
+    ASSERT_EQ(e.value()->info().outputs[0].name, "logits");
+    EXPECT_LT(testing::Compare(std::vector<float>(y, y + 32 * kVocab), ref_v).rel_l2, 1e-4);
+  });
+}
+
 }  // namespace
 }  // namespace fcb

@@ -415,10 +415,12 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     if (spec.kv_capacity > 0 && kv_inputs.empty() && growing.empty()) no_kv_methods.push_back(method);
     // A growing cache (form b): its Concat becomes an in-place append and the
     // attention reading it one step (passes::FuseKvCacheAttention).
+    // First, so that OptimizeGraph's own attention fusion (dense K and V)
+    // leaves these to it.
     auto optimize_graph = [&](ir::Graph& g, int level, bool int8) -> Status {
-      FCB_RETURN_IF_ERROR(passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32));
-      if (growing.empty()) return Status::Ok();
-      return passes::FuseKvCacheAttention(g, spec.kv_capacity, growing, false);
+      if (!growing.empty())
+        FCB_RETURN_IF_ERROR(passes::FuseKvCacheAttention(g, spec.kv_capacity, growing, false));
+      return passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32);
     };
     // One optimized graph per (optimization level, int8 or not) in use.
     std::map<std::pair<int, bool>, Result<ir::Graph>> optimized;
