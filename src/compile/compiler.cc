@@ -174,8 +174,8 @@ Status BindState(const CompileSpec& spec, const std::string& method, const std::
       return InvalidArgument(where + "'" + out + "' is " + ShapeText(to.dtype, to.shape) + " but '" + in + "' is " +
                              ShapeText(ti.dtype, ti.shape) +
                              "; a state's output must have its input's dtype and shape (a static KV buffer: "
-                             "GroupQueryAttention with past and present of one capacity). Caches that grow "
-                             "(present = Concat(past, new)) are not supported yet");
+                             "GroupQueryAttention with past and present of one capacity); a cache that grows "
+                             "(present = Concat(past, new, axis 2)) needs \"kv_capacity\"");
     if (!c->input_symbols.empty()) {
       size_t k = 0;
       for (int32_t j = 0; j < i; ++j) k += c->tensors[c->inputs[j]].shape.size();
