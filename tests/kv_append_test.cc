@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "fcb/fcb.h"
+#include "fcb/fcb_c.h"
 #include "fcb/npy.h"
 #include "ops/names.h"
 #include "per_target.h"
@@ -270,6 +271,41 @@ TEST_F(KvAppendTest, AnExplicitPastLoadsTheCache) {
   ASSERT_TRUE(g2.Step().ok());
   EXPECT_EQ(g2.tokens.back(), want_[1]);
   EXPECT_EQ(g2.logits.back(), g.logits.back());
+}
+
+// The C API reads a growing cache's valid length; reset makes it 0.
+TEST_F(KvAppendTest, CApiReportsTheValidLength) {
+  ASSERT_FALSE(File().empty());
+  auto ok = [](fcb_status_t* s) {
+    const std::string msg = s ? fcb_status_message(s) : "";
+    fcb_status_destroy(s);
+    EXPECT_EQ(msg, "");
+    return msg.empty();
+  };
+  fcb_program_t* program = nullptr;
+  ASSERT_TRUE(ok(fcb_program_load(File().c_str(), nullptr, 1, &program)));
+  fcb_state_t* state = nullptr;
+  ASSERT_TRUE(ok(fcb_state_create(program, &state)));
+  fcb_execution_t* prefill = nullptr;
+  ASSERT_TRUE(ok(fcb_execution_create_with_state(program, "prefill", 1, state, &prefill)));
+  const int64_t shape[2] = {1, 5};
+  const int64_t ids[5] = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(ok(fcb_execution_set_input_shaped(prefill, "input_ids", ids, sizeof(ids), shape, 2)));
+  ASSERT_TRUE(ok(fcb_execution_set_input_shaped(prefill, "attention_mask", ids, sizeof(ids), shape, 2)));
+  ASSERT_TRUE(ok(fcb_execution_run(prefill)));
+  int64_t n = -1;
+  ASSERT_TRUE(ok(fcb_state_valid_length(state, "past_key_values.1.key", &n)));
+  EXPECT_EQ(n, 5);
+  fcb_status_t* s = fcb_state_valid_length(state, "nope", &n);
+  ASSERT_NE(s, nullptr);
+  EXPECT_NE(std::string(fcb_status_message(s)).find("no state 'nope'"), std::string::npos);
+  fcb_status_destroy(s);
+  fcb_execution_reset_state(prefill);
+  ASSERT_TRUE(ok(fcb_state_valid_length(state, "past_key_values.1.key", &n)));
+  EXPECT_EQ(n, 0);
+  fcb_execution_destroy(prefill);
+  fcb_state_destroy(state);
+  fcb_program_destroy(program);
 }
 
 TEST_F(KvAppendTest, CliGeneratesOnnxRuntimesTokensOnEveryTarget) {
