@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "fcb/fcb.h"
 #include "fcb/fcb_c.h"
@@ -173,6 +174,42 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
       }
     }
   });
+}
+
+// Two States of one program are independent caches: two threads, each with
+// its own State and executions, generate at once and both get ORT's tokens
+// (and with different prompts, different valid lengths).
+TEST_F(KvAppendTest, TwoStatesOnTwoThreadsAreIndependent) {
+  ASSERT_FALSE(File().empty());
+  auto program = Program::Load(File());
+  ASSERT_TRUE(program.ok());
+  std::vector<int64_t> tokens[2];
+  int64_t lengths[2] = {0, 0};
+  auto run = [&](int i) {
+    auto state = State::Create(program.value());
+    auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
+    auto decode = Execution::Create(program.value(), "decode", 1, state.value());
+    if (!state.ok() || !prefill.ok() || !decode.ok()) return;
+    Generator g{prefill.value().get(), decode.value().get()};
+    // Thread 1 first runs a different prompt, then starts over.
+    if (i == 1) {
+      if (!g.Prompt({3, 1, 4, 1, 5}).ok()) return;
+      state.value()->Reset();
+      g = Generator{prefill.value().get(), decode.value().get()};
+    }
+    if (!g.Prompt(prompt_).ok()) return;
+    for (size_t k = 1; k < want_.size() - 8 * i; ++k)
+      if (!g.Step().ok()) return;
+    tokens[i] = g.tokens;
+    lengths[i] = state.value()->valid_length("past_key_values.0.key").value();
+  };
+  std::thread a(run, 0), b(run, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(tokens[0], want_);
+  EXPECT_EQ(tokens[1], std::vector<int64_t>(want_.begin(), want_.end() - 8));
+  EXPECT_EQ(lengths[0], 32 + 63);
+  EXPECT_EQ(lengths[1], 32 + 55);
 }
 
 // One decode step: each KvAppend writes one row per KV head, each fused
