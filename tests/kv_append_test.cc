@@ -176,6 +176,26 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
   });
 }
 
+// A prefill of a later chunk (past > 0): the prompt in two halves of 16 gives
+// the same generation as in one piece (ONNX Runtime's, checked above).
+TEST_F(KvAppendTest, APromptInTwoChunksGivesTheSameTokens) {
+  ASSERT_FALSE(File().empty());
+  testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
+    auto state = State::Create(program);
+    auto prefill = Execution::Create(program, "prefill", 1, state.value());
+    auto decode = Execution::Create(program, "decode", 1, state.value());
+    ASSERT_TRUE(prefill.ok() && decode.ok());
+    Generator g{prefill.value().get(), decode.value().get()};
+    ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin(), prompt_.begin() + 16)).ok());
+    g.tokens.clear();
+    g.logits.clear();
+    ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin() + 16, prompt_.end())).ok());
+    EXPECT_EQ(state.value()->valid_length("past_key_values.0.value").value(), 32);
+    for (int i = 1; i < 16; ++i) ASSERT_TRUE(g.Step().ok());
+    EXPECT_EQ(g.tokens, std::vector<int64_t>(want_.begin(), want_.begin() + 16));
+  });
+}
+
 // Two States of one program are independent caches: two threads, each with
 // its own State and executions, generate at once and both get ORT's tokens
 // (and with different prompts, different valid lengths).
