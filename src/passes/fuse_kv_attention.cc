@@ -133,8 +133,9 @@ Status FuseKvCacheAttention(Graph& g, int64_t capacity, const std::set<std::stri
     const bool kstate = kp && kp->op_type == ops::opname::KvAppend;
     const bool vstate = vp && vp->op_type == ops::opname::KvAppend;
     if (kstate != vstate || (!kstate && !dense)) continue;
-    if (kstate && (kp->GetInt(ops::attr::kRowCapacity, 0) != capacity || vp->GetInt(ops::attr::kRowCapacity, 0) != capacity))
-      continue;
+    // A cache kept in place is fused only by the pass that made its appends.
+    const auto rows = [](const Node* p) { return p->GetInt(ops::attr::kRowCapacity, 0); };
+    if (kstate && (rows(kp) != capacity || rows(vp) != capacity)) continue;
     if (mask >= 0) {
       const ir::Shape& ms = g.values[mask].shape;
       if (ms.empty() || ms.size() > 4 || ms.back() != ks[2]) continue;
