@@ -76,6 +76,34 @@ PY
   compile ranged_reshape "$out/onnx/ranged_reshape.onnx" --target generic --target x86-64-v4 --input-shape x=1x1..64x8
 fi
 
+# A growing KV cache kept in place (kv_capacity: KvAppend, AttentionFused and
+# a state whose past's rows are chosen at each run): a one-head attention
+# over present = Concat(past, x), no weights.
+if /usr/bin/python3 -c "import onnx" 2>/dev/null; then
+  /usr/bin/python3 - "$out/onnx/growing_cache.onnx" <<'PY'
+import sys
+from onnx import TensorProto, helper
+n = [helper.make_node("Concat", ["past_key_values.0.key", "x"], ["present.0.key"], axis=2),
+     helper.make_node("Concat", ["past_key_values.0.value", "x"], ["present.0.value"], axis=2),
+     helper.make_node("Transpose", ["present.0.key"], ["kt"], perm=[0, 1, 3, 2]),
+     helper.make_node("MatMul", ["x", "kt"], ["qk"]),
+     helper.make_node("Mul", ["qk", "half"], ["scores"]),
+     helper.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+     helper.make_node("MatMul", ["probs", "present.0.value"], ["y"])]
+init = [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])]
+io = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)  # noqa: E731
+g = helper.make_graph(n, "growing", [io("x", [1, 1, "seq", 4]), io("past_key_values.0.key", [1, 1, "past", 4]),
+                                     io("past_key_values.0.value", [1, 1, "past", 4])],
+                      [io("y", [1, 1, "seq", 4]), io("present.0.key", [1, 1, "total", 4]),
+                       io("present.0.value", [1, 1, "total", 4])], init)
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 8
+open(sys.argv[1], "wb").write(m.SerializeToString())
+PY
+  compile growing_cache "$out/onnx/growing_cache.onnx" --target generic --target x86-64-v4 --input-shape x=1x1x1..4x4 \
+    --state auto --kv-capacity 8
+fi
+
 # npy: the test inputs that are small, and one file of each dtype and header
 # version the reader takes.
 for f in "$data"/*.npy; do small "$f" && cp "$f" "$out/npy/"; done

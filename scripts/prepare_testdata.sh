@@ -238,6 +238,22 @@ if [ ! -f "$gstamp" ] || [ "$(cat "$gstamp")" != "$gwant" ]; then
   printf '%s' "$gwant" >"$gstamp"
 fi
 
+# The same tiny shape in the plain exporters' form (--form b: present =
+# Concat(past, new), attention as MatMul/Softmax, grouped KV heads repeated),
+# with ONNX Runtime's greedy generation on a growing past (llm_tiny_b.ref):
+# what tests/kv_append_test.cc compiles with kv_capacity.
+bstamp="$dir/.export_llm_tiny_b.stamp"
+bwant="$(sha256sum "$repo/scripts/export_llm_models.py" "$oracle/ort_generate.js" "$oracle/npy.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$bstamp" ] || [ "$(cat "$bstamp")" != "$bwant" ]; then
+  "$py" "$repo/scripts/export_llm_models.py" --shape tiny --form b --out "$dir/llm_tiny_b.onnx" >/dev/null
+  "$py" -c 'import sys, numpy as np; np.save(sys.argv[1], ((np.arange(32) * 37 + 11) % 256).astype(np.int64)[None])' \
+    "$dir/llm_tiny_b.prompt.npy"
+  rm -rf "$dir/llm_tiny_b.ref"
+  node "$oracle/ort_generate.js" --past-key-values "$dir/llm_tiny_b.onnx" "$dir/llm_tiny_b.prompt.npy" 64 \
+    "$dir/llm_tiny_b.ref" --dummy-past 0 >/dev/null
+  printf '%s' "$bwant" >"$bstamp"
+fi
+
 # Models with dimensions chosen at each run (scripts/export_dynamic_models.py,
 # whose header lists models, dims and files): bert_dyn (sequence), resnet18_dyn
 # (height, width) and decoder_merged (an optimum-style merged decoder), each run

@@ -315,6 +315,55 @@ TEST_F(StateFieldsTest, HostileBindingsAreRefusedNamingThem) {
                  StatusCode::kCorruptFile, "state bindings, more than its");
 }
 
+// A growing cache (form b with kv_capacity: KvAppend writing the present over
+// the past, AttentionFused reading it at the buffer's stride): a KvAppend no
+// state binding holds, an attention whose row capacity no KvAppend writes,
+// and a KvAppend of another capacity than its readers are refused as
+// CorruptFile, naming the step (they would write or read a tensor at the
+// buffer's stride that is not the buffer, or at another stride).
+class GrowingStateFieldsTest : public StateFieldsTest {
+ protected:
+  void SetUp() override {
+    const std::string model = testing::TestDataDir() + "/llm_tiny_b.onnx";
+    ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+    CompileSpec spec;
+    spec.targets = {"generic"};
+    spec.input_shapes["input_ids"] = {1, 1};
+    spec.input_shapes["attention_mask"] = {1, {1, 128}};
+    spec.state_auto = true;
+    spec.kv_capacity = 128;
+    auto r = Compile(model, spec, dir_.File("good.fcb"));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto f = format::LoadFcbFile(dir_.File("good.fcb"));
+    ASSERT_TRUE(f.ok());
+    ASSERT_EQ(f.value()->desc().contexts.at(0).state.size(), 4u);
+    ASSERT_TRUE(Program::Load(Rewritten(dir_.File("good.fcb"), dir_.File("same.fcb"), [](format::FileDesc*) {})).ok());
+  }
+};
+
+void SetRowCapacity(format::FileDesc* d, std::string_view op, int64_t rows) {
+  for (auto& s : d->contexts[0].steps)
+    if (s.op == op)
+      for (auto& a : s.attrs)
+        if (a.name == ops::attr::kRowCapacity) a.ints = {rows};
+}
+
+TEST_F(GrowingStateFieldsTest, HostileGrowingCachesAreRefusedNamingThem) {
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state.erase(d->contexts[0].state.begin()); }),
+                 StatusCode::kCorruptFile, "writes a cache that no state binding holds");
+  // An attention reading the buffer at another stride than it was written.
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { SetRowCapacity(d, ops::opname::AttentionFused, 64); }),
+                 StatusCode::kCorruptFile, "(AttentionFused, node 'MatMul_node_224/attention_fused') reads "
+                                           "'present.0.key', a cache kept in place with 128 rows per head");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { SetRowCapacity(d, ops::opname::KvAppend, 256); }),
+                 StatusCode::kCorruptFile, "which only a fused attention reads");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) {
+                   auto& st = d->contexts[0].state;
+                   std::swap(st[0].output, st[1].output);
+                 }),
+                 StatusCode::kCorruptFile, "in place");
+}
+
 // A step whose output shares arena bytes with one of its inputs: every
 // kernel assumes they are apart (a memcpy between them is undefined, and the
 // fuzzer found one). The planner never writes it; a hostile file is refused

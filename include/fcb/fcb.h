@@ -297,11 +297,18 @@ class FCB_API State {
   std::vector<TensorSpec> variables() const;
   // Variable `name`'s bytes (valid while the State lives); NotFound lists the names.
   Result<void*> data(const std::string& name);
-  // Zeroes every variable (an empty cache).
+  // Zeroes every variable (an empty cache) and every valid length.
   void Reset();
+  // The valid rows per head of variable `name` when it is a growing cache
+  // (kv_capacity with present = Concat(past, new): its buffer is [B, heads,
+  // capacity, head] and each run appends its new rows after these); 0 for a
+  // static buffer (GroupQueryAttention's, whose valid length is seqlens_k).
+  // NotFound lists the names.
+  Result<int64_t> valid_length(const std::string& name) const;
 
  private:
   friend class Execution;
+  friend class ExecutionImpl;
   FCB_INTERNAL explicit State(std::unique_ptr<StateImpl> impl);
   std::unique_ptr<StateImpl> impl_;
 };

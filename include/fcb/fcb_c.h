@@ -247,8 +247,13 @@ typedef struct fcb_state fcb_state_t;
 /* Zeroed buffers for every state variable of the program (none: an empty state). */
 FCB_C_API fcb_status_t* fcb_state_create(const fcb_program_t* program, fcb_state_t** state);
 FCB_C_API void fcb_state_destroy(fcb_state_t* state);
-/* Zeroes every variable (an empty cache). */
+/* Zeroes every variable (an empty cache) and every valid length. */
 FCB_C_API void fcb_state_reset(fcb_state_t* state);
+/* Since 1.3. The valid rows per head of variable `name` when it is a growing
+ * cache (kv_capacity with present = Concat(past, new): a buffer [B, heads,
+ * capacity, head] that each run appends to); 0 for a static buffer.
+ * fcb::State::valid_length. */
+FCB_C_API fcb_status_t* fcb_state_valid_length(const fcb_state_t* state, const char* name, int64_t* length);
 /* fcb_execution_create bound to `state` (a state of the same program; NULL:
  * one of its own, as fcb_execution_create gives a method with state). */
 FCB_C_API fcb_status_t* fcb_execution_create_with_state(const fcb_program_t* program, const char* method,

@@ -349,6 +349,18 @@ void fcb_state_reset(fcb_state_t* state) {
   if (state && state->state) state->state->Reset();
 }
 
+fcb_status_t* fcb_state_valid_length(const fcb_state_t* state, const char* name, int64_t* length) {
+  return Guard("fcb_state_valid_length", [&]() -> fcb_status_t* {
+    if (!state || !state->state) return NullArgument("fcb_state_valid_length", "state");
+    if (!name) return NullArgument("fcb_state_valid_length", "name");
+    if (!length) return NullArgument("fcb_state_valid_length", "length");
+    auto n = state->state->valid_length(name);
+    if (!n.ok()) return FromStatus(n.status());
+    *length = n.value();
+    return nullptr;
+  });
+}
+
 void fcb_execution_reset_state(fcb_execution_t* execution) {
   if (execution && execution->execution) execution->execution->ResetState();
 }

@@ -3,6 +3,7 @@
 // "error: ..." on stderr; warnings as "warning: ...".
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -85,6 +86,13 @@ struct Loaded {
 // Sets each input from a --input NAME=FILE.npy in `given`, and every other
 // input to deterministic pseudo-random values (saying so unless `quiet`).
 Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool quiet);
+// Whether `in` is a growing KV cache of the execution's State (kv_capacity
+// with present = Concat(past, new)): BindInputs leaves it to the State
+// (empty unless --input loads rows).
+bool IsGrowingState(const Execution& ex, const TensorSpec& in);
+// A callable that sets every growing KV cache back to its valid rows now, so
+// that repeated runs (profile, bench) each start from the same cache.
+std::function<Status()> StateRewinder(Execution& ex);
 
 // The head of bench's and profile's --json document: target, method,
 // threads, iterations.

@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
                       "'auto' (pair past*/present* names) or [METHOD:]PAST=PRESENT: keep a KV cache between runs "
                       "(repeatable)");
   compile->add_option("--kv-capacity", ca.kv_capacity,
-                      "with --state: compile GroupQueryAttention's growing past as a static cache of N positions");
+                      "with --state: keep a growing past (GroupQueryAttention's, or present = Concat(past, "
+                      "new)) as a cache of N positions updated in place");
   compile->add_option("--keep-output", ca.keep_outputs,
                       "[METHOD:]NAME: keep only the outputs named (repeatable; the others and what only they need "
                       "are dropped)");

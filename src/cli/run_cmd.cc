@@ -1,6 +1,7 @@
 // `fcb run` and `fcb bench`.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -39,6 +40,39 @@ std::vector<uint8_t> PatternInput(const TensorSpec& t) {
 
 }  // namespace
 
+bool IsGrowingState(const Execution& ex, const TensorSpec& in) {
+  if (!ex.state() || !in.dynamic()) return false;
+  for (const auto& v : ex.state()->variables())
+    if (v.name == in.name) return true;
+  return false;
+}
+
+std::function<Status()> StateRewinder(Execution& ex) {
+  // Each growing cache's valid rows now, dense [B, heads, rows, head].
+  std::vector<std::pair<std::string, std::pair<std::vector<int64_t>, std::vector<uint8_t>>>> saved;
+  for (const auto& in : ex.info().inputs) {
+    if (!IsGrowingState(ex, in)) continue;
+    auto buf = ex.state()->data(in.name);
+    auto rows = ex.state()->valid_length(in.name);
+    if (!buf.ok() || !rows.ok() || in.shape.size() != 4) continue;
+    std::vector<int64_t> cap;
+    for (const auto& v : ex.state()->variables())
+      if (v.name == in.name) cap = v.shape;
+    std::vector<int64_t> shape = in.shape;
+    shape[2] = rows.value();
+    const size_t row = static_cast<size_t>(shape[3]) * DTypeSize(in.dtype);
+    std::vector<uint8_t> dense;
+    const auto* b = static_cast<const uint8_t*>(buf.value());
+    for (int64_t h = 0; h < shape[0] * shape[1]; ++h)
+      dense.insert(dense.end(), b + h * cap[2] * row, b + (h * cap[2] + shape[2]) * row);
+    saved.push_back({in.name, {shape, std::move(dense)}});
+  }
+  return [&ex, saved]() -> Status {
+    for (const auto& [name, s] : saved) FCB_RETURN_IF_ERROR(ex.SetInput(name, s.second.data(), s.second.size(), s.first));
+    return Status::Ok();
+  };
+}
+
 Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool quiet) {
   std::vector<std::string> bound;
   for (const auto& g : given) {
@@ -72,6 +106,11 @@ Status BindInputs(Execution& ex, const std::vector<std::string>& given, bool qui
   }
   for (const auto& in : ex.info().inputs) {
     if (std::find(bound.begin(), bound.end(), in.name) != bound.end()) continue;
+    if (IsGrowingState(ex, in)) {
+      if (!quiet) Warn("input '" + in.name + "' is a KV cache kept in the State; it starts empty (give --input " +
+                       in.name + "=FILE.npy with its valid rows to load them)");
+      continue;
+    }
     if (!quiet) Warn("input '" + in.name + "' not given; using deterministic pseudo-random values");
     auto bytes = PatternInput(in);
     FCB_RETURN_IF_ERROR(ex.SetInput(in.name, bytes.data(), bytes.size()));
@@ -132,11 +171,14 @@ int CmdBench(const BenchArgs& a) {
   auto ex = Execution::Create(l.program, l.method, a.threads);
   if (!ex.ok()) return Fail(ex.status());
   if (Status s = BindInputs(*ex.value(), {}, true); !s.ok()) return Fail(s);
+  // A growing KV cache is set back before each run (each run appends to it).
+  const auto rewind = StateRewinder(*ex.value());
   auto t0 = std::chrono::steady_clock::now();
   if (Status s = ex.value()->Run(); !s.ok()) return Fail(s);
   const double first = Ms(t0, std::chrono::steady_clock::now());
   std::vector<double> times;
   for (int i = 0; i < a.iterations; ++i) {
+    if (Status s = rewind(); !s.ok()) return Fail(s);
     t0 = std::chrono::steady_clock::now();
     if (Status s = ex.value()->Run(); !s.ok()) return Fail(s);
     times.push_back(Ms(t0, std::chrono::steady_clock::now()));

@@ -79,6 +79,11 @@ std::set<std::string> GqaPastInputs(const ir::Graph& g) {
   return out;
 }
 
+// The graph inputs a Concat along axis 2 takes first (present = Concat(past,
+// new)) that the spec's "state" pairs with an output of the method: the
+// growing caches kv_capacity keeps in place (KvAppend).
+std::set<std::string> ConcatPastInputs(const ir::Graph& g, const CompileSpec& spec, const std::string& method);
+
 // The output an exporter pairs with cache input `input` (CompileSpec::
 // state_auto): past_key_values.N.key -> present.N.key, else past* -> present*.
 std::string AutoStateOutput(const std::string& input) {
@@ -86,6 +91,27 @@ std::string AutoStateOutput(const std::string& input) {
   if (input.rfind(kPkv, 0) == 0) return "present." + input.substr(kPkv.size());
   if (input.rfind(kPast, 0) == 0) return "present" + input.substr(kPast.size());
   return "";
+}
+
+std::set<std::string> ConcatPastInputs(const ir::Graph& g, const CompileSpec& spec, const std::string& method) {
+  std::map<std::string, std::string> pairs;
+  PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
+  std::set<std::string> outputs;
+  for (int v : g.outputs) outputs.insert(g.values[v].name);
+  std::set<int> inputs(g.inputs.begin(), g.inputs.end());
+  std::set<std::string> out;
+  for (const auto& n : g.nodes) {
+    if (n.op_type != "Concat" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[0] < 0 ||
+        !inputs.count(n.inputs[0]))
+      continue;
+    const int64_t axis = n.GetInt("axis", 0);
+    if (axis != 2 && axis != -2) continue;
+    const std::string& name = g.values[n.inputs[0]].name;
+    auto it = pairs.find(name);
+    const std::string present = it != pairs.end() ? it->second : spec.state_auto ? AutoStateOutput(name) : "";
+    if (!present.empty() && outputs.count(present)) out.insert(name);
+  }
+  return out;
 }
 
 std::string ShapeText(DType d, const std::vector<int64_t>& shape) {
@@ -98,7 +124,7 @@ std::string ShapeText(DType d, const std::vector<int64_t>& shape) {
 // state) after checking names, dtypes, shapes and that the output is written
 // in place over the input. `*found` is set when a pair was bound.
 Status BindState(const CompileSpec& spec, const std::string& method, const std::set<std::string>& kv_inputs,
-                 format::ContextDesc* c, bool* found) {
+                 const std::set<std::string>& growing, format::ContextDesc* c, bool* found) {
   std::map<std::string, std::string> pairs;
   PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
   auto position = [&](const std::vector<int32_t>& list, const std::string& name) -> int32_t {
@@ -136,17 +162,25 @@ Status BindState(const CompileSpec& spec, const std::string& method, const std::
                              "reaches " + std::to_string(to.shape[2]) +
                              "; bound it by the capacity in \"input_shapes\" (e.g. attention_mask=1x1.." +
                              std::to_string(spec.kv_capacity) + ") or raise kv_capacity");
-    if (ti.dtype != to.dtype || ti.shape != to.shape)
+    // A growing cache (KvAppend): past [B, kv, P, D] and present [B, kv, P + S, D]
+    // over one State buffer of kv_capacity rows; P is chosen at each run.
+    const bool grows = growing.count(in) > 0;
+    if (grows && (ti.dtype != to.dtype || ti.shape.size() != 4 || to.shape.size() != 4 || ti.shape[0] != to.shape[0] ||
+                  ti.shape[1] != to.shape[1] || ti.shape[3] != to.shape[3]))
+      return InvalidArgument(where + "'" + out + "' is " + ShapeText(to.dtype, to.shape) + " but '" + in + "' is " +
+                             ShapeText(ti.dtype, ti.shape) + "; a growing cache's past and present differ only in "
+                             "their rows (dim 2)");
+    if (!grows && (ti.dtype != to.dtype || ti.shape != to.shape))
       return InvalidArgument(where + "'" + out + "' is " + ShapeText(to.dtype, to.shape) + " but '" + in + "' is " +
                              ShapeText(ti.dtype, ti.shape) +
                              "; a state's output must have its input's dtype and shape (a static KV buffer: "
-                             "GroupQueryAttention with past and present of one capacity). Caches that grow "
-                             "(present = Concat(past, new)) are not supported yet");
+                             "GroupQueryAttention with past and present of one capacity); a cache that grows "
+                             "(present = Concat(past, new, axis 2)) needs \"kv_capacity\"");
     if (!c->input_symbols.empty()) {
       size_t k = 0;
       for (int32_t j = 0; j < i; ++j) k += c->tensors[c->inputs[j]].shape.size();
       for (size_t d = 0; d < ti.shape.size(); ++d)
-        if (c->input_symbols[k + d] >= 0)
+        if (c->input_symbols[k + d] >= 0 && !(grows && d == 2))
           return InvalidArgument(where + "'" + in + "' dim " + std::to_string(d) +
                                  " is a range; a state has one shape: give it a fixed size in \"input_shapes\"");
     }
@@ -450,7 +484,18 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     }
     const std::set<std::string> kv_inputs =
         spec.kv_capacity > 0 ? GqaPastInputs(imported.value()) : std::set<std::string>();
-    if (spec.kv_capacity > 0 && kv_inputs.empty()) no_kv_methods.push_back(method);
+    const std::set<std::string> growing =
+        spec.kv_capacity > 0 ? ConcatPastInputs(imported.value(), spec, method) : std::set<std::string>();
+    if (spec.kv_capacity > 0 && kv_inputs.empty() && growing.empty()) no_kv_methods.push_back(method);
+    // A growing cache (form b): its Concat becomes an in-place append and the
+    // attention reading it one step (passes::FuseKvCacheAttention).
+    // First, so that OptimizeGraph's own attention fusion (dense K and V)
+    // leaves these to it.
+    auto optimize_graph = [&](ir::Graph& g, int level, bool int8) -> Status {
+      if (!growing.empty())
+        FCB_RETURN_IF_ERROR(passes::FuseKvCacheAttention(g, spec.kv_capacity, growing, false));
+      return passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32);
+    };
     // One optimized graph per (optimization level, int8 or not) in use.
     std::map<std::pair<int, bool>, Result<ir::Graph>> optimized;
     auto optimize = [&](int level, bool int8) -> const Result<ir::Graph>& {
@@ -459,7 +504,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       if (it != optimized.end()) return it->second;
       Progress(hooks, "optimize", method, "");
       ir::Graph g = imported.value();
-      Status s = passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32);
+      Status s = optimize_graph(g, level, int8);
       return optimized.emplace(key, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s)).first->second;
     };
     // With ranges: every value's shape with each symbol at its low end (the
@@ -478,7 +523,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       if (!low.ok()) return &names;
       ir::Graph g = std::move(low).value();
       if (!SelectOutputs(spec, method, &g).ok()) return &names;
-      if (!passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32).ok()) return &names;
+      if (!optimize_graph(g, level, int8).ok()) return &names;
       for (const auto& v : g.values) names.emplace(v.name, v.shape);
       return &names;
     };
@@ -504,7 +549,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
         continue;
       }
       if (!spec.state.empty() || spec.state_auto) {
-        Status st = BindState(spec, method, kv_inputs, &ctx.value(), &state_found);
+        Status st = BindState(spec, method, kv_inputs, growing, &ctx.value(), &state_found);
         if (!st.ok()) {
           failures.push_back("target '" + target + "', method '" + method + "': " + st.message());
           note(st.code());
@@ -563,7 +608,8 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     for (const auto& m : no_kv_methods) names += (names.empty() ? "'" : ", '") + m + "'";
     return InvalidArgument("spec \"kv_capacity\": " + std::to_string(spec.kv_capacity) + ": no method (" + names +
                            ") has a com.microsoft.GroupQueryAttention whose past_key/past_value is a graph input, "
-                           "which is what kv_capacity turns into a state buffer; leave kv_capacity out (a model whose "
+                           "nor a past input concatenated along axis 2 into a present output that \"state\" pairs "
+                           "with it, which is what kv_capacity turns into a state buffer; leave kv_capacity out (a model whose "
                            "past and present already share one shape needs only \"state\")");
   }
   if (!failures.empty()) {

@@ -298,13 +298,21 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
     const TensorDesc& out = c.tensors[c.outputs[b.output]];
     if (c.inputs[b.input] == c.outputs[b.output] || in.storage != Storage::kArena || out.storage != Storage::kArena)
       return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + ", which must be two arena tensors";
-    if (in.dtype != out.dtype || in.shape != out.shape)
+    // A growing cache (past and present differing in their rows, dim 2,
+    // which is chosen at each run): the plan checker accepts it only where
+    // an in-place append writes it (ops::CheckStateBinding).
+    const bool grows = in.shape.size() == 4 && out.shape.size() == 4 && in.shape != out.shape;
+    if (grows && (in.dtype != out.dtype || in.shape.size() != 4 || out.shape.size() != 4 ||
+                  in.shape[0] != out.shape[0] || in.shape[1] != out.shape[1] || in.shape[3] != out.shape[3]))
+      return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + ", a growing cache, of different "
+             "dtypes or shapes other than their rows";
+    if (!grows && (in.dtype != out.dtype || in.shape != out.shape))
       return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + " of different dtypes or shapes";
     if (!c.input_symbols.empty()) {
       size_t k0 = 0;
       for (int32_t i = 0; i < b.input; ++i) k0 += c.tensors[c.inputs[i]].shape.size();
       for (size_t d = 0; d < in.shape.size(); ++d)
-        if (c.input_symbols[k0 + d] != -1)
+        if (c.input_symbols[k0 + d] != -1 && !(grows && d == 2))
           return where + "binds " + Quote(in.name) + ", whose dim " + std::to_string(d) +
                  " is chosen at each run; a state has one shape";
     }

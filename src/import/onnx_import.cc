@@ -413,6 +413,28 @@ Status Importer::FixKvCapacity(const std::vector<const onnx::ValueInfoProto*>& i
     }
     bounds_[SymbolOf(name, d, 2)] = Bound{n, n, name, 2, false};
   }
+  // A growing cache of the plain exporters' form (present = Concat(past, new,
+  // axis 2)): the past is the valid rows of a State buffer of N rows, so its
+  // length is chosen at each run, 0..N (from the State's valid length; the
+  // compiler rewrites the Concat into an in-place append, KvAppend).
+  std::set<std::string> concat_past;
+  for (const auto& node : g_.node()) {
+    if (node.op_type() != "Concat" || !(node.domain().empty() || node.domain() == "ai.onnx") ||
+        node.input_size() != 2)
+      continue;
+    int64_t axis = 0;
+    for (const auto& a : node.attribute())
+      if (a.name() == "axis") axis = a.i();
+    if (axis == 2 || axis == -2) concat_past.insert(node.input(0));
+  }
+  for (const auto* vi : inputs) {
+    if (!concat_past.count(vi->name()) || past.count(vi->name()) || !vi->type().has_tensor_type()) continue;
+    const auto& tt = vi->type().tensor_type();
+    if (!tt.has_shape() || tt.shape().dim_size() != 4) continue;
+    const auto* d = &tt.shape().dim(2);
+    if (FixedByModel(d)) continue;
+    bounds_[SymbolOf(vi->name(), d, 2)] = Bound{0, n, vi->name(), 2, false};
+  }
   return Status::Ok();
 }
 

@@ -27,7 +27,9 @@
   X(QConv, DefineQConv)                             \
   X(QConvNhwc, DefineQConvNhwc)                     \
   X(QLookup, DefineQLookup)                         \
-  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)
+  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)   \
+  X(KvAppend, DefineKvAppend)                     \
+  X(AttentionFused, DefineAttentionFused)
 
 // Attributes of internal operators: X(constant, "spelling", internal_only).
 // internal_only: not also an ONNX attribute name (tests/names_test.cc checks
@@ -59,7 +61,10 @@
   /* also attributes of com.microsoft MatMulNBits: */          \
   X(kBits, "bits", false)                                      \
   X(kBlockSize, "block_size", false)                           \
-  X(kAccuracyLevel, "accuracy_level", false)
+  X(kAccuracyLevel, "accuracy_level", false)                   \
+  /* KvAppend / AttentionFused (a state-bound KV cache): */    \
+  X(kRowCapacity, "row_capacity", true)                        \
+  X(kScale, "scale", false)
 
 namespace fcb::ops {
 

@@ -6,6 +6,7 @@
 
 #include "fcb/limits.h"
 #include "ops/conv_geom.h"
+#include "ops/names.h"
 #include "ops/op_util.h"
 
 namespace fcb::ops {
@@ -545,7 +546,23 @@ std::string CheckStateBinding(const format::ContextDesc& c, const format::Contex
   // continues: GroupQueryAttention's present_key (1) / present_value (2)
   // over past_key (3) / past_value (4).
   const bool gqa = s.op == "com.microsoft.GroupQueryAttention";
-  bool in_place = false;
+  // A growing cache: KvAppend's present (output 0) over its past (input 0).
+  const bool append = s.op == opname::KvAppend;
+  bool in_place = append && s.outputs.size() == 1 && s.outputs[0] == out && !s.inputs.empty() && s.inputs[0] == in;
+  // Only a growing cache's past and present differ (in their rows), and only
+  // its past's rows are chosen at each run.
+  if (!append) {
+    bool symbolic = false;
+    if (!c.input_symbols.empty()) {
+      size_t k0 = 0;
+      for (int32_t i = 0; i < b.input; ++i) k0 += c.tensors[c.inputs[i]].shape.size();
+      for (size_t d = 0; d < c.tensors[in].shape.size() && k0 + d < c.input_symbols.size(); ++d)
+        symbolic = symbolic || c.input_symbols[k0 + d] != -1;
+    }
+    if (c.tensors[in].shape != c.tensors[out].shape || symbolic)
+      return pair + ": '" + c.tensors[in].name + "' and '" + c.tensors[out].name + "' differ in shape or have a "
+             "dim chosen at each run, which only a cache appended in place (KvAppend) may";
+  }
   if (gqa)
     for (int k : {1, 2})
       if (s.outputs.size() > static_cast<size_t>(k) && s.outputs[k] == out && s.inputs.size() > static_cast<size_t>(k + 2) &&
@@ -555,10 +572,32 @@ std::string CheckStateBinding(const format::ContextDesc& c, const format::Contex
     return pair + ": '" + c.tensors[out].name + "' is written by step " + std::to_string(producer) + " (" + s.op +
            ", node '" + s.node + "'), which does not update '" + c.tensors[in].name +
            "' in place; fcb keeps a state in place where a com.microsoft.GroupQueryAttention with a static "
-           "buffer (past and present of one shape) writes it";
+           "buffer (past and present of one shape) writes it, or a KvAppend (kv_capacity with a growing "
+           "cache, present = Concat(past, new))";
+  auto row_capacity = [](const format::StepDesc& st) -> int64_t {
+    for (const auto& a : st.attrs)
+      if (a.name == attr::kRowCapacity && a.ints.size() == 1) return a.ints[0];
+    return -1;
+  };
   for (size_t i = 0; i < c.steps.size(); ++i) {
     if (static_cast<int32_t>(i) == producer) continue;
-    for (int32_t t : c.steps[i].inputs)
+    const auto& st = c.steps[i];
+    // A growing cache's present is a strided buffer: only attention steps of
+    // its capacity read it (as K or V), and its past is read for its shape only.
+    if (append) {
+      for (size_t k = 0; k < st.inputs.size(); ++k) {
+        if (st.inputs[k] != out) continue;
+        const bool ok = st.op == "Shape" ||
+                        (st.op == opname::AttentionFused && (k == 1 || k == 2) && row_capacity(st) == row_capacity(s));
+        if (!ok)
+          return pair + ": step " + std::to_string(i) + " (" + st.op + ", node '" + st.node + "') reads '" +
+                 c.tensors[out].name + "', a cache kept in place with " + std::to_string(row_capacity(s)) +
+                 " rows per head, which only a fused attention reads (the attention pattern MatMul, scale, "
+                 "mask, Softmax, MatMul over it was not recognised)";
+      }
+      if (st.op == "Shape") continue;
+    }
+    for (int32_t t : st.inputs)
       if (t == in)
         return pair + ": step " + std::to_string(i) + " (" + c.steps[i].op + ", node '" + c.steps[i].node +
                "') also reads '" + c.tensors[in].name + "', whose bytes the update overwrites";

@@ -4,6 +4,9 @@
 // ExactQdqGlobalAveragePool, which makes them exact).
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "fcb/status.h"
 #include "ir/ir.h"
 #include "ops/lowering.h"
@@ -122,5 +125,15 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
 // order): RunDefaultPasses, Conv1dAs2d, AssignLayouts (passes/layout.h) and,
 // at level >= 1, FuseResidualAdd (passes/fuse_residual.h); then validates.
 Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision);
+
+// A growing KV cache kept in place (fuse_kv_attention.cc; the compiler runs it
+// after OptimizeGraph when the spec gives kv_capacity): Concat(past, new,
+// axis 2) of a past input named in `past_inputs` becomes KvAppend {capacity};
+// then scaled dot-product attention (MatMul, Transpose, scale, optional
+// additive mask, Softmax(-1), MatMul, grouped KV heads repeated by
+// Unsqueeze/Expand/Reshape) becomes one AttentionFused node: only where K and
+// V are KvAppend outputs, or anywhere with `dense`. Counts what it rewrote.
+Status FuseKvCacheAttention(ir::Graph& g, int64_t capacity, const std::set<std::string>& past_inputs, bool dense,
+                            int* appends = nullptr, int* fused = nullptr);
 
 }  // namespace fcb::passes

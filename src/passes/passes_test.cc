@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "kernels/kernels.h"
 #include "ops/op.h"
@@ -860,6 +861,93 @@ TEST(WeightOnlyInt8MatMul, LeavesOtherFormsUnchanged) {
     EXPECT_EQ(t.g.nodes.back().op_type, "MatMul") << c;
     EXPECT_EQ(t.g.nodes.back().domain, "") << c;
   }
+}
+
+
+// Scaled dot-product attention as plain exporters write it, grouped KV heads
+// repeated by Unsqueeze -> Expand -> Reshape (q [1,4,3,8], k/v [1,2,5,8],
+// mask [3,5]): FuseKvCacheAttention makes it one AttentionFused over the
+// unrepeated K and V, with the same outputs as the unfused graph; a scores
+// value that is also a graph output keeps the pattern unfused.
+struct AttentionGraph {
+  ir::Graph g;
+  int q, k, v, mask, scores, y;
+  explicit AttentionGraph(bool scores_out) {
+    q = AddTensor(g, "q", {1, 4, 3, 8});
+    k = AddTensor(g, "k", {1, 2, 5, 8});
+    v = AddTensor(g, "v", {1, 2, 5, 8});
+    mask = AddTensor(g, "mask", {3, 5});
+    g.inputs = {q, k, v, mask};
+    auto repeat = [&](int t, const std::string& n) {
+      int axes = g.AddConstant(n + "_axes", ir::TensorData::FromInts({1}, {2}));
+      int u = AddTensor(g, n + "_u", {1, 2, 1, 5, 8});
+      AddNode(g, "Unsqueeze", {t, axes}, {u}, n + "_unsqueeze");
+      int es = g.AddConstant(n + "_es", ir::TensorData::FromInts({5}, {1, 2, 2, 5, 8}));
+      int e = AddTensor(g, n + "_e", {1, 2, 2, 5, 8});
+      AddNode(g, "Expand", {u, es}, {e}, n + "_expand");
+      int rs = g.AddConstant(n + "_rs", ir::TensorData::FromInts({4}, {1, 4, 5, 8}));
+      int r = AddTensor(g, n + "_r", {1, 4, 5, 8});
+      AddNode(g, "Reshape", {e, rs}, {r}, n + "_reshape");
+      return r;
+    };
+    const int kr = repeat(k, "k"), vr = repeat(v, "v");
+    int kt = AddTensor(g, "kt", {1, 4, 8, 5});
+    AddNode(g, "Transpose", {kr}, {kt}, "transpose").SetInts("perm", {0, 1, 3, 2});
+    int qk = AddTensor(g, "qk", {1, 4, 3, 5});
+    AddNode(g, "MatMul", {q, kt}, {qk}, "qk");
+    int c = g.AddConstant("scale", ir::TensorData::FromFloats({}, {0.25f}));
+    scores = AddTensor(g, "scores", {1, 4, 3, 5});
+    AddNode(g, "Mul", {qk, c}, {scores}, "scale");
+    int masked = AddTensor(g, "masked", {1, 4, 3, 5});
+    AddNode(g, "Add", {scores, mask}, {masked}, "mask");
+    int probs = AddTensor(g, "probs", {1, 4, 3, 5});
+    AddNode(g, "Softmax", {masked}, {probs}, "softmax").SetInt("axis", -1);
+    y = AddTensor(g, "y", {1, 4, 3, 8});
+    AddNode(g, "MatMul", {probs, vr}, {y}, "pv");
+    g.outputs = {y};
+    if (scores_out) g.outputs.push_back(scores);
+  }
+};
+
+TEST(FuseKvCacheAttention, FusesExporterAttentionWithGroupedHeads) {
+  AttentionGraph a(false);
+  std::map<int, ir::TensorPtr> in = {{a.q, ir::TensorData::FromFloats({1, 4, 3, 8}, Ramp(96, 0.37f, 0.f))},
+                                     {a.k, ir::TensorData::FromFloats({1, 2, 5, 8}, Ramp(80, 0.53f, 0.1f))},
+                                     {a.v, ir::TensorData::FromFloats({1, 2, 5, 8}, Ramp(80, 0.71f, -0.2f))},
+                                     {a.mask, ir::TensorData::FromFloats({3, 5}, Ramp(15, 1.3f, -1.f))}};
+  auto before = Interpret(a.g, in);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  const auto want = Floats(before.value()[a.y]);
+  int appends = -1, fused = -1;
+  ASSERT_TRUE(FuseKvCacheAttention(a.g, 0, {}, true, &appends, &fused).ok());
+  EXPECT_EQ(appends, 0);
+  EXPECT_EQ(fused, 1);
+  ASSERT_EQ(a.g.nodes.size(), 1u);  // the rest is dead
+  const ir::Node& n = a.g.nodes[0];
+  EXPECT_EQ(n.op_type, ops::opname::AttentionFused);
+  EXPECT_EQ(n.inputs, (std::vector<int>{a.q, a.k, a.v, a.mask}));
+  EXPECT_EQ(n.GetFloat(ops::attr::kScale, 0.f), 0.25f);
+  EXPECT_EQ(n.GetInt(ops::attr::kRowCapacity, -1), 0);
+  std::map<int, ir::TensorPtr> in2;
+  for (const auto& [id, t] : in) in2[FindValue(a.g, a.g.values[id].name)] = t;
+  auto after = Interpret(a.g, in2);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  const auto got = Floats(after.value()[FindValue(a.g, "y")]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
+  // Only attentions over a KvAppend when dense fusion is off.
+  AttentionGraph b(false);
+  ASSERT_TRUE(FuseKvCacheAttention(b.g, 128, {}, false, &appends, &fused).ok());
+  EXPECT_EQ(fused, 0);
+}
+
+TEST(FuseKvCacheAttention, AnIntermediateUsedElsewhereKeepsThePattern) {
+  AttentionGraph a(true);
+  const size_t nodes = a.g.nodes.size();
+  int appends = -1, fused = -1;
+  ASSERT_TRUE(FuseKvCacheAttention(a.g, 0, {}, true, &appends, &fused).ok());
+  EXPECT_EQ(fused, 0);
+  EXPECT_EQ(a.g.nodes.size(), nodes);
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
 
 Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision) {
   FCB_RETURN_IF_ERROR(RunDefaultPasses(g, optimization_level, precision == ops::Precision::kInt8));
+  // Scaled dot-product attention written out (MatMul, Softmax, MatMul) as one
+  // step over dense K and V (a cache kept in place was fused before).
+  if (optimization_level >= 1)
+    FCB_RETURN_IF_ERROR(FuseKvCacheAttention(g, 0, {}, true).Annotate("fusing attention"));
   // Layout: 1-D convolutions first become 2-D ones, which the NHWC forms take.
   FCB_RETURN_IF_ERROR(Conv1dAs2d(g).Annotate("1-D convolutions as 2-D"));
   FCB_RETURN_IF_ERROR(AssignLayouts(g));

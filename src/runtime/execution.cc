@@ -16,6 +16,9 @@ class StateImpl {
  public:
   std::shared_ptr<const Program> program;
   std::vector<std::unique_ptr<ArenaMemory>> buffers;  // per variable
+  // Per variable: the valid rows of a growing cache (KvAppend; 0 after
+  // Create and Reset), which its past input's dim 2 is at each run.
+  std::vector<int64_t> length;
 };
 
 State::State(std::unique_ptr<StateImpl> impl) : impl_(std::move(impl)) {}
@@ -29,6 +32,7 @@ Result<std::shared_ptr<State>> State::Create(std::shared_ptr<const Program> prog
     if (!mem->Allocate(std::max<uint64_t>(v.bytes, 64)))
       return ResourceExhausted("cannot allocate the " + std::to_string(v.bytes) + " bytes of state '" + v.name + "'");
     impl->buffers.push_back(std::move(mem));
+    impl->length.push_back(0);
   }
   impl->program = std::move(program);
   return std::shared_ptr<State>(new State(std::move(impl)));
@@ -54,6 +58,18 @@ Result<void*> State::data(const std::string& name) {
 void State::Reset() {
   const auto& vars = ProgramAccess::Of(*impl_->program).state_vars;
   for (size_t i = 0; i < vars.size(); ++i) std::memset(impl_->buffers[i]->data(), 0, vars[i].bytes);
+  std::fill(impl_->length.begin(), impl_->length.end(), 0);
+}
+
+Result<int64_t> State::valid_length(const std::string& name) const {
+  const auto& vars = ProgramAccess::Of(*impl_->program).state_vars;
+  std::string names;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i].name == name) return impl_->length[i];
+    names += (names.empty() ? "" : ", ") + vars[i].name;
+  }
+  return NotFound("the program has no state '" + name + "'; its state variables are: " +
+                  (names.empty() ? std::string("none") : names));
 }
 
 // The mutable state of one method's run: the arena, the thread pool and, per
@@ -112,6 +128,25 @@ class ExecutionImpl {
   }
   Status Resolve();
   Status CheckStateCapacity() const;
+  // Growing caches: each past input's rows are its State variable's valid length.
+  void SyncStateLengths() {
+    for (const PreparedState& ps : method->state) {
+      if (!ps.grows) continue;
+      auto& shape = input_shapes[ps.input];
+      const int64_t len = state->impl_->length[ps.var];
+      if (shape.size() == 4 && shape[2] != len) shape[2] = len, sizes_changed = true;
+    }
+  }
+  // Rows of a growing cache's present at the current sizes.
+  int64_t PresentRows(const PreparedState& ps) const {
+    const auto& shape = resolved ? resolved->output_shapes[ps.output] : method->info.outputs[ps.output].shape;
+    return shape.size() == 4 ? shape[2] : 0;
+  }
+  // After a run: each growing cache holds its present's rows.
+  void AdvanceStateLengths() {
+    for (const PreparedState& ps : method->state)
+      if (ps.grows) state->impl_->length[ps.var] = PresentRows(ps);
+  }
 };
 
 // Each state's valid length after this run, where a method input gives it
@@ -121,6 +156,17 @@ class ExecutionImpl {
 Status ExecutionImpl::CheckStateCapacity() const {
   const PreparedMethod& m = *method;
   for (const PreparedState& ps : m.state) {
+    if (ps.grows) {
+      const int64_t rows = PresentRows(ps), past = input_shapes[ps.input][2];
+      if (rows > ps.capacity)
+        return InvalidArgument("method '" + m.info.name + "': state '" + m.info.inputs[ps.input].name + "' holds " +
+                               std::to_string(past) + " valid rows and this run appends " +
+                               std::to_string(rows - past) + " (the inputs' sequence length), " +
+                               std::to_string(rows) + " in all, past its capacity of " +
+                               std::to_string(ps.capacity) + " rows (kv_capacity); nothing was run and the state "
+                               "is unchanged (ResetState to start over, or compile with a larger kv_capacity)");
+      continue;
+    }
     if (ps.seqlens_input < 0) continue;
     const auto& shape = input_shapes[ps.seqlens_input];
     const int64_t n = ir::NumElements(shape);
@@ -281,6 +327,13 @@ static Result<size_t> FindInput(const PreparedMethod& m, const std::string& name
 
 Status Execution::SetInput(const std::string& name, const void* data, size_t bytes) {
   FCB_ASSIGN_OR_RETURN(size_t i, FindInput(*impl_->method, name));
+  for (const PreparedState& ps : impl_->method->state)
+    if (ps.grows && ps.input == i) {
+      // A growing cache's past: its current valid rows.
+      std::vector<int64_t> shape = impl_->input_shapes[i];
+      shape[2] = impl_->state->impl_->length[ps.var];
+      return SetInput(name, data, bytes, shape);
+    }
   const TensorSpec& spec = impl_->method->info.inputs[i];
   const std::vector<int64_t> shape = impl_->input_shapes[i];
   const uint64_t want = static_cast<uint64_t>(ir::NumElements(shape)) * DTypeSize(spec.dtype);
@@ -331,7 +384,22 @@ Status Execution::SetInput(const std::string& name, const void* data, size_t byt
   if (bytes != want)
     return InvalidArgument(given + ", which needs " + std::to_string(want) + " bytes (" + DTypeName(spec.dtype) +
                            "), got " + std::to_string(bytes));
-  if (bytes) std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);
+  const PreparedState* growing = nullptr;
+  for (const PreparedState& ps : m.state)
+    if (ps.grows && ps.input == i) growing = &ps;
+  if (growing) {
+    // The valid rows of a growing cache: written into its State buffer, each
+    // head's rows at the head's stride (capacity rows), and its valid length.
+    const int64_t heads = shape[0] * shape[1], rows = shape[2], head = shape[3];
+    const size_t row_bytes = static_cast<size_t>(head) * DTypeSize(spec.dtype);
+    auto* buf = static_cast<uint8_t*>(impl_->tensor_ptr[m.input_tensors[i]]);
+    for (int64_t h = 0; h < heads && rows > 0; ++h)
+      std::memcpy(buf + static_cast<size_t>(h * growing->capacity) * row_bytes,
+                  static_cast<const uint8_t*>(data) + static_cast<size_t>(h * rows) * row_bytes, rows * row_bytes);
+    impl_->state->impl_->length[growing->var] = rows;
+  } else if (bytes) {
+    std::memcpy(impl_->tensor_ptr[m.input_tensors[i]], data, bytes);
+  }
   if (impl_->input_shapes[i] != shape) {
     impl_->input_shapes[i] = shape;
     impl_->sizes_changed = true;
@@ -348,6 +416,10 @@ const std::vector<int64_t>& Execution::output_shape(size_t i) const {
   static const std::vector<int64_t> kNone;
   const auto& m = *impl_->method;
   if (i >= m.info.outputs.size()) return kNone;
+  // A growing cache's present is its State buffer, [B, heads, capacity, head]
+  // (its valid rows: State::valid_length).
+  for (const PreparedState& ps : m.state)
+    if (ps.grows && ps.output == i) return ProgramAccess::Of(*impl_->program).state_vars[ps.var].shape;
   return impl_->resolved ? impl_->resolved->output_shapes[i] : m.info.outputs[i].shape;
 }
 
@@ -361,12 +433,14 @@ Status Execution::Run() {
   const auto& m = *impl_->method;
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
+  if (!m.state.empty()) impl_->SyncStateLengths();
   if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
   if (!m.state.empty()) FCB_RETURN_IF_ERROR(impl_->CheckStateCapacity());
   for (size_t i = 0; i < m.steps.size(); ++i) {
     Status s = impl_->RunStep(ctx, i);
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
+  if (!m.state.empty()) impl_->AdvanceStateLengths();
   // The weight pool's checksum runs in the background from Program::Load on
   // (runtime/pool_check.h); no run succeeds before it has passed.
   return ProgramAccess::Of(*impl_->program).pool_check.Wait();
@@ -379,6 +453,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
   steps->assign(m.steps.size(), StepTiming{});
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
+  if (!m.state.empty()) impl_->SyncStateLengths();
   if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
   if (!m.state.empty()) FCB_RETURN_IF_ERROR(impl_->CheckStateCapacity());
   using Clock = std::chrono::steady_clock;
@@ -405,7 +480,11 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
       const PreparedState* st = nullptr;
       for (const PreparedState& ps : m.state)
         if (m.output_tensors[ps.output] == sd.outputs[k]) st = &ps;
-      if (st && td.shape.size() == 4 && t.output_shape.size() >= 2) {
+      if (st && st->grows && t.output_shape.size() == 4) {
+        // KvAppend: the rows appended past the valid length, per head.
+        const int64_t appended = t.output_shape[2] - impl_->input_shapes[st->input][2];
+        t.bytes_written += static_cast<uint64_t>(td.shape[0] * td.shape[1] * td.shape[3] * appended) * elem;
+      } else if (st && td.shape.size() == 4 && t.output_shape.size() >= 2) {
         // [B, heads, capacity, head]: the step appends output 0's dim 1 (its new tokens) rows.
         t.bytes_written += static_cast<uint64_t>(td.shape[0] * td.shape[1] * td.shape[3] * t.output_shape[1]) * elem;
       } else {
@@ -414,6 +493,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
     }
     if (!s.ok()) return s.Annotate("method '" + m.info.name + "', " + m.steps[i].where);
   }
+  if (!m.state.empty()) impl_->AdvanceStateLengths();
   return ProgramAccess::Of(*impl_->program).pool_check.Wait();
 }
 

@@ -135,6 +135,12 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
   return Status::Ok();
 }
 
+int64_t RowCapacity(const format::StepDesc& s) {
+  for (const auto& a : s.attrs)
+    if (a.name == ops::attr::kRowCapacity && a.ints.size() == 1) return a.ints[0];
+  return -1;
+}
+
 // The method's state bindings (their indices and shapes checked with the
 // metadata): each written in place by its producing step
 // (ops::CheckStateBinding), and bound to the program's variable of its
@@ -154,6 +160,13 @@ Status PrepareState(const format::ContextDesc& c, PreparedMethod* m, std::vector
     ps.output = static_cast<size_t>(b.output);
     ps.capacity = t.shape[2];
     const auto& producer = c.steps[step];
+    std::vector<int64_t> var_shape = t.shape;
+    if (producer.op == ops::opname::KvAppend) {
+      ps.grows = true;
+      ps.capacity = RowCapacity(producer);
+      if (ps.capacity < 1) return CorruptFile("state '" + t.name + "': its KvAppend step has no row_capacity");
+      var_shape[2] = ps.capacity;
+    }
     if (producer.inputs.size() > 5)
       for (size_t i = 0; i < c.inputs.size(); ++i)
         if (c.inputs[i] == producer.inputs[5]) ps.seqlens_input = static_cast<int32_t>(i);
@@ -161,14 +174,38 @@ Status PrepareState(const format::ContextDesc& c, PreparedMethod* m, std::vector
       if ((*vars)[v].name == t.name) ps.var = static_cast<int32_t>(v);
     if (ps.var < 0) {
       ps.var = static_cast<int32_t>(vars->size());
-      vars->push_back({t.name, t.dtype, t.shape, static_cast<uint64_t>(ir::NumElements(t.shape)) * DTypeSize(t.dtype)});
-    } else if ((*vars)[ps.var].dtype != t.dtype || (*vars)[ps.var].shape != t.shape) {
-      return CorruptFile("state '" + t.name + "' is " + DTypeName(t.dtype) + " " + ir::ShapeToString(t.shape) +
+      vars->push_back({t.name, t.dtype, var_shape,
+                       static_cast<uint64_t>(ir::NumElements(var_shape)) * DTypeSize(t.dtype)});
+    } else if ((*vars)[ps.var].dtype != t.dtype || (*vars)[ps.var].shape != var_shape) {
+      return CorruptFile("state '" + t.name + "' is " + DTypeName(t.dtype) + " " + ir::ShapeToString(var_shape) +
                          " here but " + DTypeName((*vars)[ps.var].dtype) + " " +
                          ir::ShapeToString((*vars)[ps.var].shape) + " in an earlier method; methods sharing a "
                          "state give it one dtype and shape");
     }
     m->state.push_back(ps);
+  }
+  // A KvAppend writes rows at a stride of its capacity and an AttentionFused
+  // with a row_capacity reads them so: both only over a State buffer of that
+  // capacity (the runtime's, sized from the KvAppend; an arena tensor is not).
+  for (size_t si = 0; si < c.steps.size(); ++si) {
+    const auto& s = c.steps[si];
+    const std::string where = "step " + std::to_string(si) + " (" + s.op + ", node '" + s.node + "')";
+    if (s.op == ops::opname::KvAppend) {
+      bool bound = false;
+      for (const auto& ps : m->state)
+        if (ps.grows && s.outputs.size() == 1 && m->output_tensors[ps.output] == s.outputs[0]) bound = true;
+      if (!bound) return CorruptFile(where + " writes a cache that no state binding holds");
+    } else if (s.op == ops::opname::AttentionFused && RowCapacity(s) > 0) {
+      for (size_t k : {size_t{1}, size_t{2}}) {
+        const format::StepDesc* producer = nullptr;
+        for (const auto& p : c.steps)
+          for (int32_t o : p.outputs)
+            if (k < s.inputs.size() && o == s.inputs[k]) producer = &p;
+        if (!producer || producer->op != ops::opname::KvAppend || RowCapacity(*producer) != RowCapacity(s))
+          return CorruptFile(where + " reads input " + std::to_string(k) + " with a row capacity of " +
+                             std::to_string(RowCapacity(s)) + ", but no KvAppend of that capacity writes it");
+      }
+    }
   }
   return Status::Ok();
 }

@@ -97,6 +97,9 @@ struct PreparedState {
   int32_t var = -1;
   int32_t seqlens_input = -1;  // method input position of seqlens_k, or -1
   int64_t capacity = 0;        // rows the buffer holds (dim 2: [B, heads, capacity, head])
+  // A growing cache (KvAppend): the input is the valid rows (dim 2 chosen at
+  // each run from the State's valid length), the output those plus the new.
+  bool grows = false;
 };
 
 struct PreparedMethod {
