@@ -27,7 +27,8 @@
   X(QConv, DefineQConv)                             \
   X(QConvNhwc, DefineQConvNhwc)                     \
   X(QLookup, DefineQLookup)                         \
-  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)
+  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)     \
+  X(GatherRowsNBits, DefineGatherRowsNBits)
 
 // Attributes of internal operators: X(constant, "spelling", internal_only).
 // internal_only: not also an ONNX attribute name (tests/names_test.cc checks
