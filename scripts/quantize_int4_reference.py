@@ -8,10 +8,12 @@ pre-quantized file (tests/int4_precision_test.cc).
   quantize_int4_reference.py IN.onnx OUT.onnx [--int4-head]
   quantize_int4_reference.py --mlp OUT.onnx     a small float MLP with odd K
                                                (MatMul, Gemm transB + bias + alpha)
+  quantize_int4_reference.py --tied OUT.onnx    a tied embedding and LM head
 
 The rules, as the pass applies them:
   - MatMul(A, B) and Gemm(A, B, C) (transA 0) with B a float32 initializer of
-    rank 2 holding >= 1024 finite values, K <= 65536: com.microsoft
+    rank 2 holding >= 1024 finite values (for MatMul also B = Transpose(E) of
+    such an initializer: a tied head), K <= 65536: com.microsoft
     MatMulNBits, block 32, no zero points (default 2^(bits-1)),
     accuracy_level 0; Gemm's alpha multiplies B first (in double, rounded to
     float32), C becomes an Add after it (beta must be 1 here).
@@ -126,8 +128,14 @@ def convert(model, int4_head=False):
                 new_nodes.append(helper.make_node("Gather", [deq, n.input[1]], list(n.output), name=n.name, axis=0))
                 drop.add(n.input[0])
                 continue
-        if n.domain in ("", "ai.onnx") and n.op_type in ("MatMul", "Gemm") and n.input[1] in inits:
-            b = numpy_helper.to_array(inits[n.input[1]])
+        tied = None  # MatMul(x, Transpose(E)): a tied head, B = E^T
+        if n.domain in ("", "ai.onnx") and n.op_type == "MatMul" and n.input[1] not in inits:
+            t = producer.get(n.input[1])
+            if (t is not None and t.op_type == "Transpose" and t.input[0] in inits
+                    and list(attr(t, "perm", [1, 0])) == [1, 0]):
+                tied = numpy_helper.to_array(inits[t.input[0]])
+        if n.domain in ("", "ai.onnx") and n.op_type in ("MatMul", "Gemm") and (n.input[1] in inits or tied is not None):
+            b = tied.T if tied is not None else numpy_helper.to_array(inits[n.input[1]])
             gemm = n.op_type == "Gemm"
             ok = b.dtype == np.float32 and b.ndim == 2 and b.size >= MIN_ELEMENTS and np.isfinite(b).all()
             if ok and gemm:
@@ -151,7 +159,8 @@ def convert(model, int4_head=False):
                                                   block_size=BLOCK, accuracy_level=0))
                 if has_c:
                     new_nodes.append(helper.make_node("Add", [y, n.input[2]], [n.output[0]], name=n.name + "/bias"))
-                drop.add(n.input[1])
+                if tied is None:
+                    drop.add(n.input[1])
                 continue
         new_nodes.append(n)
     still = {i for n in new_nodes for i in n.input}
@@ -191,14 +200,32 @@ def mlp():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], producer_name="fcb int4 oracle")
 
 
+def tied():
+    """ids [1, 5] -> Gather(E [300, 64]) -> MatMul [64, 64] -> MatMul(., Transpose(E)) -> logits [1, 5, 300]:
+    a tied embedding and head (the head 8-bit along H, like the table's rows)."""
+    rng = np.random.default_rng(11)
+    e = (0.5 * rng.standard_normal((300, 64))).astype(np.float32)
+    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["E", "ids"], ["x"], name="embed"),
+             helper.make_node("MatMul", ["x", "W"], ["h"], name="fc"),
+             helper.make_node("Transpose", ["E"], ["ET"], name="tie", perm=[1, 0]),
+             helper.make_node("MatMul", ["h", "ET"], ["logits"], name="lm_head")]
+    graph = helper.make_graph(
+        nodes, "tied_head", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 5])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 5, 300])],
+        [numpy_helper.from_array(e, "E"), numpy_helper.from_array(w, "W")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], producer_name="fcb int4 oracle")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="IN.onnx OUT.onnx, or OUT.onnx with --mlp")
     ap.add_argument("--int4-head", action="store_true")
     ap.add_argument("--mlp", action="store_true", help="write the float MLP with odd K to OUT instead")
+    ap.add_argument("--tied", action="store_true", help="write a float model with a tied embedding and head to OUT")
     a = ap.parse_args()
-    if a.mlp:
-        onnx.save(mlp(), a.files[-1])
+    if a.mlp or a.tied:
+        onnx.save(mlp() if a.mlp else tied(), a.files[-1])
         return
     if len(a.files) != 2:
         ap.error("give IN.onnx OUT.onnx")

@@ -8,7 +8,8 @@
 //   after a 1-position past (the logits and presents), rel L2 <= 1e-5 of ONNX
 //   Runtime's on the pre-quantized file;
 // - a float MLP with K = 100 and 96 (partial blocks), a Gemm with transB,
-//   alpha and a bias, all-zero blocks: rel L2 <= 1e-5.
+//   alpha and a bias, all-zero blocks: rel L2 <= 1e-5;
+// - a tied embedding and LM head (MatMul by Transpose(E)): rel L2 <= 1e-5.
 // And: the weights stay shared (two methods for every target store the
 // weights of one, each quantized weight once); the int4 file's weights are
 // far below the fp32 one's; refusals (int4 at optimization_level 0, int4_head
@@ -122,6 +123,13 @@ TEST(Int4Precision, MlpWithOddKMatchesOrtOnThePrequantizedFile) {
   CompileInt4(Int4Dir() + "/mlp_odd_k.onnx", {}, tmp.File("mlp.fcb"));
   ExpectMatchesOrt(tmp.File("mlp.fcb"), {{"x", Int4Dir() + "/mlp_odd_k.x.npy"}}, Int4Dir() + "/mlp_odd_k.int4.ref",
                    1e-5);
+}
+
+TEST(Int4Precision, TiedEmbeddingAndHeadMatchOrtOnThePrequantizedFile) {
+  TempDir tmp;
+  CompileInt4(Int4Dir() + "/tied_head.onnx", {}, tmp.File("tied.fcb"));
+  ExpectMatchesOrt(tmp.File("tied.fcb"), {{"ids", Int4Dir() + "/tied_head.ids.npy"}},
+                   Int4Dir() + "/tied_head.int4.ref", 1e-5);
 }
 
 // Two methods (an 8-token prefill and a one-token decode) for every target

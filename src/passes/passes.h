@@ -114,7 +114,8 @@ Status WeightOnlyInt8MatMul(ir::Graph& g, int64_t fold_limit = kWeightOnlyFoldLi
 Status QuantizeInt8(ir::Graph& g);
 
 // Precision "int4" (src/passes/quantize_int4.cc, quantize_int4.h): weight-
-// only. Every MatMul (A float32, B a float32 constant [K, N]) and Gemm
+// only. Every MatMul (A float32, B a float32 constant [K, N] or the
+// Transpose of a constant [N, K]) and Gemm
 // (transA = 0) becomes com.microsoft.MatMulNBits, 4 bits, block 32, symmetric,
 // no zero points, accuracy_level 0; Gemm's C an Add after it. The LM head (a
 // MatMul/Gemm whose output reaches a graph output through single-reader

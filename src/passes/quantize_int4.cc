@@ -1,7 +1,9 @@
 // QuantizeInt4: the graph rewrite behind precision "int4" (weight-only; the
 // activations and all arithmetic stay float32).
 //
-//   MatMul(A [..., K], B)          B a float32 constant [K, N]
+//   MatMul(A [..., K], B)          B a float32 constant [K, N], or Transpose
+//                                  of a constant [N, K] (a tied LM head whose
+//                                  table is too large for constant folding)
 //   Gemm(A [M, K], B, C)           transA = 0; B [K, N] or, transB, [N, K];
 //                                  alpha folded into B before quantizing
 //     -> com.microsoft.MatMulNBits(A, Bq, scales)  bits 4, block_size 32,
@@ -142,11 +144,11 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head) {
   out.reserve(g.nodes.size());
   bool changed = false;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    ir::Node& n = g.nodes[i];
+    const ir::Node& n = g.nodes[i];
     const bool gemm = n.op_type == "Gemm", matmul = n.op_type == "MatMul", gather = n.op_type == "Gather";
     if (!n.domain.empty() || !(gemm || matmul || gather) || n.outputs.size() != 1 || n.inputs.size() < 2 ||
         n.inputs[0] < 0 || n.inputs[1] < 0) {
-      out.push_back(std::move(n));
+      out.push_back(n);  // a copy: later rewrites look back at g.nodes
       continue;
     }
     const std::string base = n.name.empty() ? g.values[n.outputs[0]].name : n.name;
@@ -159,7 +161,7 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head) {
           (ids.dtype != DType::kI64 && ids.dtype != DType::kI32) || !IsTokenIds(g, uses, n.inputs[1]) ||
           t->numel() < kInt4MinElements ||
           t->shape[1] > kMaxK || !AllFinite(*t)) {
-        out.push_back(std::move(n));
+        out.push_back(n);  // a copy: later rewrites look back at g.nodes
         continue;
       }
       const int64_t v = t->shape[0], h = t->shape[1];
@@ -181,12 +183,28 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head) {
     }
     const ir::Value& av = g.values[n.inputs[0]];
     const ir::TensorData* b = g.values[n.inputs[1]].constant.get();
+    // A tied LM head: MatMul(x, Transpose(E)) with the table E [V, H] too large
+    // for constant folding to have transposed it: B = E^T, read transposed.
+    bool b_transposed = false;
+    if (!b && matmul) {
+      const int p = uses.Producer(n.inputs[1]);
+      if (p >= 0) {
+        const ir::Node& t = g.nodes[p];
+        const ir::TensorData* e = t.inputs.size() == 1 && t.inputs[0] >= 0 ? g.values[t.inputs[0]].constant.get()
+                                                                            : nullptr;
+        if (t.domain.empty() && t.op_type == "Transpose" && e && e->shape.size() == 2 &&
+            t.GetInts("perm", {1, 0}) == std::vector<int64_t>{1, 0}) {
+          b = e;
+          b_transposed = true;
+        }
+      }
+    }
     if (av.is_constant() || av.dtype != DType::kF32 || av.shape.empty() || !b || b->dtype != DType::kF32 ||
         b->shape.size() != 2 || (matmul && n.inputs.size() != 2) || n.Has(ops::attr::kActivation)) {
-      out.push_back(std::move(n));
+      out.push_back(n);  // a copy: later rewrites look back at g.nodes
       continue;
     }
-    const bool trans_b = gemm && n.GetInt("transB", 0) != 0;
+    const bool trans_b = (gemm && n.GetInt("transB", 0) != 0) || b_transposed;
     const int64_t k = trans_b ? b->shape[1] : b->shape[0], cols = trans_b ? b->shape[0] : b->shape[1];
     int bias = -1;
     std::shared_ptr<ir::TensorData> bias_t;
@@ -214,7 +232,7 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head) {
       }
     }
     if (!ok) {
-      out.push_back(std::move(n));
+      out.push_back(n);  // a copy: later rewrites look back at g.nodes
       continue;
     }
     const bool head = ReachesOutput(g, uses, n.outputs[0]);

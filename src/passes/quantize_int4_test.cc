@@ -230,6 +230,45 @@ TEST(QuantizeInt4, RewritesAndMatchesDequantizedFloat) {
   }
 }
 
+// A tied head: logits = MatMul(Gather(E, ids), Transpose(E)), the Transpose
+// left unfolded (a table past the folding limit): the head reads E
+// transposed, and its 8-bit blocks along H are the table's, byte for byte.
+// An index out of range fails the run, naming it.
+TEST(QuantizeInt4, TiedHeadThroughTranspose) {
+  ir::Graph g;
+  const int64_t V = 40, H = 64;
+  const int ids = AddTensor(g, "ids", {1, 3}, ir::DType::kI64);
+  g.inputs = {ids};
+  const int e = g.AddConstant("E", ir::TensorData::FromFloats({V, H}, Wave(V * H, 0.29f, 0.7f)));
+  const int emb = AddTensor(g, "emb", {1, 3, H});
+  AddNode(g, "Gather", {e, ids}, {emb}, "embed");
+  const int et = AddTensor(g, "et", {H, V});
+  AddNode(g, "Transpose", {e}, {et}, "tie");
+  const int y = AddTensor(g, "logits", {1, 3, V});
+  AddNode(g, "MatMul", {emb, et}, {y}, "lm_head");
+  g.outputs = {y};
+  const ir::Graph orig = g;
+  ASSERT_TRUE(QuantizeInt4(g).ok());
+  ASSERT_TRUE(EliminateDeadNodes(g).ok());
+  ASSERT_EQ(Ops(g), (std::vector<std::string>{std::string(ops::opname::GatherRowsNBits), "com.microsoft.MatMulNBits"}));
+  EXPECT_EQ(g.nodes[1].GetInt("bits", 0), 8);
+  EXPECT_EQ(g.nodes[1].GetInt("K", 0), H);
+  EXPECT_EQ(g.nodes[1].GetInt("N", 0), V);
+  const ir::TensorData& table = *g.values[g.nodes[0].inputs[0]].constant;
+  const ir::TensorData& head = *g.values[g.nodes[1].inputs[1]].constant;
+  EXPECT_EQ(table.bytes, head.bytes);
+  EXPECT_EQ(g.values[g.nodes[0].inputs[1]].constant->bytes, g.values[g.nodes[1].inputs[2]].constant->bytes);
+  auto idt = ir::TensorData::FromInts({1, 3}, {3, 0, 39});
+  auto got = Interpret(g, {{ValueId(g, "ids"), idt}});
+  auto fp = Interpret(orig, {{ids, idt}});
+  ASSERT_TRUE(got.ok() && fp.ok()) << got.status().ToString();
+  const auto d = fcb::testing::Compare(Floats(got.value()[ValueId(g, "logits")]), Floats(fp.value()[y]));
+  EXPECT_GT(d.rel_l2, 1e-5);
+  EXPECT_LT(d.rel_l2, 0.05);
+  auto bad = Interpret(g, {{ValueId(g, "ids"), ir::TensorData::FromInts({1, 3}, {3, 40, 0})}});
+  EXPECT_REFUSED(bad, StatusCode::kInvalidArgument, "index 40 (position 1) is out of range for a table of 40 rows");
+}
+
 TEST(QuantizeInt4, NeedsTheOptimizingPipeline) {
   ir::Graph g;
   const int a = AddTensor(g, "a", {1, 64});
