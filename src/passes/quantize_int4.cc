@@ -165,7 +165,7 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head) {
         continue;
       }
       const int64_t v = t->shape[0], h = t->shape[1];
-      // Rows are the "columns" of QuantizeNBits: W [h][v], element (k, row) at t[row * h + k].
+      // Table rows play the part of QuantizeNBits' n: W [h][v], element (k, row) at t[row * h + k].
       NBitsOperands q = QuantizeNBits(t->data<float>(), h, v, 1, h, head_bits);
       ir::Node gq;
       gq.name = n.name;
