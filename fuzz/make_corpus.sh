@@ -38,6 +38,10 @@ for m in fusion_mix kws_cnn lstm_features gru_features rnn_features lstm_input_f
 done
 compile fusion_mix_int8 "$data/fusion_mix.onnx" --target x86-64-v4 --target-options '{"precision": "int8"}'
 compile fusion_mix_bf16 "$data/fusion_mix.onnx" --target x86-64-v4 --target-options '{"precision": "bf16"}'
+# precision int4: MatMulNBitsPacked and GatherRowsNBits steps (the int4 test
+# data: an MLP with odd K, a tied embedding and head).
+compile mlp_int4 "$data/int4/mlp_odd_k.onnx" --target generic --target x86-64-v4 --precision int4
+compile tied_int4 "$data/int4/tied_head.onnx" --target x86-64-v4 --precision int4 --int4-head
 compile fusion_mix_o0 "$data/fusion_mix.onnx" --target generic --target-options '{"optimization_level": 0}'
 compile two_methods --method a="$data/fusion_mix.onnx" --method b="$data/lstm_features.onnx" --target generic
 # Attachments (the File's attachments table): several, one empty.

@@ -254,6 +254,41 @@ if [ ! -f "$bstamp" ] || [ "$(cat "$bstamp")" != "$bwant" ]; then
   printf '%s' "$bwant" >"$bstamp"
 fi
 
+# precision "int4" (tests/int4_precision_test.cc): the tiny form-b model, a
+# float MLP with odd K and a tied embedding + head, their same quantization written by
+# scripts/quantize_int4_reference.py as ONNX files with MatMulNBits, and ONNX
+# Runtime's outputs on those (.int4.ref) and on the float models (.fp32.ref):
+# an 8-token prompt after a 1-position past (seeded), and a seeded MLP input.
+istamp="$dir/.int4.stamp"
+iwant="$(sha256sum "$repo/scripts/export_llm_models.py" "$repo/scripts/quantize_int4_reference.py" \
+  "$oracle/ort_run.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$istamp" ] || [ "$(cat "$istamp")" != "$iwant" ]; then
+  i4="$dir/int4"
+  rm -rf "$i4"
+  mkdir -p "$i4"
+  "$py" "$repo/scripts/export_llm_models.py" --shape tiny --form b --out "$i4/llm_tiny_b.onnx" >/dev/null
+  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/llm_tiny_b.onnx" "$i4/llm_tiny_b.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" --mlp "$i4/mlp_odd_k.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/mlp_odd_k.onnx" "$i4/mlp_odd_k.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" --tied "$i4/tied_head.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/tied_head.onnx" "$i4/tied_head.int4ref.onnx"
+  "$py" -c 'import sys, numpy as np
+d = sys.argv[1]
+np.save(d + "/llm_tiny_b.ids.npy", ((np.arange(8) * 37 + 11) % 256).astype(np.int64)[None])
+np.save(d + "/llm_tiny_b.mask.npy", np.ones((1, 9), np.int64))
+np.save(d + "/llm_tiny_b.past.npy", np.random.default_rng(5).standard_normal((1, 2, 1, 16)).astype(np.float32))
+np.save(d + "/mlp_odd_k.x.npy", np.random.default_rng(3).standard_normal((3, 100)).astype(np.float32))
+np.save(d + "/tied_head.ids.npy", np.array([[7, 299, 0, 150, 7]], np.int64))' "$i4"
+  feeds=("input_ids=$i4/llm_tiny_b.ids.npy" "attention_mask=$i4/llm_tiny_b.mask.npy")
+  for l in 0 1; do for kv in key value; do feeds+=("past_key_values.$l.$kv=$i4/llm_tiny_b.past.npy"); done; done
+  node "$oracle/ort_run.js" "$i4/llm_tiny_b.int4ref.onnx" "$i4/llm_tiny_b.int4.ref" "${feeds[@]}"
+  node "$oracle/ort_run.js" "$i4/llm_tiny_b.onnx" "$i4/llm_tiny_b.fp32.ref" "${feeds[@]}"
+  node "$oracle/ort_run.js" "$i4/mlp_odd_k.int4ref.onnx" "$i4/mlp_odd_k.int4.ref" "x=$i4/mlp_odd_k.x.npy"
+  node "$oracle/ort_run.js" "$i4/mlp_odd_k.onnx" "$i4/mlp_odd_k.fp32.ref" "x=$i4/mlp_odd_k.x.npy"
+  node "$oracle/ort_run.js" "$i4/tied_head.int4ref.onnx" "$i4/tied_head.int4.ref" "ids=$i4/tied_head.ids.npy"
+  printf '%s' "$iwant" >"$istamp"
+fi
+
 # Models with dimensions chosen at each run (scripts/export_dynamic_models.py,
 # whose header lists models, dims and files): bert_dyn (sequence), resnet18_dyn
 # (height, width) and decoder_merged (an optimum-style merged decoder), each run

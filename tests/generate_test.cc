@@ -203,6 +203,66 @@ TEST_F(GenerateTest, CliGeneratesOnnxRuntimesTokensOnEveryTarget) {
   }
 }
 
+// fcb generate --reference: the agreement it prints is the one counted from
+// two separate generate runs, position by position; the logits' rel L2 is 0
+// against itself and positive against a differently quantized compile
+// (precision int4 quantizes the float embedding table of the form-a model to
+// int8; its MatMulNBits stay as they are).
+TEST_F(GenerateTest, ReferenceReportsAgreementAndLogitsError) {
+  ASSERT_FALSE(File().empty());
+  TempDir tmp;
+  CompileSpec spec = Spec();
+  spec.targets = {"x86-64-v2"};
+  TargetOptions o;
+  o.precision = "int4";
+  spec.target_options = {o};
+  auto c = CompileMethods({{"prefill", model_}, {"decode", model_}}, spec, tmp.File("int4.fcb"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::string args = " --prompt " + Prompt() + " --max-new 32 --target x86-64-v2";
+  auto tokens_of = [](const std::string& out, const std::string& key) {
+    std::vector<int64_t> t;
+    const size_t at = out.find(key);
+    if (at == std::string::npos) return t;
+    std::stringstream ss(out.substr(at + key.size(), out.find('\n', at) - at - key.size()));
+    for (int64_t v; ss >> v;) t.push_back(v);
+    return t;
+  };
+  auto a = testing::RunCommand(testing::CliPath() + " generate " + tmp.File("int4.fcb") + args);
+  auto b = testing::RunCommand(testing::CliPath() + " generate " + File() + args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto ta = tokens_of(a.out, "tokens:"), tb = tokens_of(b.out, "tokens:");
+  ASSERT_EQ(ta.size(), 32u);
+  ASSERT_EQ(tb.size(), 32u);
+  int agree = 0;
+  for (size_t i = 0; i < 32; ++i) agree += ta[i] == tb[i];
+  auto r = testing::RunCommand(testing::CliPath() + " generate " + tmp.File("int4.fcb") + args + " --reference " + File());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(tokens_of(r.out, "\ntokens:"), std::vector<int64_t>()) << "one tokens line, first";
+  EXPECT_EQ(tokens_of(r.out, "tokens:"), ta);
+  EXPECT_EQ(tokens_of(r.out, "reference tokens:"), tb);
+  std::smatch m;
+  const std::regex line("agreement: ([0-9]+)/32 tokens equal to the reference's[^\n]*\n"
+                        "logits rel L2 vs reference: ([0-9.e+-]+) over ([0-9]+) steps with the same inputs; per step:"
+                        "( [0-9.e+-]+)+\n");
+  ASSERT_TRUE(std::regex_search(r.out, m, line)) << r.out;
+  EXPECT_EQ(std::stoi(m[1].str()), agree);
+  const double rel = std::stod(m[2].str());
+  EXPECT_GT(rel, 0.0) << "the int8 embedding changes the logits";
+  EXPECT_LT(rel, 0.05);
+  std::printf("[int4] form a tiny, int8 embedding vs fp32: agreement %d/32, logits rel L2 %.3e\n", agree, rel);
+  // Against itself: everything agrees, exactly.
+  auto self = testing::RunCommand(testing::CliPath() + " generate " + File() + args + " --reference " + File());
+  ASSERT_EQ(self.exit_code, 0) << self.err;
+  EXPECT_NE(self.out.find("agreement: 32/32 tokens equal to the reference's (no difference)"), std::string::npos)
+      << self.out;
+  EXPECT_NE(self.out.find("logits rel L2 vs reference: 0.000e+00 over 32 steps"), std::string::npos) << self.out;
+  // A reference that cannot generate is refused, naming it.
+  auto bad = testing::RunCommand(testing::CliPath() + " generate " + File() + args + " --reference " + tmp.File("none.fcb"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--reference"), std::string::npos) << bad.err;
+}
+
 // examples/generate: the same loop on the public API, as a program.
 TEST_F(GenerateTest, ExampleProgramGeneratesOnnxRuntimesTokens) {
   ASSERT_FALSE(File().empty());

@@ -32,8 +32,13 @@ struct TargetOptions {
   // "fp32"; "bf16" (conv/GEMM weights stored as bfloat16); "int8" (Conv/MatMul/
   // Gemm weights quantized per output channel to symmetric int8 at compile time,
   // their inputs quantized per run as DynamicQuantizeLinear does). bf16 and int8
-  // need optimization_level >= 1.
+  // need optimization_level >= 1. "int4": weight-only, MatMul/Gemm weights as
+  // 4-bit symmetric blocks of 32 (com.microsoft MatMulNBits), the LM head and
+  // embedding tables at 8 bits; needs optimization_level >= 1 as well.
   std::string precision = "fp32";
+  // With precision "int4": the LM head and embedding tables 4-bit too (default
+  // false: they stay 8-bit, where most of int4's accuracy loss would be).
+  bool int4_head = false;
   bool operator==(const TargetOptions&) const = default;
 };
 

@@ -122,7 +122,9 @@ def compile(
             {"optimization_level": 1, "precision": "bf16"} when `targets` is a
             single target or "all"; or a list with one dict per target, in
             the same order. Keys: optimization_level (0-3, default 2),
-            precision ("fp32", "bf16", "int8"; default "fp32").
+            precision ("fp32", "bf16", "int8", "int4"; default "fp32"),
+            int4_head (with "int4": the LM head and embeddings 4-bit too;
+            default False, 8-bit).
         weight_sharing: False stores a separate copy of the weights for every
             context (for comparison).
         input_shapes: fixes symbolic input dimensions: {"NAME": [1, 3, 224, 224]}

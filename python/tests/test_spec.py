@@ -39,6 +39,11 @@ INVALID = [
      "list each output once"),
     ({"targets": "generic", "outputs": ["main:"]}, {"targets": "generic", "outputs": ["main:"]},
      "with an empty name"),
+    ({"targets": "generic", "target_options": {"precision": "int4", "optimization_level": 0}},
+     {"targets": "generic", "target_options": {"precision": "int4", "optimization_level": 0}},
+     "set optimization_level to 1 or higher"),
+    ({"targets": "generic", "target_options": {"int4_head": True}},
+     {"targets": "generic", "target_options": {"int4_head": True}}, 'remove it or set "precision": "int4"'),
 ]
 
 
@@ -111,6 +116,14 @@ def test_scalar_and_one_element_list_give_identical_files(demo_model, tmp_path):
                 input_shapes={"input": (1, 3, 64, 64)})
     assert a.read_bytes() == b.read_bytes()
     assert fcb.inspect(a)["contexts"][0]["options"]["optimization_level"] == 1
+
+
+def test_precision_int4_keywords(demo_model, tmp_path):
+    out = tmp_path / "int4.fcb"
+    fcb.compile(demo_model, out, targets="generic", target_options={"precision": "int4", "int4_head": True},
+                input_shapes=SHAPES)
+    options = fcb.inspect(out)["contexts"][0]["options"]
+    assert (options["precision"], options["int4_head"]) == ("int4", True)
 
 
 def test_methods_dict_weight_sharing_and_progress(demo_model, tmp_path):

@@ -22,6 +22,8 @@ struct CompileArgs {
   std::vector<std::string> state;  // --state auto | [METHOD:]PAST=PRESENT
   int64_t kv_capacity = -1;        // --kv-capacity N (-1: the spec's)
   std::vector<std::string> keep_outputs;  // --keep-output [METHOD:]NAME (replaces the spec's "outputs")
+  std::string precision;           // --precision P: every target's precision ("" : the options')
+  bool int4_head = false;          // --int4-head: precision int4 keeps the LM head and embeddings 4-bit
 };
 // fcb generate: greedy generation on token ids with the prefill and decode
 // methods sharing one State.
@@ -29,6 +31,7 @@ struct GenerateArgs {
   std::string file, target = "auto", prompt;
   int threads = 1;
   int max_new = 16;
+  std::string reference;  // --reference FILE.fcb: compare tokens and logits with its generation
 };
 // What run, bench and profile share: the file, the method, the target, threads.
 struct ProgramArgs {

@@ -102,6 +102,14 @@ int CmdCompile(const CompileArgs& a) {
     spec.target_options.clear();  // the spec's options belonged to the spec's targets
   }
   if (spec.targets.empty()) spec.targets = {"all"};
+  // --precision / --int4-head: set in every target's options (made where none were given).
+  if (!a.precision.empty() || a.int4_head) {
+    if (spec.target_options.empty()) spec.target_options.assign(spec.targets.size(), TargetOptions{});
+    for (TargetOptions& o : spec.target_options) {
+      if (!a.precision.empty()) o.precision = a.precision;
+      if (a.int4_head) o.int4_head = true;
+    }
+  }
   for (const auto& s : a.input_shapes) {
     auto kv = SplitAssign(s, "--input-shape");
     if (!kv.ok()) return Fail(kv.status());

@@ -8,6 +8,7 @@
 // timed generation, as tools/oracle/ort_generate.js does for ONNX Runtime.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -44,6 +45,7 @@ struct Step {
   size_t logits = 0;              // output index
   int64_t max_tokens = 0, min_tokens = 0;  // input_ids dim 1 range
   int64_t max_total = std::numeric_limits<int64_t>::max();  // attention_mask's longest, when it has one
+  std::vector<float> last_logits;  // the last run's logits row of its last token
 
   // Runs `ids` as the tokens at positions past..past+S-1; the next token is
   // the argmax of the last logits row.
@@ -87,6 +89,7 @@ struct Step {
     const auto& shape = ex->output_shape(logits);
     const int64_t vocab = shape.back();
     const float* row = static_cast<const float*>(ex->output_data(logits)) + (s - 1) * vocab;
+    last_logits.assign(row, row + vocab);
     return static_cast<int64_t>(std::max_element(row, row + vocab) - row);
   }
 };
@@ -145,6 +148,99 @@ std::string Rate(const char* what, int64_t tokens, double ms) {
   return buf;
 }
 
+// One file's greedy generation: the tokens, each step's logits row, timings.
+struct Generation {
+  std::vector<int64_t> tokens;
+  std::vector<std::vector<float>> logits;  // per generated token: the row it was chosen from
+  double prefill_ms = 0, decode_ms = 0;
+};
+
+// `usage` is set for requests the file cannot take (the prompt's length, the
+// tokens asked for): exit status 2, as for a bad flag.
+Result<Generation> Generate(const std::string& file, const GenerateArgs& a, const std::vector<int64_t>& prompt,
+                            bool* usage) {
+  LoadOptions lo;
+  lo.target = a.target;
+  FCB_ASSIGN_OR_RETURN(std::shared_ptr<const Program> p, Program::Load(file, lo));
+  const std::vector<std::string> methods = p->methods();
+  auto has = [&](const std::string& m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
+  std::string names;
+  for (const auto& m : methods) names += (names.empty() ? "'" : ", '") + Shown(m) + "'";
+  if (!has("prefill") || !has("decode"))
+    return InvalidArgument(file + ": generate needs the methods 'prefill' (the prompt) and 'decode' (one token) sharing a "
+                "KV cache as state; this file has " + names + ". Compile them from one model, e.g. fcb compile "
+                "--method prefill=M.onnx --method decode=M.onnx --state auto --kv-capacity 512 "
+                "--input-shape prefill:input_ids=1x1..512 --input-shape decode:input_ids=1x1 ...");
+  FCB_ASSIGN_OR_RETURN(std::shared_ptr<State> state, State::Create(p));
+  const auto vars = state->variables();
+  if (vars.empty())
+    return InvalidArgument(file + ": methods 'prefill' and 'decode' keep no state between runs; compile them with a KV "
+                           "cache as state (--state auto, and --kv-capacity N for a growing past)");
+  int64_t capacity = std::numeric_limits<int64_t>::max();
+  for (const auto& v : vars)
+    if (v.shape.size() == 4) capacity = std::min(capacity, v.shape[2]);
+  auto prefill = MakeStep(p, "prefill", a.threads, state);
+  if (!prefill.ok()) return prefill.TakeStatus().Annotate(file);
+  auto decode = MakeStep(p, "decode", a.threads, state);
+  if (!decode.ok()) return decode.TakeStatus().Annotate(file);
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n < prefill.value().min_tokens || n > prefill.value().max_tokens)
+    return *usage = true, InvalidArgument(file + ": the prompt has " + std::to_string(n) + " tokens; method 'prefill' takes " +
+                           std::to_string(prefill.value().min_tokens) + ".." +
+                           std::to_string(prefill.value().max_tokens));
+  if (decode.value().min_tokens > 1 || decode.value().max_tokens < 1)
+    return InvalidArgument(file + ": method 'decode' does not take one token (its input_ids take " +
+                           std::to_string(decode.value().min_tokens) + ".." +
+                           std::to_string(decode.value().max_tokens) + ")");
+  // The cache holds the prompt and every generated token but the last; the
+  // attention mask's range may bound that below the buffer's capacity.
+  const int64_t need = n + a.max_new - 1;
+  if (capacity != std::numeric_limits<int64_t>::max() && need > capacity)
+    return *usage = true, InvalidArgument(file + ": the prompt (" + std::to_string(n) + " tokens) and " + std::to_string(a.max_new) +
+                " new tokens need " + std::to_string(need) + " cache positions; the KV cache holds " +
+                std::to_string(capacity) + " (compile with a larger --kv-capacity, or ask for fewer tokens)");
+  for (const Step* s : {&prefill.value(), &decode.value()})
+    if ((s == &prefill.value() ? n : need) > s->max_total)
+      return *usage = true, InvalidArgument(file + ": the prompt (" + std::to_string(n) + " tokens) and " +
+                  std::to_string(a.max_new) + " new tokens need an attention_mask of " +
+                  std::to_string(s == &prefill.value() ? n : need) + " in method '" + s->method +
+                  "', which takes at most " + std::to_string(s->max_total) +
+                  " (compile with a wider attention_mask range, or ask for fewer tokens)");
+
+  // One untimed warm-up (the prompt and one decode step: first-run costs,
+  // the prompt's plan resolution), then an empty cache again.
+  {
+    FCB_ASSIGN_OR_RETURN(int64_t w, prefill.value().Run(prompt, 0));
+    if (a.max_new > 1) {
+      auto d = decode.value().Run({w}, n);
+      if (!d.ok()) return d.TakeStatus().Annotate(file + ": decode step 1");
+    }
+    state->Reset();
+  }
+  using Clock = std::chrono::steady_clock;
+  Generation g;
+  const auto t0 = Clock::now();
+  FCB_ASSIGN_OR_RETURN(int64_t first, prefill.value().Run(prompt, 0));
+  g.prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  g.tokens.push_back(first);
+  if (!a.reference.empty()) g.logits.push_back(prefill.value().last_logits);
+  const auto t1 = Clock::now();
+  for (int64_t i = 1; i < a.max_new; ++i) {
+    auto next = decode.value().Run({g.tokens.back()}, n + i - 1);
+    if (!next.ok()) return next.TakeStatus().Annotate(file + ": decode step " + std::to_string(i));
+    g.tokens.push_back(next.value());
+    if (!a.reference.empty()) g.logits.push_back(decode.value().last_logits);
+  }
+  g.decode_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+  return g;
+}
+
+std::string TokenLine(const char* what, const std::vector<int64_t>& tokens) {
+  std::string line = what;
+  for (int64_t t : tokens) line += " " + std::to_string(t);
+  return line;
+}
+
 }  // namespace
 
 int CmdGenerate(const GenerateArgs& a) {
@@ -152,84 +248,54 @@ int CmdGenerate(const GenerateArgs& a) {
   if (!prompt.ok()) return Fail(prompt.status().message(), 2);
   if (a.max_new < 1) return Fail("--max-new must be at least 1", 2);
   if (a.threads < 1) return Fail("--threads must be at least 1", 2);
-  LoadOptions lo;
-  lo.target = a.target;
-  auto program = Program::Load(a.file, lo);
-  if (!program.ok()) return Fail(program.status());
-  const auto& p = program.value();
-  const std::vector<std::string> methods = p->methods();
-  auto has = [&](const std::string& m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
-  std::string names;
-  for (const auto& m : methods) names += (names.empty() ? "'" : ", '") + Shown(m) + "'";
-  if (!has("prefill") || !has("decode"))
-    return Fail(a.file + ": generate needs the methods 'prefill' (the prompt) and 'decode' (one token) sharing a "
-                "KV cache as state; this file has " + names + ". Compile them from one model, e.g. fcb compile "
-                "--method prefill=M.onnx --method decode=M.onnx --state auto --kv-capacity 512 "
-                "--input-shape prefill:input_ids=1x1..512 --input-shape decode:input_ids=1x1 ...");
-  auto state = State::Create(p);
-  if (!state.ok()) return Fail(state.status());
-  const auto vars = state.value()->variables();
-  if (vars.empty())
-    return Fail(a.file + ": methods 'prefill' and 'decode' keep no state between runs; compile them with a KV cache "
-                "as state (--state auto, and --kv-capacity N for a growing past)");
-  int64_t capacity = std::numeric_limits<int64_t>::max();
-  for (const auto& v : vars)
-    if (v.shape.size() == 4) capacity = std::min(capacity, v.shape[2]);
-  auto prefill = MakeStep(p, "prefill", a.threads, state.value());
-  if (!prefill.ok()) return Fail(prefill.TakeStatus().Annotate(a.file));
-  auto decode = MakeStep(p, "decode", a.threads, state.value());
-  if (!decode.ok()) return Fail(decode.TakeStatus().Annotate(a.file));
-  const int64_t n = static_cast<int64_t>(prompt.value().size());
-  if (n < prefill.value().min_tokens || n > prefill.value().max_tokens)
-    return Fail("the prompt has " + std::to_string(n) + " tokens; method 'prefill' takes " +
-                std::to_string(prefill.value().min_tokens) + ".." + std::to_string(prefill.value().max_tokens), 2);
-  if (decode.value().min_tokens > 1 || decode.value().max_tokens < 1)
-    return Fail("method 'decode' does not take one token (its input_ids take " +
-                std::to_string(decode.value().min_tokens) + ".." + std::to_string(decode.value().max_tokens) + ")");
-  // The cache holds the prompt and every generated token but the last; the
-  // attention mask's range may bound that below the buffer's capacity.
-  const int64_t need = n + a.max_new - 1;
-  if (capacity != std::numeric_limits<int64_t>::max() && need > capacity)
-    return Fail("the prompt (" + std::to_string(n) + " tokens) and " + std::to_string(a.max_new) +
-                " new tokens need " + std::to_string(need) + " cache positions; the KV cache holds " +
-                std::to_string(capacity) + " (compile with a larger --kv-capacity, or ask for fewer tokens)", 2);
-  for (const Step* s : {&prefill.value(), &decode.value()})
-    if ((s == &prefill.value() ? n : need) > s->max_total)
-      return Fail("the prompt (" + std::to_string(n) + " tokens) and " + std::to_string(a.max_new) +
-                  " new tokens need an attention_mask of " + std::to_string(s == &prefill.value() ? n : need) +
-                  " in method '" + s->method + "', which takes at most " + std::to_string(s->max_total) +
-                  " (compile with a wider attention_mask range, or ask for fewer tokens)", 2);
-
-  // One untimed warm-up (the prompt and one decode step: first-run costs,
-  // the prompt's plan resolution), then an empty cache again.
-  {
-    auto w = prefill.value().Run(prompt.value(), 0);
-    if (!w.ok()) return Fail(w.status());
-    if (a.max_new > 1) {
-      auto d = decode.value().Run({w.value()}, n);
-      if (!d.ok()) return Fail(d.TakeStatus().Annotate("decode step 1"));
+  bool usage = false;
+  auto run = Generate(a.file, a, prompt.value(), &usage);
+  if (!run.ok()) return usage ? Fail(run.status().message(), 2) : Fail(run.status());
+  const Generation& g = run.value();
+  std::cout << TokenLine("tokens:", g.tokens) << "\n"
+            << Rate("prefill", static_cast<int64_t>(prompt.value().size()), g.prefill_ms) << "\n"
+            << Rate("decode", a.max_new - 1, g.decode_ms) << "\n";
+  if (a.reference.empty()) return 0;
+  // --reference: the same greedy generation with the reference file (e.g. the
+  // fp32 compile of the model this file quantizes); token agreement position
+  // by position, and the logits' rel L2 over the steps whose inputs were still
+  // the same (up to the first differing token, included).
+  auto ref = Generate(a.reference, a, prompt.value(), &usage);
+  if (!ref.ok()) return Fail(ref.TakeStatus().Annotate("--reference").message(), usage ? 2 : 1);
+  const Generation& r = ref.value();
+  int64_t agree = 0, first_diff = -1;
+  for (size_t i = 0; i < g.tokens.size(); ++i) {
+    agree += g.tokens[i] == r.tokens[i];
+    if (first_diff < 0 && g.tokens[i] != r.tokens[i]) first_diff = static_cast<int64_t>(i);
+  }
+  const size_t same_inputs = first_diff < 0 ? g.tokens.size() : static_cast<size_t>(first_diff) + 1;
+  double d2 = 0, r2 = 0;
+  std::string per_step;
+  for (size_t i = 0; i < same_inputs; ++i) {
+    if (g.logits[i].size() != r.logits[i].size())
+      return Fail("--reference: the logits have " + std::to_string(g.logits[i].size()) + " entries here and " +
+                  std::to_string(r.logits[i].size()) + " in the reference; compare compiles of one model");
+    double sd = 0, sr = 0;
+    for (size_t j = 0; j < g.logits[i].size(); ++j) {
+      const double d = static_cast<double>(g.logits[i][j]) - r.logits[i][j];
+      sd += d * d;
+      sr += static_cast<double>(r.logits[i][j]) * r.logits[i][j];
     }
-    state.value()->Reset();
+    d2 += sd;
+    r2 += sr;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " %.2e", sr > 0 ? std::sqrt(sd / sr) : 0.0);
+    per_step += buf;
   }
-  using Clock = std::chrono::steady_clock;
-  std::vector<int64_t> out;
-  const auto t0 = Clock::now();
-  auto first = prefill.value().Run(prompt.value(), 0);
-  const double prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  if (!first.ok()) return Fail(first.status());
-  out.push_back(first.value());
-  const auto t1 = Clock::now();
-  for (int64_t i = 1; i < a.max_new; ++i) {
-    auto next = decode.value().Run({out.back()}, n + i - 1);
-    if (!next.ok()) return Fail(next.TakeStatus().Annotate("decode step " + std::to_string(i)));
-    out.push_back(next.value());
-  }
-  const double decode_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
-  std::string line = "tokens:";
-  for (int64_t t : out) line += " " + std::to_string(t);
-  std::cout << line << "\n"
-            << Rate("prefill", n, prefill_ms) << "\n"
-            << Rate("decode", a.max_new - 1, decode_ms) << "\n";
+  char num[64];
+  std::snprintf(num, sizeof num, "%.3e", r2 > 0 ? std::sqrt(d2 / r2) : 0.0);
+  std::cout << TokenLine("reference tokens:", r.tokens) << "\n"
+            << "agreement: " << agree << "/" << g.tokens.size() << " tokens equal to the reference's"
+            << (first_diff < 0 ? std::string(" (no difference)")
+                               : " (first difference at token " + std::to_string(first_diff) + ")")
+            << "\n"
+            << "logits rel L2 vs reference: " << num << " over " << same_inputs
+            << " steps with the same inputs; per step:" << per_step << "\n";
   return 0;
 }
 

@@ -29,7 +29,11 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", ca.output, "output .fcb file")->required();
   compile->add_option("--target", ca.targets, "target (repeatable; 'all' = every known target)");
   compile->add_option("--target-options", ca.target_options, "JSON options, once per --target, same order, e.g. '{\"optimization_level\": 2, "
-                      "\"precision\": \"int8\"}' (precision: fp32, bf16 or int8)");
+                      "\"precision\": \"int8\"}' (precision: fp32, bf16, int8 or int4; int4_head: true/false)");
+  compile->add_option("--precision", ca.precision,
+                      "fp32, bf16, int8 or int4: every target's precision (overrides --target-options' and the spec's)");
+  compile->add_flag("--int4-head", ca.int4_head,
+                    "with --precision int4: the LM head and embedding tables 4-bit too (default: 8-bit)");
   compile->add_option("--spec", ca.spec_path, "JSON compile spec (flags given too override its fields)");
   compile->add_option("--input-shape", ca.input_shapes,
                       "[METHOD:]NAME=1x3x224x224; LO..HI bounds a dim, e.g. NAME=1x1..512 (repeatable)");
@@ -87,6 +91,9 @@ int main(int argc, char** argv) {
   generate->add_option("--max-new", ga.max_new, "tokens to generate (default 16)");
   generate->add_option("--threads", ga.threads, "threads (default 1)");
   generate->add_option("--target", ga.target, "target to force (default: auto)");
+  generate->add_option("--reference", ga.reference,
+                       "FILE.fcb (e.g. the fp32 compile of this model): generate with it too and print the token "
+                       "agreement and the logits' rel L2 against it");
 
   bool targets_json = false, ops_json = false;
   auto* targets = app.add_subcommand("targets", "list known targets and what this host runs");

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "compile/lower.h"
@@ -487,33 +488,41 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     const std::set<std::string> growing =
         spec.kv_capacity > 0 ? ConcatPastInputs(imported.value(), spec, method) : std::set<std::string>();
     if (spec.kv_capacity > 0 && kv_inputs.empty() && growing.empty()) no_kv_methods.push_back(method);
+    // One optimized graph per (optimization level, graph precision) in use:
+    // the graph passes see fp32 (bf16 is the lowering's business), int8, or
+    // int4 with or without int4_head.
+    using GraphKey = std::tuple<int, ops::Precision, bool>;
+    auto graph_key = [&](size_t i) {
+      const ops::Precision p = precision[i] == ops::Precision::kBf16 ? ops::Precision::kFp32 : precision[i];
+      return GraphKey(opts[i].optimization_level, p, p == ops::Precision::kInt4 && opts[i].int4_head);
+    };
     // A growing cache (form b): its Concat becomes an in-place append and the
     // attention reading it one step (passes::FuseKvCacheAttention).
     // First, so that OptimizeGraph's own attention fusion (dense K and V)
     // leaves these to it.
-    auto optimize_graph = [&](ir::Graph& g, int level, bool int8) -> Status {
+    auto optimize_graph = [&](ir::Graph& g, const GraphKey& key) -> Status {
       if (!growing.empty())
         FCB_RETURN_IF_ERROR(passes::FuseKvCacheAttention(g, spec.kv_capacity, growing, false));
-      return passes::OptimizeGraph(g, level, int8 ? ops::Precision::kInt8 : ops::Precision::kFp32);
+      passes::GraphPrecision gp;
+      gp.precision = std::get<1>(key);
+      gp.int4_head = std::get<2>(key);
+      return passes::OptimizeGraph(g, std::get<0>(key), gp);
     };
-    // One optimized graph per (optimization level, int8 or not) in use.
-    std::map<std::pair<int, bool>, Result<ir::Graph>> optimized;
-    auto optimize = [&](int level, bool int8) -> const Result<ir::Graph>& {
-      const std::pair<int, bool> key(level, int8);
+    std::map<GraphKey, Result<ir::Graph>> optimized;
+    auto optimize = [&](const GraphKey& key) -> const Result<ir::Graph>& {
       auto it = optimized.find(key);
       if (it != optimized.end()) return it->second;
       Progress(hooks, "optimize", method, "");
       ir::Graph g = imported.value();
-      Status s = optimize_graph(g, level, int8);
+      Status s = optimize_graph(g, key);
       return optimized.emplace(key, s.ok() ? Result<ir::Graph>(std::move(g)) : Result<ir::Graph>(s)).first->second;
     };
     // With ranges: every value's shape with each symbol at its low end (the
     // method imported and optimized there too), which lowering rules whose
     // choice depends on a size consult (LowerContext::LowShape). Empty when
     // that import fails: choices are then made for the bound alone.
-    std::map<std::pair<int, bool>, std::map<std::string, ir::Shape>> low_shapes;
-    auto low_shapes_for = [&](int level, bool int8) -> const std::map<std::string, ir::Shape>* {
-      const std::pair<int, bool> key(level, int8);
+    std::map<GraphKey, std::map<std::string, ir::Shape>> low_shapes;
+    auto low_shapes_for = [&](const GraphKey& key) -> const std::map<std::string, ir::Shape>* {
       if (auto it = low_shapes.find(key); it != low_shapes.end()) return &it->second;
       std::map<std::string, ir::Shape>& names = low_shapes[key];
       ir::ImportOptions o = ImportOptionsFor(spec, method);
@@ -523,14 +532,13 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       if (!low.ok()) return &names;
       ir::Graph g = std::move(low).value();
       if (!SelectOutputs(spec, method, &g).ok()) return &names;
-      if (!optimize_graph(g, level, int8).ok()) return &names;
+      if (!optimize_graph(g, key).ok()) return &names;
       for (const auto& v : g.values) names.emplace(v.name, v.shape);
       return &names;
     };
     for (size_t i = 0; i < spec.targets.size(); ++i) {
-      const int level = opts[i].optimization_level;
       const std::string& target = spec.targets[i];
-      const auto& g = optimize(level, precision[i] == ops::Precision::kInt8);
+      const auto& g = optimize(graph_key(i));
       if (!g.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + g.status().message());
         note(g.status().code());
@@ -541,7 +549,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       lo.target = *TargetFromName(target);
       lo.options = opts[i];
       lo.weight_sharing = spec.weight_sharing;
-      if (g.value().dynamic()) lo.low_shapes = low_shapes_for(level, precision[i] == ops::Precision::kInt8);
+      if (g.value().dynamic()) lo.low_shapes = low_shapes_for(graph_key(i));
       auto ctx = compile::LowerGraph(g.value(), method, lo, pool);
       if (!ctx.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + ctx.status().message());
@@ -588,8 +596,8 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       } else {
         acc.target = TargetName(*best);
         Progress(hooks, "measure int8 accuracy", method, acc.target);
-        const auto& g8 = optimize(level, true);
-        const auto& g32 = optimize(level, false);
+        const auto& g8 = optimize(GraphKey(level, ops::Precision::kInt8, false));
+        const auto& g32 = optimize(GraphKey(level, ops::Precision::kFp32, false));
         if (!g8.ok()) s = g8.status();
         else if (!g32.ok()) s = Status(g32.status()).Annotate("the fp32 reference");
         else s = MeasureInt8(g32.value(), g8.value(), *best, opts[members.front()], &acc);

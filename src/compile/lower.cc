@@ -479,6 +479,7 @@ std::string OptionsToJson(const TargetOptions& o) {
   nlohmann::ordered_json j;
   j["optimization_level"] = o.optimization_level;
   j["precision"] = o.precision;
+  if (o.int4_head) j["int4_head"] = true;  // written only when set: files without it read as before
   return j.dump();
 }
 
@@ -486,7 +487,7 @@ Result<format::ContextDesc> LowerGraph(const ir::Graph& graph, const std::string
                                        const LowerOptions& options, format::WeightPoolBuilder& pool) {
   if (!ops::ParsePrecision(options.options.precision))
     return InvalidArgument("precision '" + options.options.precision +
-                           "' is not valid; use \"fp32\", \"bf16\" or \"int8\"");
+                           "' is not valid; use \"fp32\", \"bf16\", \"int8\" or \"int4\"");
   return Lowerer(graph, options, pool).Run(method);
 }
 

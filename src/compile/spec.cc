@@ -51,7 +51,7 @@ std::string Join(const std::vector<std::string>& v) {
 }
 
 const std::vector<std::string>& OptionKeys() {
-  static const std::vector<std::string> k = {"optimization_level", "precision"};
+  static const std::vector<std::string> k = {"optimization_level", "precision", "int4_head"};
   return k;
 }
 
@@ -67,8 +67,13 @@ Result<TargetOptions> ParseOptions(const json& j, const std::string& where) {
       o.optimization_level = it->get<int>();
     } else if (key == "precision") {
       if (!it->is_string())
-        return InvalidArgument(where + ": precision must be a string: \"fp32\", \"bf16\" or \"int8\"");
+        return InvalidArgument(where + ": precision must be a string: \"fp32\", \"bf16\", \"int8\" or \"int4\"");
       o.precision = it->get<std::string>();
+    } else if (key == "int4_head") {
+      if (!it->is_boolean())
+        return InvalidArgument(where + ": int4_head must be true or false (with precision \"int4\": whether the LM "
+                               "head and embedding tables are 4-bit too; default false, 8-bit)");
+      o.int4_head = it->get<bool>();
     } else {
       return InvalidArgument(where + ": unknown option '" + key + "'; did you mean '" +
                              Nearest(key, OptionKeys()) + "'? Known options: " + Join(OptionKeys()));
@@ -243,7 +248,10 @@ Status ValidateSpec(const CompileSpec& spec) {
     const std::optional<ops::Precision> precision = ops::ParsePrecision(o.precision);
     if (!precision)
       return InvalidArgument(where + ": precision '" + o.precision +
-                             "' is not valid; use \"fp32\", \"bf16\" or \"int8\"");
+                             "' is not valid; use \"fp32\", \"bf16\", \"int8\" or \"int4\"");
+    if (o.int4_head && *precision != ops::Precision::kInt4)
+      return InvalidArgument(where + ": int4_head is an option of precision \"int4\", not of precision '" +
+                             o.precision + "'; remove it or set \"precision\": \"int4\"");
     if (*precision != ops::Precision::kFp32 && o.optimization_level == 0)
       return InvalidArgument(where + ": precision " + o.precision +
                              " needs the optimizing pipeline; set optimization_level to 1 or higher, or use "

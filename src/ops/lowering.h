@@ -26,20 +26,24 @@
 
 namespace fcb::ops {
 
-// The numbers a target's compile computes with. Spelled "fp32", "bf16" and
-// "int8" only where specs, the command line and stored options are read or
+// The numbers a target's compile computes with. Spelled "fp32", "bf16",
+// "int8" and "int4" only where specs, the command line and stored options are read or
 // written (ParsePrecision, PrecisionName); an enum everywhere else.
 //   kFp32 - float32 throughout.
 //   kBf16 - packed conv/GEMM weights stored as bfloat16, widened at load.
 //   kInt8 - convolutions quantized to int8 (passes/quantize_int8.cc), float
 //           depthwise weights stored as int8 (ConvNhwc).
-// bf16 and int8 need the optimizing pipeline (optimization_level >= 1).
-enum class Precision { kFp32, kBf16, kInt8 };
+//   kInt4 - weight-only: float MatMul/Gemm weights as 4-bit MatMulNBits
+//           (block 32, symmetric), the LM head and embedding tables at 8 bits
+//           (passes/quantize_int4.cc); activations stay float.
+// bf16, int8 and int4 need the optimizing pipeline (optimization_level >= 1).
+enum class Precision { kFp32, kBf16, kInt8, kInt4 };
 
 inline const char* PrecisionName(Precision p) {
   switch (p) {
     case Precision::kBf16: return "bf16";
     case Precision::kInt8: return "int8";
+    case Precision::kInt4: return "int4";
     case Precision::kFp32: break;
   }
   return "fp32";
@@ -47,7 +51,7 @@ inline const char* PrecisionName(Precision p) {
 
 // The precision spelled `s`, or nullopt for anything else.
 inline std::optional<Precision> ParsePrecision(std::string_view s) {
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kInt8})
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kInt8, Precision::kInt4})
     if (s == PrecisionName(p)) return p;
   return std::nullopt;
 }

@@ -27,8 +27,9 @@
   X(QConv, DefineQConv)                             \
   X(QConvNhwc, DefineQConvNhwc)                     \
   X(QLookup, DefineQLookup)                         \
-  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)   \
-  X(KvAppend, DefineKvAppend)                     \
+  X(MatMulNBitsPacked, DefineMatMulNBitsPacked)     \
+  X(GatherRowsNBits, DefineGatherRowsNBits)         \
+  X(KvAppend, DefineKvAppend)                       \
   X(AttentionFused, DefineAttentionFused)
 
 // Attributes of internal operators: X(constant, "spelling", internal_only).

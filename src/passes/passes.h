@@ -116,15 +116,47 @@ Status WeightOnlyInt8MatMul(ir::Graph& g, int64_t fold_limit = kWeightOnlyFoldLi
 // quantization error), on request.
 Status QuantizeInt8(ir::Graph& g);
 
+// Precision "int4" (src/passes/quantize_int4.cc, quantize_int4.h): weight-
+// only. Every MatMul (A float32, B a float32 constant [K, N] or the
+// Transpose of a constant [N, K]) and Gemm
+// (transA = 0) becomes com.microsoft.MatMulNBits, 4 bits, block 32, symmetric,
+// no zero points, accuracy_level 0; Gemm's C an Add after it. The LM head (a
+// MatMul/Gemm whose output reaches a graph output through single-reader
+// Reshape/Squeeze/Unsqueeze/Flatten/Identity/Add/Mul/Div/Tanh nodes) and
+// embedding tables (Gather axis 0 of a float32 constant [V, H] by non-constant
+// ids) at 8 bits, or 4 with `int4_head`; tables become GatherRowsNBits.
+// Weights under kInt4MinElements elements, non-finite ones, and K > 2^16 stay
+// float. Changes results (by the quantization error), on request.
+inline constexpr int64_t kInt4MinElements = 1024;
+Status QuantizeInt4(ir::Graph& g, bool int4_head = false);
+
+// The precision the graph passes compile for: fp32 (also bf16's graph),
+// int8, or int4 with its head option.
+struct GraphPrecision {
+  ops::Precision precision = ops::Precision::kFp32;
+  bool int4_head = false;
+};
+
 // Level 0: FoldConstants, RemoveIdentities, ExactQdqGlobalAveragePool, EliminateDeadNodes.
 // Level >= 1: also FoldBatchNorm and FuseActivations, and QuantizeInt8 between
 // them when quantize_int8 is set (precision "int8", which needs level >= 1).
-Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8 = false);
+// QuantizeInt4 in the same place for precision "int4" (level >= 1 too).
+Status RunDefaultPasses(ir::Graph& g, int optimization_level, const GraphPrecision& precision);
+inline Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8 = false) {
+  GraphPrecision p;
+  if (quantize_int8) p.precision = ops::Precision::kInt8;
+  return RunDefaultPasses(g, optimization_level, p);
+}
 
 // The whole pipeline the compiler runs (pipeline.cc, the one list of passes in
 // order): RunDefaultPasses, Conv1dAs2d, AssignLayouts (passes/layout.h) and,
 // at level >= 1, FuseResidualAdd (passes/fuse_residual.h); then validates.
-Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision);
+Status OptimizeGraph(ir::Graph& g, int optimization_level, const GraphPrecision& precision);
+inline Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision) {
+  GraphPrecision p;
+  p.precision = precision;
+  return OptimizeGraph(g, optimization_level, p);
+}
 
 // A growing KV cache kept in place (fuse_kv_attention.cc; the compiler runs it
 // after OptimizeGraph when the spec gives kv_capacity): Concat(past, new,

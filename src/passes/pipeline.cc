@@ -7,9 +7,12 @@
 #include "passes/passes.h"
 
 namespace fcb::passes {
-Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8) {
-  if (quantize_int8 && optimization_level < 1)
-    return InvalidArgument("precision int8 needs optimization_level 1 or higher");
+Status RunDefaultPasses(ir::Graph& g, int optimization_level, const GraphPrecision& precision) {
+  const bool quantize_int8 = precision.precision == ops::Precision::kInt8;
+  const bool quantize_int4 = precision.precision == ops::Precision::kInt4;
+  if ((quantize_int8 || quantize_int4) && optimization_level < 1)
+    return InvalidArgument(std::string("precision ") + ops::PrecisionName(precision.precision) +
+                           " needs optimization_level 1 or higher");
   // Dequantized int8 weights stay int8 until FuseQuantized has seen them.
   FCB_RETURN_IF_ERROR(FoldConstants(g, optimization_level >= 1).Annotate("constant folding"));
   FCB_RETURN_IF_ERROR(RemoveIdentities(g).Annotate("removing identities"));
@@ -21,6 +24,10 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
     // After BN folding (the folded weights are the ones quantized), before
     // activation fusion (which would hide a Conv's Relu inside the float op).
     if (quantize_int8) FCB_RETURN_IF_ERROR(QuantizeInt8(g).Annotate("quantizing to int8"));
+    // Before FuseMatMulBias (which would hide a MatMul inside a Gemm) and
+    // FuseActivations (which would hide it behind an epilogue).
+    if (quantize_int4)
+      FCB_RETURN_IF_ERROR(QuantizeInt4(g, precision.int4_head).Annotate("quantizing weights to int4"));
     FCB_RETURN_IF_ERROR(FuseLayerNorm(g).Annotate("fusing layer normalization"));
     FCB_RETURN_IF_ERROR(FuseGelu(g).Annotate("fusing GELU"));
     FCB_RETURN_IF_ERROR(FuseMatMulBias(g).Annotate("fusing MatMul bias"));
@@ -36,8 +43,8 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, bool quantize_int8
   return g.Validate().Annotate("after graph passes");
 }
 
-Status OptimizeGraph(ir::Graph& g, int optimization_level, ops::Precision precision) {
-  FCB_RETURN_IF_ERROR(RunDefaultPasses(g, optimization_level, precision == ops::Precision::kInt8));
+Status OptimizeGraph(ir::Graph& g, int optimization_level, const GraphPrecision& precision) {
+  FCB_RETURN_IF_ERROR(RunDefaultPasses(g, optimization_level, precision));
   // Scaled dot-product attention written out (MatMul, Softmax, MatMul) as one
   // step over dense K and V (a cache kept in place was fused before).
   if (optimization_level >= 1)
