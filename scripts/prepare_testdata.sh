@@ -267,11 +267,15 @@ if [ ! -f "$istamp" ] || [ "$(cat "$istamp")" != "$iwant" ]; then
   rm -rf "$i4"
   mkdir -p "$i4"
   "$py" "$repo/scripts/export_llm_models.py" --shape tiny --form b --out "$i4/llm_tiny_b.onnx" >/dev/null
-  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/llm_tiny_b.onnx" "$i4/llm_tiny_b.int4ref.onnx"
+  # int4ref: accuracy_level 0 (int4_activations "float"); int4ref4: 4 (int8 activations, the default).
+  "$py" "$repo/scripts/quantize_int4_reference.py" --accuracy-level 0 "$i4/llm_tiny_b.onnx" "$i4/llm_tiny_b.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/llm_tiny_b.onnx" "$i4/llm_tiny_b.int4ref4.onnx"
   "$py" "$repo/scripts/quantize_int4_reference.py" --mlp "$i4/mlp_odd_k.onnx"
-  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/mlp_odd_k.onnx" "$i4/mlp_odd_k.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" --accuracy-level 0 "$i4/mlp_odd_k.onnx" "$i4/mlp_odd_k.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/mlp_odd_k.onnx" "$i4/mlp_odd_k.int4ref4.onnx"
   "$py" "$repo/scripts/quantize_int4_reference.py" --tied "$i4/tied_head.onnx"
-  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/tied_head.onnx" "$i4/tied_head.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" --accuracy-level 0 "$i4/tied_head.onnx" "$i4/tied_head.int4ref.onnx"
+  "$py" "$repo/scripts/quantize_int4_reference.py" "$i4/tied_head.onnx" "$i4/tied_head.int4ref4.onnx"
   "$py" -c 'import sys, numpy as np
 d = sys.argv[1]
 np.save(d + "/llm_tiny_b.ids.npy", ((np.arange(8) * 37 + 11) % 256).astype(np.int64)[None])
@@ -286,6 +290,9 @@ np.save(d + "/tied_head.ids.npy", np.array([[7, 299, 0, 150, 7]], np.int64))' "$
   node "$oracle/ort_run.js" "$i4/mlp_odd_k.int4ref.onnx" "$i4/mlp_odd_k.int4.ref" "x=$i4/mlp_odd_k.x.npy"
   node "$oracle/ort_run.js" "$i4/mlp_odd_k.onnx" "$i4/mlp_odd_k.fp32.ref" "x=$i4/mlp_odd_k.x.npy"
   node "$oracle/ort_run.js" "$i4/tied_head.int4ref.onnx" "$i4/tied_head.int4.ref" "ids=$i4/tied_head.ids.npy"
+  node "$oracle/ort_run.js" "$i4/llm_tiny_b.int4ref4.onnx" "$i4/llm_tiny_b.int4_l4.ref" "${feeds[@]}"
+  node "$oracle/ort_run.js" "$i4/mlp_odd_k.int4ref4.onnx" "$i4/mlp_odd_k.int4_l4.ref" "x=$i4/mlp_odd_k.x.npy"
+  node "$oracle/ort_run.js" "$i4/tied_head.int4ref4.onnx" "$i4/tied_head.int4_l4.ref" "ids=$i4/tied_head.ids.npy"
   printf '%s' "$iwant" >"$istamp"
 fi
 

@@ -5,7 +5,7 @@ quantization as an ONNX file that ONNX Runtime runs, so that fcb's int4
 compile of the float model can be compared against ONNX Runtime on the
 pre-quantized file (tests/int4_precision_test.cc).
 
-  quantize_int4_reference.py IN.onnx OUT.onnx [--int4-head]
+  quantize_int4_reference.py IN.onnx OUT.onnx [--int4-head] [--accuracy-level 4|0]
   quantize_int4_reference.py --mlp OUT.onnx     a small float MLP with odd K
                                                (MatMul, Gemm transB + bias + alpha)
   quantize_int4_reference.py --tied OUT.onnx    a tied embedding and LM head
@@ -15,7 +15,7 @@ The rules, as the pass applies them:
     rank 2 holding >= 1024 finite values (for MatMul also B = Transpose(E) of
     such an initializer: a tied head), K <= 65536: com.microsoft
     MatMulNBits, block 32, no zero points (default 2^(bits-1)),
-    accuracy_level 0; Gemm's alpha multiplies B first (in double, rounded to
+    accuracy_level 4 (--accuracy-level 0 for int4_activations "float"); Gemm's alpha multiplies B first (in double, rounded to
     float32), C becomes an Add after it (beta must be 1 here).
   - bits 4, or 8 for the LM head: a node whose output reaches a graph output
     through single-reader Reshape/Squeeze/Unsqueeze/Flatten/Identity/Add/Mul/
@@ -73,7 +73,7 @@ def nbits_operands(w, bits):
     return u, scale.reshape(-1)
 
 
-def convert(model, int4_head=False):
+def convert(model, int4_head=False, accuracy_level=4):
     g = model.graph
     inits = {t.name: t for t in g.initializer}
     outputs = {o.name for o in g.output}
@@ -156,7 +156,7 @@ def convert(model, int4_head=False):
                 y = n.output[0] + "_unbiased" if has_c else n.output[0]
                 new_nodes.append(helper.make_node("MatMulNBits", [n.input[0], bn, sn], [y], name=n.name,
                                                   domain="com.microsoft", K=k, N=cols, bits=bits,
-                                                  block_size=BLOCK, accuracy_level=0))
+                                                  block_size=BLOCK, accuracy_level=accuracy_level))
                 if has_c:
                     new_nodes.append(helper.make_node("Add", [y, n.input[2]], [n.output[0]], name=n.name + "/bias"))
                 if tied is None:
@@ -221,6 +221,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="IN.onnx OUT.onnx, or OUT.onnx with --mlp")
     ap.add_argument("--int4-head", action="store_true")
+    ap.add_argument("--accuracy-level", type=int, choices=[0, 4], default=4,
+                    help="MatMulNBits accuracy_level: 4 (int8 activations, fcb's default int4_activations) "
+                         "or 0 (float: int4_activations \"float\")")
     ap.add_argument("--mlp", action="store_true", help="write the float MLP with odd K to OUT instead")
     ap.add_argument("--tied", action="store_true", help="write a float model with a tied embedding and head to OUT")
     a = ap.parse_args()
@@ -229,7 +232,7 @@ def main():
         return
     if len(a.files) != 2:
         ap.error("give IN.onnx OUT.onnx")
-    onnx.save(convert(onnx.load(a.files[0]), a.int4_head), a.files[1])
+    onnx.save(convert(onnx.load(a.files[0]), a.int4_head, a.accuracy_level), a.files[1])
 
 
 if __name__ == "__main__":

@@ -38,13 +38,15 @@ std::vector<float> AsFloats(const NpyArray& a) {
   return v;
 }
 
-// Compiles `model` with precision int4 for every target into `out`.
+// Compiles `model` with precision int4 for every target into `out`, with
+// int4_activations `acts` ("" the default, int8).
 void CompileInt4(const std::string& model, const std::map<std::string, std::vector<InputDim>>& shapes,
-                 const std::string& out) {
+                 const std::string& out, const std::string& acts = "float") {
   CompileSpec spec;
   spec.targets = {"all"};
   TargetOptions o;
   o.precision = "int4";
+  o.int4_activations = acts;
   spec.target_options = {o};
   spec.input_shapes = shapes;
   auto r = Compile(model, spec, out);
@@ -116,6 +118,27 @@ TEST(Int4Precision, TinyLlmFormBMatchesOrtOnThePrequantizedFile) {
   const auto q = testing::ReadNpyFolder(Int4Dir() + "/llm_tiny_b.int4.ref");
   ASSERT_TRUE(fp.count("logits") && q.count("logits"));
   EXPECT_GT(testing::Compare(AsFloats(q.at("logits")), AsFloats(fp.at("logits"))).rel_l2, 1e-3);
+}
+
+// The default arithmetic (int4_activations int8: MatMulNBits accuracy_level
+// 4, activations quantized per block of 32 and integer dot products) against
+// ONNX Runtime on the same quantization written with accuracy_level 4, which
+// ONNX Runtime computes the same way.
+TEST(Int4Precision, Int8ActivationsMatchOrtAtAccuracyLevel4) {
+  TempDir tmp;
+  CompileInt4(Int4Dir() + "/llm_tiny_b.onnx", TinyShapes(8, 1), tmp.File("tiny.fcb"), "");
+  ExpectMatchesOrt(tmp.File("tiny.fcb"), TinyFeeds(), Int4Dir() + "/llm_tiny_b.int4_l4.ref", 1e-5);
+  CompileInt4(Int4Dir() + "/mlp_odd_k.onnx", {}, tmp.File("mlp.fcb"), "int8");
+  ExpectMatchesOrt(tmp.File("mlp.fcb"), {{"x", Int4Dir() + "/mlp_odd_k.x.npy"}}, Int4Dir() + "/mlp_odd_k.int4_l4.ref",
+                   1e-5);
+  CompileInt4(Int4Dir() + "/tied_head.onnx", {}, tmp.File("tied.fcb"), "");
+  ExpectMatchesOrt(tmp.File("tied.fcb"), {{"ids", Int4Dir() + "/tied_head.ids.npy"}},
+                   Int4Dir() + "/tied_head.int4_l4.ref", 1e-5);
+  // The two arithmetics differ (the activations' rounding is really there).
+  const auto l0 = testing::ReadNpyFolder(Int4Dir() + "/llm_tiny_b.int4.ref");
+  const auto l4 = testing::ReadNpyFolder(Int4Dir() + "/llm_tiny_b.int4_l4.ref");
+  ASSERT_TRUE(l0.count("logits") && l4.count("logits"));
+  EXPECT_GT(testing::Compare(AsFloats(l4.at("logits")), AsFloats(l0.at("logits"))).rel_l2, 1e-5);
 }
 
 TEST(Int4Precision, MlpWithOddKMatchesOrtOnThePrequantizedFile) {
@@ -211,6 +234,13 @@ TEST(Int4Precision, Refusals) {
   spec.target_options[0].precision = "int3";
   EXPECT_REFUSED(Compile(model, spec, tmp.File("a.fcb")), StatusCode::kInvalidArgument,
                  "precision 'int3' is not valid; use \"fp32\", \"bf16\", \"int8\" or \"int4\"");
+  spec.target_options[0] = TargetOptions{};
+  spec.target_options[0].int4_activations = "float";
+  EXPECT_REFUSED(Compile(model, spec, tmp.File("a.fcb")), StatusCode::kInvalidArgument,
+                 "int4_activations is an option of precision \"int4\", not of precision 'fp32'");
+  EXPECT_REFUSED(
+      ParseSpecJson(R"({"targets": "generic", "target_options": {"precision": "int4", "int4_activations": "int16"}})"),
+      StatusCode::kInvalidArgument, "int4_activations must be \"int8\"");
   EXPECT_FALSE(testing::FileExists(tmp.File("a.fcb")));
   // The command line: --precision and --int4-head.
   const auto bad = testing::RunCommand(testing::CliPath() + " compile " + model + " -o " + tmp.File("b.fcb") +

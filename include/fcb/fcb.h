@@ -39,6 +39,14 @@ struct TargetOptions {
   // With precision "int4": the LM head and embedding tables 4-bit too (default
   // false: they stay 8-bit, where most of int4's accuracy loss would be).
   bool int4_head = false;
+  // With precision "int4": how the quantized MatMuls compute. "" or "int8"
+  // (the default): activations quantized to int8 per block of 32 values of a
+  // row and exact integer dot products with the 4/8-bit weights, scaled in
+  // float (MatMulNBits accuracy_level 4: what ONNX Runtime GenAI's CPU int4
+  // models use, and what llama.cpp's 4-bit formats do; the VNNI/SDOT kernels);
+  // "float": float32 arithmetic on the exactly dequantized weights
+  // (accuracy_level 0: no activation rounding, slower).
+  std::string int4_activations;
   bool operator==(const TargetOptions&) const = default;
 };
 

@@ -124,7 +124,9 @@ def compile(
             the same order. Keys: optimization_level (0-3, default 2),
             precision ("fp32", "bf16", "int8", "int4"; default "fp32"),
             int4_head (with "int4": the LM head and embeddings 4-bit too;
-            default False, 8-bit).
+            default False, 8-bit), int4_activations (with "int4": "int8",
+            the default, int8 activations and integer dot products, or
+            "float").
         weight_sharing: False stores a separate copy of the weights for every
             context (for comparison).
         input_shapes: fixes symbolic input dimensions: {"NAME": [1, 3, 224, 224]}

@@ -23,7 +23,8 @@ struct CompileArgs {
   int64_t kv_capacity = -1;        // --kv-capacity N (-1: the spec's)
   std::vector<std::string> keep_outputs;  // --keep-output [METHOD:]NAME (replaces the spec's "outputs")
   std::string precision;           // --precision P: every target's precision ("" : the options')
-  bool int4_head = false;          // --int4-head: precision int4 keeps the LM head and embeddings 4-bit
+  bool int4_head = false;
+  std::string int4_activations;    // --int4-activations int8|float          // --int4-head: precision int4 keeps the LM head and embeddings 4-bit
 };
 // fcb generate: greedy generation on token ids with the prefill and decode
 // methods sharing one State.

@@ -103,11 +103,12 @@ int CmdCompile(const CompileArgs& a) {
   }
   if (spec.targets.empty()) spec.targets = {"all"};
   // --precision / --int4-head: set in every target's options (made where none were given).
-  if (!a.precision.empty() || a.int4_head) {
+  if (!a.precision.empty() || a.int4_head || !a.int4_activations.empty()) {
     if (spec.target_options.empty()) spec.target_options.assign(spec.targets.size(), TargetOptions{});
     for (TargetOptions& o : spec.target_options) {
       if (!a.precision.empty()) o.precision = a.precision;
       if (a.int4_head) o.int4_head = true;
+      if (!a.int4_activations.empty()) o.int4_activations = a.int4_activations;
     }
   }
   for (const auto& s : a.input_shapes) {

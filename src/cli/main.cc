@@ -29,11 +29,14 @@ int main(int argc, char** argv) {
   compile->add_option("-o,--output", ca.output, "output .fcb file")->required();
   compile->add_option("--target", ca.targets, "target (repeatable; 'all' = every known target)");
   compile->add_option("--target-options", ca.target_options, "JSON options, once per --target, same order, e.g. '{\"optimization_level\": 2, "
-                      "\"precision\": \"int8\"}' (precision: fp32, bf16, int8 or int4; int4_head: true/false)");
+                      "\"precision\": \"int8\"}' (precision: fp32, bf16, int8 or int4; int4_head: true/false; int4_activations: int8/float)");
   compile->add_option("--precision", ca.precision,
                       "fp32, bf16, int8 or int4: every target's precision (overrides --target-options' and the spec's)");
   compile->add_flag("--int4-head", ca.int4_head,
                     "with --precision int4: the LM head and embedding tables 4-bit too (default: 8-bit)");
+  compile->add_option("--int4-activations", ca.int4_activations,
+                      "with --precision int4: int8 (default: activations quantized per block, integer dot "
+                      "products) or float (float arithmetic on the dequantized weights)");
   compile->add_option("--spec", ca.spec_path, "JSON compile spec (flags given too override its fields)");
   compile->add_option("--input-shape", ca.input_shapes,
                       "[METHOD:]NAME=1x3x224x224; LO..HI bounds a dim, e.g. NAME=1x1..512 (repeatable)");

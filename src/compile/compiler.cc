@@ -490,11 +490,13 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     if (spec.kv_capacity > 0 && kv_inputs.empty() && growing.empty()) no_kv_methods.push_back(method);
     // One optimized graph per (optimization level, graph precision) in use:
     // the graph passes see fp32 (bf16 is the lowering's business), int8, or
-    // int4 with or without int4_head.
-    using GraphKey = std::tuple<int, ops::Precision, bool>;
+    // int4 with its options (bit 0: int4_head, bit 1: float activations).
+    using GraphKey = std::tuple<int, ops::Precision, int>;
     auto graph_key = [&](size_t i) {
       const ops::Precision p = precision[i] == ops::Precision::kBf16 ? ops::Precision::kFp32 : precision[i];
-      return GraphKey(opts[i].optimization_level, p, p == ops::Precision::kInt4 && opts[i].int4_head);
+      const bool int4 = p == ops::Precision::kInt4;
+      return GraphKey(opts[i].optimization_level, p,
+                      (int4 && opts[i].int4_head ? 1 : 0) | (int4 && opts[i].int4_activations == "float" ? 2 : 0));
     };
     // A growing cache (form b): its Concat becomes an in-place append and the
     // attention reading it one step (passes::FuseKvCacheAttention).
@@ -505,7 +507,8 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
         FCB_RETURN_IF_ERROR(passes::FuseKvCacheAttention(g, spec.kv_capacity, growing, false));
       passes::GraphPrecision gp;
       gp.precision = std::get<1>(key);
-      gp.int4_head = std::get<2>(key);
+      gp.int4_head = (std::get<2>(key) & 1) != 0;
+      gp.int4_float_activations = (std::get<2>(key) & 2) != 0;
       return passes::OptimizeGraph(g, std::get<0>(key), gp);
     };
     std::map<GraphKey, Result<ir::Graph>> optimized;
@@ -596,8 +599,8 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       } else {
         acc.target = TargetName(*best);
         Progress(hooks, "measure int8 accuracy", method, acc.target);
-        const auto& g8 = optimize(GraphKey(level, ops::Precision::kInt8, false));
-        const auto& g32 = optimize(GraphKey(level, ops::Precision::kFp32, false));
+        const auto& g8 = optimize(GraphKey(level, ops::Precision::kInt8, 0));
+        const auto& g32 = optimize(GraphKey(level, ops::Precision::kFp32, 0));
         if (!g8.ok()) s = g8.status();
         else if (!g32.ok()) s = Status(g32.status()).Annotate("the fp32 reference");
         else s = MeasureInt8(g32.value(), g8.value(), *best, opts[members.front()], &acc);

@@ -480,6 +480,7 @@ std::string OptionsToJson(const TargetOptions& o) {
   j["optimization_level"] = o.optimization_level;
   j["precision"] = o.precision;
   if (o.int4_head) j["int4_head"] = true;  // written only when set: files without it read as before
+  if (!o.int4_activations.empty()) j["int4_activations"] = o.int4_activations;  // likewise
   return j.dump();
 }
 

@@ -51,7 +51,7 @@ std::string Join(const std::vector<std::string>& v) {
 }
 
 const std::vector<std::string>& OptionKeys() {
-  static const std::vector<std::string> k = {"optimization_level", "precision", "int4_head"};
+  static const std::vector<std::string> k = {"optimization_level", "precision", "int4_head", "int4_activations"};
   return k;
 }
 
@@ -74,6 +74,11 @@ Result<TargetOptions> ParseOptions(const json& j, const std::string& where) {
         return InvalidArgument(where + ": int4_head must be true or false (with precision \"int4\": whether the LM "
                                "head and embedding tables are 4-bit too; default false, 8-bit)");
       o.int4_head = it->get<bool>();
+    } else if (key == "int4_activations") {
+      if (!it->is_string() || (it->get<std::string>() != "int8" && it->get<std::string>() != "float"))
+        return InvalidArgument(where + ": int4_activations must be \"int8\" (the default: int8 activations, "
+                               "integer dot products) or \"float\" (float arithmetic on the dequantized weights)");
+      o.int4_activations = it->get<std::string>();
     } else {
       return InvalidArgument(where + ": unknown option '" + key + "'; did you mean '" +
                              Nearest(key, OptionKeys()) + "'? Known options: " + Join(OptionKeys()));
@@ -252,6 +257,12 @@ Status ValidateSpec(const CompileSpec& spec) {
     if (o.int4_head && *precision != ops::Precision::kInt4)
       return InvalidArgument(where + ": int4_head is an option of precision \"int4\", not of precision '" +
                              o.precision + "'; remove it or set \"precision\": \"int4\"");
+    if (!o.int4_activations.empty() && *precision != ops::Precision::kInt4)
+      return InvalidArgument(where + ": int4_activations is an option of precision \"int4\", not of precision '" +
+                             o.precision + "'; remove it or set \"precision\": \"int4\"");
+    if (!o.int4_activations.empty() && o.int4_activations != "int8" && o.int4_activations != "float")
+      return InvalidArgument(where + ": int4_activations '" + o.int4_activations +
+                             "' is not valid; use \"int8\" (the default) or \"float\"");
     if (*precision != ops::Precision::kFp32 && o.optimization_level == 0)
       return InvalidArgument(where + ": precision " + o.precision +
                              " needs the optimizing pipeline; set optimization_level to 1 or higher, or use "

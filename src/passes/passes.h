@@ -120,7 +120,7 @@ Status QuantizeInt8(ir::Graph& g);
 // only. Every MatMul (A float32, B a float32 constant [K, N] or the
 // Transpose of a constant [N, K]) and Gemm
 // (transA = 0) becomes com.microsoft.MatMulNBits, 4 bits, block 32, symmetric,
-// no zero points, accuracy_level 0; Gemm's C an Add after it. The LM head (a
+// no zero points, accuracy_level 4 (or 0, see below); Gemm's C an Add after it. The LM head (a
 // MatMul/Gemm whose output reaches a graph output through single-reader
 // Reshape/Squeeze/Unsqueeze/Flatten/Identity/Add/Mul/Div/Tanh nodes) and
 // embedding tables (Gather axis 0 of a float32 constant [V, H] by non-constant
@@ -128,13 +128,16 @@ Status QuantizeInt8(ir::Graph& g);
 // Weights under kInt4MinElements elements, non-finite ones, and K > 2^16 stay
 // float. Changes results (by the quantization error), on request.
 inline constexpr int64_t kInt4MinElements = 1024;
-Status QuantizeInt4(ir::Graph& g, bool int4_head = false);
+// `float_activations`: accuracy_level 0 (float arithmetic) instead of 4
+// (int8 activations per block, exact integer dot products).
+Status QuantizeInt4(ir::Graph& g, bool int4_head = false, bool float_activations = false);
 
 // The precision the graph passes compile for: fp32 (also bf16's graph),
 // int8, or int4 with its head option.
 struct GraphPrecision {
   ops::Precision precision = ops::Precision::kFp32;
   bool int4_head = false;
+  bool int4_float_activations = false;  // int4_activations "float"
 };
 
 // Level 0: FoldConstants, RemoveIdentities, ExactQdqGlobalAveragePool, EliminateDeadNodes.

@@ -27,7 +27,7 @@ Status RunDefaultPasses(ir::Graph& g, int optimization_level, const GraphPrecisi
     // Before FuseMatMulBias (which would hide a MatMul inside a Gemm) and
     // FuseActivations (which would hide it behind an epilogue).
     if (quantize_int4)
-      FCB_RETURN_IF_ERROR(QuantizeInt4(g, precision.int4_head).Annotate("quantizing weights to int4"));
+      FCB_RETURN_IF_ERROR(QuantizeInt4(g, precision.int4_head, precision.int4_float_activations).Annotate("quantizing weights to int4"));
     FCB_RETURN_IF_ERROR(FuseLayerNorm(g).Annotate("fusing layer normalization"));
     FCB_RETURN_IF_ERROR(FuseGelu(g).Annotate("fusing GELU"));
     FCB_RETURN_IF_ERROR(FuseMatMulBias(g).Annotate("fusing MatMul bias"));

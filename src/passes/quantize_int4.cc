@@ -1,5 +1,6 @@
-// QuantizeInt4: the graph rewrite behind precision "int4" (weight-only; the
-// activations and all arithmetic stay float32).
+// QuantizeInt4: the graph rewrite behind precision "int4" (the weights
+// quantized; activations quantized per run to int8 by the MatMulNBits step
+// at accuracy_level 4, or kept float with int4_activations "float").
 //
 //   MatMul(A [..., K], B)          B a float32 constant [K, N], or Transpose
 //                                  of a constant [N, K] (a tied LM head whose
@@ -7,7 +8,10 @@
 //   Gemm(A [M, K], B, C)           transA = 0; B [K, N] or, transB, [N, K];
 //                                  alpha folded into B before quantizing
 //     -> com.microsoft.MatMulNBits(A, Bq, scales)  bits 4, block_size 32,
-//        no zero points (the default 8), accuracy_level 0 (float arithmetic)
+//        no zero points (the default 8), accuracy_level 4 (int8 activations
+//        per block of a row, exact integer dot products: TargetOptions::
+//        int4_activations "int8", the default) or 0 (float arithmetic,
+//        "float")
 //        [-> Add(., C) for Gemm's C; beta folded into a constant C, a fed C
 //        only with beta 1]
 //   Gather(T, ids) axis 0          T a float32 constant [V, H], ids int32/int64
@@ -137,7 +141,7 @@ NBitsOperands QuantizeNBits(const float* w, int64_t k, int64_t n, int64_t stride
   return r;
 }
 
-Status QuantizeInt4(ir::Graph& g, bool int4_head) {
+Status QuantizeInt4(ir::Graph& g, bool int4_head, bool float_activations) {
   const ir::UseIndex uses(g);
   const int head_bits = int4_head ? 4 : 8;
   std::vector<ir::Node> out;
@@ -254,7 +258,7 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head) {
     nb.SetInt("N", cols);
     nb.SetInt("bits", bits);
     nb.SetInt("block_size", kInt4Block);
-    nb.SetInt("accuracy_level", 0);
+    nb.SetInt("accuracy_level", float_activations ? 0 : 4);
     if (bias_t) bias = g.AddConstant(g.UniqueName(base + "/bias_times_beta"), bias_t);
     if (bias < 0) {
       nb.outputs = n.outputs;

@@ -173,7 +173,15 @@ TEST(QuantizeInt4, RewritesAndMatchesDequantizedFloat) {
     g.outputs = {y, z};
     ASSERT_TRUE(g.Validate().ok());
     const ir::Graph orig = g;
-    ASSERT_TRUE(QuantizeInt4(g, int4_head).ok());
+    {
+      // The default arithmetic is accuracy_level 4 (int8 activations).
+      ir::Graph d = g;
+      ASSERT_TRUE(QuantizeInt4(d, int4_head).ok());
+      for (const auto& n : d.nodes)
+        if (n.op_type == "com.microsoft.MatMulNBits") EXPECT_EQ(n.GetInt("accuracy_level", -1), 4) << n.name;
+    }
+    // Float arithmetic, so that the float graph on the dequantized weights below is its oracle.
+    ASSERT_TRUE(QuantizeInt4(g, int4_head, /*float_activations=*/true).ok());
     ASSERT_TRUE(EliminateDeadNodes(g).ok());
     ASSERT_EQ(Ops(g), (std::vector<std::string>{std::string(ops::opname::GatherRowsNBits), "Abs", "Gather", "Add",
                                                 "com.microsoft.MatMulNBits", "Reshape", "com.microsoft.MatMulNBits",
@@ -248,7 +256,7 @@ TEST(QuantizeInt4, TiedHeadThroughTranspose) {
   AddNode(g, "MatMul", {emb, et}, {y}, "lm_head");
   g.outputs = {y};
   const ir::Graph orig = g;
-  ASSERT_TRUE(QuantizeInt4(g).ok());
+  ASSERT_TRUE(QuantizeInt4(g, false, /*float_activations=*/true).ok());
   ASSERT_TRUE(EliminateDeadNodes(g).ok());
   ASSERT_EQ(Ops(g), (std::vector<std::string>{std::string(ops::opname::GatherRowsNBits), "com.microsoft.MatMulNBits"}));
   EXPECT_EQ(g.nodes[1].GetInt("bits", 0), 8);
