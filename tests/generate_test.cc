@@ -25,53 +25,20 @@
 #include "fcb/fcb.h"
 #include "fcb/npy.h"
 #include "per_target.h"
+#include "generation.h"
 #include "test_util.h"
 
 namespace fcb {
 namespace {
 
 using testing::TempDir;
+using testing::Generator;
+using testing::ReadTokens;
 using testing::TestDataDir;
 
 // export_llm_models.py's tiny shape: hidden 64, 2 layers, 4 heads, 2 KV heads
 // (head 16), vocab 256.
 constexpr int64_t kVocab = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHead = 16, kCapacity = 128;
-
-std::vector<int64_t> ReadTokens(const std::string& path) {
-  auto a = ReadNpy(path);
-  EXPECT_TRUE(a.ok()) << path << ": " << a.status().message();
-  if (!a.ok()) return {};
-  std::vector<int64_t> v(a.value().data.size() / 8);
-  std::memcpy(v.data(), a.value().data.data(), v.size() * 8);
-  return v;
-}
-
-// Greedy generation through the public API: the caller gives each run only
-// the new token ids and an attention mask of the valid length; the cache stays
-// in the State.
-struct Generator {
-  Execution *prefill, *decode;
-  int64_t length = 0;
-  std::vector<int64_t> tokens;
-  std::vector<std::vector<float>> logits;
-
-  Status Feed(Execution* e, const std::vector<int64_t>& ids) {
-    const int64_t s = static_cast<int64_t>(ids.size()), total = length + s;
-    const std::vector<int64_t> mask(static_cast<size_t>(total), 1);
-    FCB_RETURN_IF_ERROR(e->SetInput("input_ids", ids.data(), ids.size() * 8, {1, s}));
-    FCB_RETURN_IF_ERROR(e->SetInput("attention_mask", mask.data(), mask.size() * 8, {1, total}));
-    FCB_RETURN_IF_ERROR(e->Run());
-    length = total;
-    size_t o = 0;
-    while (e->info().outputs[o].name != "logits") ++o;
-    const float* row = static_cast<const float*>(e->output_data(o)) + (s - 1) * kVocab;
-    logits.emplace_back(row, row + kVocab);
-    tokens.push_back(std::max_element(row, row + kVocab) - row);
-    return Status::Ok();
-  }
-  Status Prompt(const std::vector<int64_t>& ids) { return Feed(prefill, ids); }
-  Status Step() { return Feed(decode, {tokens.back()}); }
-};
 
 std::vector<uint8_t> Snapshot(State& state) {
   std::vector<uint8_t> all;
@@ -118,11 +85,7 @@ class GenerateTest : public ::testing::Test {
     }
     return file;
   }
-  std::string Prompt() const {
-    std::string s;
-    for (int64_t t : prompt_) s += (s.empty() ? "" : ",") + std::to_string(t);
-    return s;
-  }
+  std::string Prompt() const { return testing::TokensCsv(prompt_); }
 
   std::string dir_, model_;
   std::vector<int64_t> prompt_, want_;
@@ -152,7 +115,7 @@ TEST_F(GenerateTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
         for (const auto& in : e->info().inputs) names.push_back(in.name);
         EXPECT_EQ(names.size(), 2 + 2 * kLayers);
       }
-      Generator g{prefill.value().get(), decode.value().get()};
+      Generator g{prefill.value().get(), decode.value().get(), kVocab};
       ASSERT_TRUE(g.Prompt(prompt_).ok());
       for (size_t i = 1; i < want_.size(); ++i) {
         Status s = g.Step();
@@ -312,7 +275,7 @@ TEST_F(GenerateTest, AStepPastTheCapacityIsRefusedAndTheStateKept) {
   auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
   auto decode = Execution::Create(program.value(), "decode", 1, state.value());
   ASSERT_TRUE(prefill.ok() && decode.ok());
-  Generator g{prefill.value().get(), decode.value().get()};
+  Generator g{prefill.value().get(), decode.value().get(), kVocab};
   ASSERT_TRUE(g.Prompt(std::vector<int64_t>(64, 7)).ok());
   ASSERT_TRUE(g.Prompt(std::vector<int64_t>(64, 9)).ok());  // a second chunk: 128 positions, full
   ASSERT_EQ(g.length, kCapacity);

@@ -26,52 +26,20 @@
 #include "fcb/npy.h"
 #include "ops/names.h"
 #include "per_target.h"
+#include "generation.h"
 #include "test_util.h"
 
 namespace fcb {
 namespace {
 
 using testing::TempDir;
+using testing::Generator;
+using testing::ReadTokens;
 using testing::TestDataDir;
 
 // export_llm_models.py's tiny shape: hidden 64, 2 layers, 4 heads, 2 KV heads
 // (head 16), vocab 256.
 constexpr int64_t kVocab = 256, kLayers = 2, kKvHeads = 2, kHead = 16, kCapacity = 128;
-
-std::vector<int64_t> ReadTokens(const std::string& path) {
-  auto a = ReadNpy(path);
-  EXPECT_TRUE(a.ok()) << path << ": " << a.status().message();
-  if (!a.ok()) return {};
-  std::vector<int64_t> v(a.value().data.size() / 8);
-  std::memcpy(v.data(), a.value().data.data(), v.size() * 8);
-  return v;
-}
-
-// Greedy generation: the caller gives each run the new token ids and an
-// attention mask (which this model does not read); the past is the State's.
-struct Generator {
-  Execution *prefill, *decode;
-  int64_t length = 0;
-  std::vector<int64_t> tokens;
-  std::vector<std::vector<float>> logits;
-
-  Status Feed(Execution* e, const std::vector<int64_t>& ids) {
-    const int64_t s = static_cast<int64_t>(ids.size()), total = length + s;
-    const std::vector<int64_t> mask(static_cast<size_t>(total), 1);
-    FCB_RETURN_IF_ERROR(e->SetInput("input_ids", ids.data(), ids.size() * 8, {1, s}));
-    FCB_RETURN_IF_ERROR(e->SetInput("attention_mask", mask.data(), mask.size() * 8, {1, total}));
-    FCB_RETURN_IF_ERROR(e->Run());
-    length = total;
-    size_t o = 0;
-    while (e->info().outputs[o].name != "logits") ++o;
-    const float* row = static_cast<const float*>(e->output_data(o)) + (s - 1) * kVocab;
-    logits.emplace_back(row, row + kVocab);
-    tokens.push_back(std::max_element(row, row + kVocab) - row);
-    return Status::Ok();
-  }
-  Status Prompt(const std::vector<int64_t>& ids) { return Feed(prefill, ids); }
-  Status Step() { return Feed(decode, {tokens.back()}); }
-};
 
 std::vector<uint8_t> Snapshot(State& state) {
   std::vector<uint8_t> all;
@@ -118,11 +86,7 @@ class KvAppendTest : public ::testing::Test {
     }
     return file;
   }
-  std::string Prompt() const {
-    std::string s;
-    for (int64_t t : prompt_) s += (s.empty() ? "" : ",") + std::to_string(t);
-    return s;
-  }
+  std::string Prompt() const { return testing::TokensCsv(prompt_); }
 
   std::string dir_, model_;
   std::vector<int64_t> prompt_, want_;
@@ -150,7 +114,7 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
         if (round == 0) state.value()->Reset();
         else decode.value()->ResetState();
         for (const auto& v : vars) EXPECT_EQ(state.value()->valid_length(v.name).value(), 0);
-        Generator g{prefill.value().get(), decode.value().get()};
+        Generator g{prefill.value().get(), decode.value().get(), kVocab};
         ASSERT_TRUE(g.Prompt(prompt_).ok());
         for (size_t i = 1; i < want_.size(); ++i) {
           Status s = g.Step();
@@ -185,7 +149,7 @@ TEST_F(KvAppendTest, APromptInTwoChunksGivesTheSameTokens) {
     auto prefill = Execution::Create(program, "prefill", 1, state.value());
     auto decode = Execution::Create(program, "decode", 1, state.value());
     ASSERT_TRUE(prefill.ok() && decode.ok());
-    Generator g{prefill.value().get(), decode.value().get()};
+    Generator g{prefill.value().get(), decode.value().get(), kVocab};
     ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin(), prompt_.begin() + 16)).ok());
     g.tokens.clear();
     g.logits.clear();
@@ -210,12 +174,12 @@ TEST_F(KvAppendTest, TwoStatesOnTwoThreadsAreIndependent) {
     auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
     auto decode = Execution::Create(program.value(), "decode", 1, state.value());
     if (!state.ok() || !prefill.ok() || !decode.ok()) return;
-    Generator g{prefill.value().get(), decode.value().get()};
+    Generator g{prefill.value().get(), decode.value().get(), kVocab};
     // Thread 1 first runs a different prompt, then starts over.
     if (i == 1) {
       if (!g.Prompt({3, 1, 4, 1, 5}).ok()) return;
       state.value()->Reset();
-      g = Generator{prefill.value().get(), decode.value().get()};
+      g = Generator{prefill.value().get(), decode.value().get(), kVocab};
     }
     if (!g.Prompt(prompt_).ok()) return;
     for (size_t k = 1; k < want_.size() - 8 * i; ++k)
@@ -242,7 +206,7 @@ TEST_F(KvAppendTest, ADecodeStepWritesOnlyTheAppendedRows) {
     auto prefill = Execution::Create(program, "prefill", 1, state.value());
     auto decode = Execution::Create(program, "decode", 1, state.value());
     ASSERT_TRUE(prefill.ok() && decode.ok());
-    Generator g{prefill.value().get(), decode.value().get()};
+    Generator g{prefill.value().get(), decode.value().get(), kVocab};
     ASSERT_TRUE(g.Prompt(prompt_).ok());
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(g.Step().ok());
     const int64_t token = g.tokens.back();
@@ -275,7 +239,7 @@ TEST_F(KvAppendTest, AStepPastTheCapacityIsRefusedAndTheStateKept) {
   auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
   auto decode = Execution::Create(program.value(), "decode", 1, state.value());
   ASSERT_TRUE(prefill.ok() && decode.ok());
-  Generator g{prefill.value().get(), decode.value().get()};
+  Generator g{prefill.value().get(), decode.value().get(), kVocab};
   for (int chunk = 0; chunk < 4; ++chunk) ASSERT_TRUE(g.Prompt(std::vector<int64_t>(32, 7 + chunk)).ok());
   ASSERT_EQ(g.length, kCapacity);
   EXPECT_EQ(state.value()->valid_length("past_key_values.1.value").value(), kCapacity);
@@ -311,7 +275,7 @@ TEST_F(KvAppendTest, AnExplicitPastLoadsTheCache) {
   auto p1 = Execution::Create(program.value(), "prefill", 1, s1.value());
   auto d1 = Execution::Create(program.value(), "decode", 1, s1.value());
   auto d2 = Execution::Create(program.value(), "decode", 1, s2.value());
-  Generator g{p1.value().get(), d1.value().get()};
+  Generator g{p1.value().get(), d1.value().get(), kVocab};
   ASSERT_TRUE(g.Prompt(prompt_).ok());
   // The valid rows of each cache, dense [1, kv, 32, head].
   for (const auto& v : s1.value()->variables()) {
@@ -321,7 +285,7 @@ TEST_F(KvAppendTest, AnExplicitPastLoadsTheCache) {
     ASSERT_TRUE(d2.value()->SetInput(v.name, dense.data(), dense.size() * 4, {1, kKvHeads, 32, kHead}).ok());
     EXPECT_EQ(s2.value()->valid_length(v.name).value(), 32);
   }
-  Generator g2{nullptr, d2.value().get()};
+  Generator g2{nullptr, d2.value().get(), kVocab};
   g2.length = g.length;
   g2.tokens = g.tokens;
   ASSERT_TRUE(g.Step().ok());

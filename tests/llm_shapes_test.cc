@@ -45,12 +45,15 @@
 #include "fcb/fcb.h"
 #include "fcb/npy.h"
 #include "per_target.h"
+#include "generation.h"
 #include "test_util.h"
 
 namespace fcb {
 namespace {
 
 using testing::TempDir;
+using testing::Generator;
+using testing::ReadTokens;
 using testing::TestDataDir;
 
 constexpr int64_t kCapacity = 128;
@@ -72,15 +75,6 @@ const Shape kShapes[] = {
 // Bounds for int8 activations (see the header).
 constexpr double kInt8RelL2 = 0.05, kInt8Tie = 0.05;
 
-std::vector<int64_t> ReadTokens(const std::string& path) {
-  auto a = ReadNpy(path);
-  EXPECT_TRUE(a.ok()) << path << ": " << a.status().message();
-  if (!a.ok()) return {};
-  std::vector<int64_t> v(a.value().data.size() / 8);
-  std::memcpy(v.data(), a.value().data.data(), v.size() * 8);
-  return v;
-}
-
 int64_t FileSize(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
@@ -97,31 +91,6 @@ CompileSpec Spec(std::vector<std::string> targets) {
   spec.kv_capacity = kCapacity;
   return spec;
 }
-
-// Greedy generation: each run gets the new token ids and a mask of the valid
-// length; the cache stays in the State.
-struct Generator {
-  Execution *prefill, *decode;
-  int64_t vocab;
-  int64_t length = 0;
-  std::vector<int64_t> tokens;
-  std::vector<std::vector<float>> logits;
-
-  Status Feed(Execution* e, const std::vector<int64_t>& ids) {
-    const int64_t s = static_cast<int64_t>(ids.size()), total = length + s;
-    const std::vector<int64_t> mask(static_cast<size_t>(total), 1);
-    FCB_RETURN_IF_ERROR(e->SetInput("input_ids", ids.data(), ids.size() * 8, {1, s}));
-    FCB_RETURN_IF_ERROR(e->SetInput("attention_mask", mask.data(), mask.size() * 8, {1, total}));
-    FCB_RETURN_IF_ERROR(e->Run());
-    length = total;
-    size_t o = 0;
-    while (e->info().outputs[o].name != "logits") ++o;
-    const float* row = static_cast<const float*>(e->output_data(o)) + (s - 1) * vocab;
-    logits.emplace_back(row, row + vocab);
-    tokens.push_back(std::max_element(row, row + vocab) - row);
-    return Status::Ok();
-  }
-};
 
 class LlmShapes : public ::testing::TestWithParam<Shape> {
  protected:

@@ -17,26 +17,19 @@
 #include "fcb/fcb_c.h"
 #include "fcb/npy.h"
 #include "per_target.h"
+#include "generation.h"
 #include "test_util.h"
 
 namespace fcb {
 namespace {
 
 using testing::TempDir;
+using testing::ReadTokens;
 using testing::TestDataDir;
 
 // export_state_models.py's sizes.
 constexpr int64_t kVocab = 96, kLayers = 2, kKvHeads = 2, kCapacity = 32, kHead = 16;
 const std::vector<int64_t> kCacheShape{1, kKvHeads, kCapacity, kHead};
-
-std::vector<int64_t> ReadTokens(const std::string& path) {
-  auto a = ReadNpy(path);
-  EXPECT_TRUE(a.ok()) << path << ": " << a.status().message();
-  if (!a.ok()) return {};
-  std::vector<int64_t> v(a.value().data.size() / 8);
-  std::memcpy(v.data(), a.value().data.data(), v.size() * 8);
-  return v;
-}
 
 struct Generated {
   std::vector<int64_t> tokens;
