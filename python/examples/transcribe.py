@@ -222,6 +222,10 @@ def transcribe(file, audio, threads=1, target="auto", language="en"):
     # next keeps the decoder's self-attention cache in `state`: the first step loads
     # the prefix's cache from `first` into it, later steps feed only the new token.
     state = fcb.State(program)
+    held = [v.name for v in state.variables if ".decoder." in v.name]
+    if len(held) != 2 * c["layers"]:
+        raise ValueError(f"'{file}' keeps {len(held)} of next's {2 * c['layers']} self-attention caches in a "
+                         "State: it was made by an earlier fcb-transcribe compile; compile it again")
     step = program.session("next", threads, state=state)
     cross = {f"past_key_values.{layer}.encoder.{kv}": out[f"present.{layer}.encoder.{kv}"]
              for layer in range(c["layers"]) for kv in ("key", "value")}

@@ -300,6 +300,13 @@ int Transcribe(int argc, char** argv) {
   // and "state"): each step appends its token's keys and values in place.
   auto state = fcb::State::Create(p);
   if (!state.ok()) return Fail(state.status().message());
+  // A file whose `next` takes its past as a plain input (an earlier
+  // fcb-transcribe) would decode every step against the prefix alone.
+  size_t held = 0;
+  for (const auto& v : state.value()->variables()) held += v.name.find(".decoder.") != std::string::npos;
+  if (held != static_cast<size_t>(2 * c.layers))
+    return Fail("'" + file + "' keeps " + std::to_string(held) + " of next's " + std::to_string(2 * c.layers) +
+                " self-attention caches in a State: it was made by an earlier fcb-transcribe compile; compile it again");
   auto next = Make(p, "next", threads, state.value());
   for (auto* r : {&features, &encoder, &first, &next})
     if (!r->ok()) return Fail(r->status().message());
