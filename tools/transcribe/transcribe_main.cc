@@ -13,9 +13,11 @@
 //   encoder  - features -> the encoder's hidden states
 //   first    - the merged decoder with use_cache_branch false: the forced
 //              prefix (1..8 tokens) -> logits and the first cache
-//   next     - use_cache_branch true: one token and the cache so far (past
-//              1..223 tokens) -> logits and the self-attention cache one
-//              longer
+//   next     - use_cache_branch true: one token -> logits; its
+//              self-attention cache (up to 224 rows, kv_capacity) lives in
+//              an fcb::State and each call appends its row in place
+//              (docs/design.md section 14); the cross-attention cache
+//              `first` made is a plain input, set once
 // Each keeps only the outputs the loop reads (the spec's "outputs"): the
 // attention maps the exports also return are neither computed apart nor
 // written.
