@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "fcb/fcb.h"
+#include "ops/names.h"
 #include "per_target.h"
 #include "test_util.h"
 
@@ -117,6 +118,60 @@ TEST_F(Transcribe, OneFileHoldsEveryMethodAndTheTokenizer) {
       }
   EXPECT_EQ(names("first"), first);
   EXPECT_EQ(names("next"), following);
+}
+
+// `next` keeps the decoder's self-attention cache in an fcb::State (kv_capacity
+// 224): a step appends one row per head in place and reads the cache in the
+// fused attention, so no step writes a cache-sized tensor (RunProfiled's
+// bytes_written; a 201-row cache is 400 KiB, more than the logits), and the
+// valid length grows by one.
+TEST_F(Transcribe, ANextStepWritesNoCacheSizedTensor) {
+  constexpr int64_t kLayers = 6, kHeads = 8, kHead = 64, kFrames = 1500, kPast = 200;
+  testing::ForEachRunnableTarget(*file_, [&](const std::string& target, const std::shared_ptr<const Program>& p) {
+    if (target.rfind("x86-64", 0) != 0 && target != "generic") return;
+    auto state = State::Create(p);
+    ASSERT_TRUE(state.ok()) << state.status().message();
+    auto next = Execution::Create(p, "next", 1, state.value());
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    Execution& e = *next.value();
+    std::vector<float> hidden(static_cast<size_t>(kFrames * kHeads * kHead), 0.25f);
+    ASSERT_TRUE(e.SetInput("encoder_hidden_states", hidden.data(), hidden.size() * 4, {1, kFrames, kHeads * kHead}).ok());
+    std::vector<float> cross(static_cast<size_t>(kHeads * kFrames * kHead));
+    for (size_t i = 0; i < cross.size(); ++i) cross[i] = static_cast<float>(i % 13) * 0.01f;
+    std::vector<float> past(static_cast<size_t>(kHeads * kPast * kHead));
+    for (size_t i = 0; i < past.size(); ++i) past[i] = static_cast<float>(i % 7) * 0.02f;
+    for (int64_t l = 0; l < kLayers; ++l)
+      for (const char* kv : {"key", "value"}) {
+        const std::string n = "past_key_values." + std::to_string(l);
+        ASSERT_TRUE(e.SetInput(n + ".encoder." + kv, cross.data(), cross.size() * 4, {1, kHeads, kFrames, kHead}).ok());
+        auto st = e.SetInput(n + ".decoder." + kv, past.data(), past.size() * 4, {1, kHeads, kPast, kHead});
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+    auto len = state.value()->valid_length("past_key_values.0.decoder.key");
+    ASSERT_TRUE(len.ok()) << len.status().message();
+    EXPECT_EQ(len.value(), kPast);
+    const int64_t token = 440;
+    ASSERT_TRUE(e.SetInput("input_ids", &token, 8, {1, 1}).ok());
+    std::vector<StepTiming> steps;
+    auto st = e.RunProfiled(&steps);
+    ASSERT_TRUE(st.ok()) << st.message();
+    const uint64_t cache_bytes = static_cast<uint64_t>(kHeads * (kPast + 1) * kHead * 4);
+    int appends = 0, attentions = 0;
+    for (const auto& s : steps) {
+      EXPECT_NE(s.op, "Softmax") << s.node;
+      EXPECT_LT(s.bytes_written, cache_bytes) << s.op << " " << s.node;
+      if (s.op == ops::opname::KvAppend) {
+        ++appends;
+        EXPECT_EQ(s.bytes_written, static_cast<uint64_t>(kHeads * kHead * 4)) << s.node;
+      }
+      if (s.op == ops::opname::AttentionFused) ++attentions;
+    }
+    EXPECT_EQ(appends, 2 * kLayers);
+    EXPECT_GE(attentions, kLayers);  // the self-attentions (the cross-attentions too, dense)
+    len = state.value()->valid_length("past_key_values.0.decoder.key");
+    ASSERT_TRUE(len.ok());
+    EXPECT_EQ(len.value(), kPast + 1);
+  });
 }
 
 // Clips whose ONNX Runtime tokens move when the samples are scaled by

@@ -13,8 +13,8 @@ front end scripts/make_whisper_frontend.py writes (default
 MODEL_DIR/whisper_frontend.onnx). The file gets the four methods
 fcb-transcribe compile makes -- features (30 s of 16 kHz audio -> 80 x 3000
 log-mel features), encoder, first (the merged decoder without a cache, on the
-forced prefix of 1..8 tokens) and next (one token and a past of 1..223
-tokens) -- sharing one weight pool, with vocab.json, generation_config.json
+forced prefix of 1..8 tokens) and next (one token; its self-attention cache
+of up to 224 rows kept in an fcb.State) -- sharing one weight pool, with vocab.json, generation_config.json
 and config.json attached; a file either tool compiles runs with either.
 
 transcribe: reads a 16 kHz mono 16-bit PCM WAV of at most 30 s (Python's
@@ -128,6 +128,11 @@ def compile_fcb(model_dir, out, targets, frontend):
         input_values={"first:use_cache_branch": np.array([False]), "next:use_cache_branch": np.array([True])},
         attachments=texts,
         outputs=outputs,
+        # next's self-attention cache stays in an fcb.State of MAX_TOKENS rows,
+        # appended in place (docs/design.md section 14, form b).
+        state={f"next:past_key_values.{layer}.decoder.{kv}": f"present.{layer}.decoder.{kv}"
+               for layer in range(c["layers"]) for kv in ("key", "value")},
+        kv_capacity=MAX_TOKENS,
     )
     print(f"compiled {out}: features, encoder, first, next, {report.file_size} bytes")
 
@@ -214,19 +219,26 @@ def transcribe(file, audio, threads=1, target="auto", language="en"):
                 feeds[f"past_key_values.{layer}.{part}.{kv}"] = dummy
     out = program.session("first", threads).run(feeds)
     # The cross-attention cache is the same for every step: taken once from the first call.
-    step = program.session("next", threads)
+    # next keeps the decoder's self-attention cache in `state`: the first step loads
+    # the prefix's cache from `first` into it, later steps feed only the new token.
+    state = fcb.State(program)
+    held = [v.name for v in state.variables if ".decoder." in v.name]
+    if len(held) != 2 * c["layers"]:
+        raise ValueError(f"'{file}' keeps {len(held)} of next's {2 * c['layers']} self-attention caches in a "
+                         "State: it was made by an earlier fcb-transcribe compile; compile it again")
+    step = program.session("next", threads, state=state)
     cross = {f"past_key_values.{layer}.encoder.{kv}": out[f"present.{layer}.encoder.{kv}"]
              for layer in range(c["layers"]) for kv in ("key", "value")}
+    load = {f"past_key_values.{layer}.decoder.{kv}": out[f"present.{layer}.decoder.{kv}"]
+            for layer in range(c["layers"]) for kv in ("key", "value")}
     tokens = []
     while len(prefix) + len(tokens) < MAX_TOKENS:
         token = int(np.argmax(out["logits"][0, -1]))
         if token == c["eos"]:
             break
         tokens.append(token)
-        feeds = {"input_ids": np.array([[token]], np.int64), "encoder_hidden_states": hidden, **cross}
-        for layer in range(c["layers"]):
-            for kv in ("key", "value"):
-                feeds[f"past_key_values.{layer}.decoder.{kv}"] = out[f"present.{layer}.decoder.{kv}"]
+        feeds = {"input_ids": np.array([[token]], np.int64), "encoder_hidden_states": hidden, **cross, **load}
+        load = {}
         out = step.run(feeds)
     return decode(tokens).lstrip(" "), tokens
 

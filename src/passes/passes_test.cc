@@ -950,5 +950,88 @@ TEST(FuseKvCacheAttention, AnIntermediateUsedElsewhereKeepsThePattern) {
   EXPECT_EQ(a.g.nodes.size(), nodes);
 }
 
+// The batched-matrix form Hugging Face's Whisper exports (q, k, v [1,2,.,4]
+// reshaped to [2,.,4], K transposed by perm 0 2 1, the scores reshaped to
+// [1,2,3,5] for the mask and back, the probabilities through the same pair
+// of reshapes, the [2,3,4] result reshaped to [1,2,3,4]): one AttentionFused
+// writing the last Reshape's output, equal to the unfused graph.
+struct BmmAttentionGraph {
+  ir::Graph g;
+  int q, k, v, mask, probs4, y;
+  explicit BmmAttentionGraph(bool probs_out) {
+    q = AddTensor(g, "q", {1, 2, 3, 4});
+    k = AddTensor(g, "k", {1, 2, 5, 4});
+    v = AddTensor(g, "v", {1, 2, 5, 4});
+    mask = AddTensor(g, "mask", {1, 1, 3, 5});
+    g.inputs = {q, k, v, mask};
+    auto reshape = [&](int x, const std::string& n, const ir::Shape& to) {
+      int s = g.AddConstant(n + "_shape", ir::TensorData::FromInts({static_cast<int64_t>(to.size())}, to));
+      int r = AddTensor(g, n, to);
+      AddNode(g, "Reshape", {x, s}, {r}, n + "_reshape");
+      return r;
+    };
+    const int q3 = reshape(q, "q3", {2, 3, 4}), k3 = reshape(k, "k3", {2, 5, 4}), v3 = reshape(v, "v3", {2, 5, 4});
+    int kt = AddTensor(g, "kt", {2, 4, 5});
+    AddNode(g, "Transpose", {k3}, {kt}, "transpose").SetInts("perm", {0, 2, 1});
+    int qk = AddTensor(g, "qk", {2, 3, 5});
+    AddNode(g, "MatMul", {q3, kt}, {qk}, "qk");
+    int c = g.AddConstant("scale", ir::TensorData::FromFloats({}, {0.5f}));
+    int scores = AddTensor(g, "scores", {2, 3, 5});
+    AddNode(g, "Mul", {qk, c}, {scores}, "scale");
+    const int scores4 = reshape(scores, "scores4", {1, 2, 3, 5});
+    int masked = AddTensor(g, "masked", {1, 2, 3, 5});
+    AddNode(g, "Add", {scores4, mask}, {masked}, "mask");
+    const int masked3 = reshape(masked, "masked3", {2, 3, 5});
+    int probs = AddTensor(g, "probs", {2, 3, 5});
+    AddNode(g, "Softmax", {masked3}, {probs}, "softmax").SetInt("axis", 2);
+    probs4 = reshape(probs, "probs4", {1, 2, 3, 5});
+    const int probs3 = reshape(probs4, "probs3", {2, 3, 5});
+    int o3 = AddTensor(g, "o3", {2, 3, 4});
+    AddNode(g, "MatMul", {probs3, v3}, {o3}, "pv");
+    y = reshape(o3, "y", {1, 2, 3, 4});
+    g.outputs = {y};
+    if (probs_out) g.outputs.push_back(probs4);
+  }
+};
+
+TEST(FuseKvCacheAttention, FusesTheBatchedMatrixFormThroughHeadReshapes) {
+  BmmAttentionGraph a(false);
+  std::map<int, ir::TensorPtr> in = {{a.q, ir::TensorData::FromFloats({1, 2, 3, 4}, Ramp(24, 0.37f, 0.f))},
+                                     {a.k, ir::TensorData::FromFloats({1, 2, 5, 4}, Ramp(40, 0.53f, 0.1f))},
+                                     {a.v, ir::TensorData::FromFloats({1, 2, 5, 4}, Ramp(40, 0.71f, -0.2f))},
+                                     {a.mask, ir::TensorData::FromFloats({1, 1, 3, 5}, Ramp(15, 1.3f, -1.f))}};
+  auto before = Interpret(a.g, in);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  const auto want = Floats(before.value()[a.y]);
+  int appends = -1, fused = -1;
+  ASSERT_TRUE(FuseKvCacheAttention(a.g, 0, {}, true, &appends, &fused).ok());
+  EXPECT_EQ(appends, 0);
+  EXPECT_EQ(fused, 1);
+  ASSERT_EQ(a.g.nodes.size(), 1u);  // every reshape, the transpose, both MatMuls and the softmax are gone
+  const ir::Node& n = a.g.nodes[0];
+  EXPECT_EQ(n.op_type, ops::opname::AttentionFused);
+  std::vector<std::string> names;  // values are renumbered by the dead-node pass
+  for (int v : n.inputs) names.push_back(a.g.values[v].name);
+  for (int v : n.outputs) names.push_back(a.g.values[v].name);
+  EXPECT_EQ(names, (std::vector<std::string>{"q", "k", "v", "mask", "y"}));
+  EXPECT_EQ(n.GetFloat(ops::attr::kScale, 0.f), 0.5f);
+  std::map<int, ir::TensorPtr> in2;
+  for (const auto& [id, t] : in) in2[FindValue(a.g, a.g.values[id].name)] = t;
+  auto after = Interpret(a.g, in2);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  const auto got = Floats(after.value()[FindValue(a.g, "y")]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
+}
+
+TEST(FuseKvCacheAttention, BatchedMatrixFormWithItsProbabilitiesAnOutputStaysUnfused) {
+  BmmAttentionGraph a(true);
+  const size_t nodes = a.g.nodes.size();
+  int appends = -1, fused = -1;
+  ASSERT_TRUE(FuseKvCacheAttention(a.g, 0, {}, true, &appends, &fused).ok());
+  EXPECT_EQ(fused, 0);
+  EXPECT_EQ(a.g.nodes.size(), nodes);
+}
+
 }  // namespace
 }  // namespace fcb::passes

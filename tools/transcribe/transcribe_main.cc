@@ -13,9 +13,11 @@
 //   encoder  - features -> the encoder's hidden states
 //   first    - the merged decoder with use_cache_branch false: the forced
 //              prefix (1..8 tokens) -> logits and the first cache
-//   next     - use_cache_branch true: one token and the cache so far (past
-//              1..223 tokens) -> logits and the self-attention cache one
-//              longer
+//   next     - use_cache_branch true: one token -> logits; its
+//              self-attention cache (up to 224 rows, kv_capacity) lives in
+//              an fcb::State and each call appends its row in place
+//              (docs/design.md section 14); the cross-attention cache
+//              `first` made is a plain input, set once
 // Each keeps only the outputs the loop reads (the spec's "outputs"): the
 // attention maps the exports also return are neither computed apart nor
 // written.
@@ -190,6 +192,17 @@ int Compile(int argc, char** argv) {
       spec.outputs.push_back("first:" + p + ".encoder." + kv);
       spec.outputs.push_back("next:" + p + ".decoder." + kv);
     }
+  // The self-attention cache of `next` stays in an fcb::State of kMaxTokens
+  // rows: its Concat(past, new) becomes an in-place append and the attention
+  // reading it one fused step (docs/design.md section 14, form b), so a step
+  // neither copies the cache in nor writes it out. `first` (no past: its
+  // branch computes the cache) stays stateless; the loop loads its cache into
+  // the State once.
+  spec.kv_capacity = kMaxTokens;
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (const char* kv : {"key", "value"})
+      spec.state["next:past_key_values." + std::to_string(l) + ".decoder." + kv] =
+          "present." + std::to_string(l) + ".decoder." + kv;
   spec.attachments["vocab.json"] = vocab_text.value();
   spec.attachments["generation_config.json"] = generation_text.value();
   spec.attachments["config.json"] = config_text.value();
@@ -218,8 +231,9 @@ struct Runner {
   }
 };
 
-fcb::Result<Runner> Make(const std::shared_ptr<const fcb::Program>& p, const std::string& method, int threads) {
-  auto ex = fcb::Execution::Create(p, method, threads);
+fcb::Result<Runner> Make(const std::shared_ptr<const fcb::Program>& p, const std::string& method, int threads,
+                         std::shared_ptr<fcb::State> state = nullptr) {
+  auto ex = fcb::Execution::Create(p, method, threads, std::move(state));
   if (!ex.ok()) return ex.TakeStatus();
   return Runner{std::move(ex).value()};
 }
@@ -284,7 +298,18 @@ int Transcribe(int argc, char** argv) {
   auto features = Make(p, "features", threads);
   auto encoder = Make(p, "encoder", threads);
   auto first = Make(p, "first", threads);
-  auto next = Make(p, "next", threads);
+  // `next` keeps its self-attention cache in this State (compile: kv_capacity
+  // and "state"): each step appends its token's keys and values in place.
+  auto state = fcb::State::Create(p);
+  if (!state.ok()) return Fail(state.status().message());
+  // A file whose `next` takes its past as a plain input (an earlier
+  // fcb-transcribe) would decode every step against the prefix alone.
+  size_t held = 0;
+  for (const auto& v : state.value()->variables()) held += v.name.find(".decoder.") != std::string::npos;
+  if (held != static_cast<size_t>(2 * c.layers))
+    return Fail("'" + file + "' keeps " + std::to_string(held) + " of next's " + std::to_string(2 * c.layers) +
+                " self-attention caches in a State: it was made by an earlier fcb-transcribe compile; compile it again");
+  auto next = Make(p, "next", threads, state.value());
   for (auto* r : {&features, &encoder, &first, &next})
     if (!r->ok()) return Fail(r->status().message());
   const auto t_made = Clock::now();
@@ -333,9 +358,20 @@ int Transcribe(int argc, char** argv) {
           !s.ok())
         return Fail(s.message());
     }
+  // The decoder's cache `first` made (the prefix's rows) loaded into the
+  // State once: its valid length becomes the prefix's length.
+  state.value()->Reset();
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (const char* kv : {"key", "value"}) {
+      const std::string suffix = "." + std::to_string(l) + ".decoder." + kv;
+      const size_t o = f.Output("present" + suffix);
+      if (o == SIZE_MAX) return Fail("method first has no output present" + suffix);
+      if (auto s = n.Set("past_key_values" + suffix, f.ex->output_data(o), f.ex->output_bytes(o), f.ex->output_shape(o));
+          !s.ok())
+        return Fail(s.message());
+    }
   std::vector<int64_t> tokens;
   Runner* last = &f;
-  std::vector<std::vector<float>> cache(static_cast<size_t>(2 * c.layers));
   while (static_cast<int64_t>(prefix.size() + tokens.size()) < kMaxTokens) {
     const size_t li = last->Output("logits");
     const std::vector<int64_t>& ls = last->ex->output_shape(li);
@@ -344,20 +380,7 @@ int Transcribe(int argc, char** argv) {
     const int64_t token = std::max_element(row, row + vocab_size) - row;
     if (token == c.eos) break;
     tokens.push_back(token);
-    // The decoder's cache so far (the last call's presents) as the next call's past.
-    const int64_t past = static_cast<int64_t>(prefix.size() + tokens.size()) - 1;
-    for (int64_t l = 0; l < c.layers; ++l)
-      for (int k = 0; k < 2; ++k) {
-        const std::string suffix = "." + std::to_string(l) + ".decoder." + (k ? "value" : "key");
-        const size_t o = last->Output("present" + suffix);
-        if (o == SIZE_MAX) return Fail("no output present" + suffix);
-        std::vector<float>& buf = cache[static_cast<size_t>(2 * l + k)];
-        const auto* src = static_cast<const float*>(last->ex->output_data(o));
-        buf.assign(src, src + last->ex->output_bytes(o) / 4);  // `next` overwrites its outputs when it runs
-        if (auto s = n.Set("past_key_values" + suffix, buf.data(), buf.size() * 4, {1, c.heads, past, c.head_dim});
-            !s.ok())
-          return Fail(s.message());
-      }
+    // Only the new token goes in: the State holds the cache so far.
     if (auto s = n.Set("input_ids", &tokens.back(), 8, {1, 1}); !s.ok()) return Fail(s.message());
     if (auto s = n.ex->Run(); !s.ok()) return Fail(s.message());
     last = &n;
