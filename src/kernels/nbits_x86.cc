@@ -33,7 +33,12 @@ namespace fcb::kernels::internal {
 namespace {
 
 constexpr int kRows = 8;      // rows per register tile (many-row path)
-constexpr int64_t kFewRows = 2;  // up to here the weights are not unpacked into a buffer (VBMI path)
+constexpr int64_t kFewRows = 2;
+// How far ahead of its loads the few-rows path prefetches the weights (which
+// stream from DRAM once per token in a decode step: one thread alone does not
+// keep enough lines in flight for the bandwidth). Reads past the end of the
+// weights are prefetches, which never fault.
+constexpr int64_t kPrefetchBytes = 1024;  // up to here the weights are not unpacked into a buffer (VBMI path)
 
 // A 32-bit lane per panel column c holding weights (k, c) .. (k + 3, c) as
 // bytes, for k = k0 + 4j: the quads of one whole panel, [kp / 4][16] int32,
@@ -218,9 +223,11 @@ FCB_VBMI512 inline void FewRowsVbmi(const NBitsGeom& g, const uint8_t* q, const 
     __m512i acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
     const int64_t k0 = b * g.block_size;
+    _mm_prefetch(reinterpret_cast<const char*>(sc + b * 16) + kPrefetchBytes, _MM_HINT_T0);
     if (g.bits == 4) {
       const uint8_t* src = q + k0 / 2 * 16;
       for (int64_t k = 0; k < g.block_size; k += 8) {
+        _mm_prefetch(reinterpret_cast<const char*>(src + k * 8 + kPrefetchBytes), _MM_HINT_T0);
         const __m512i v = _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(src + k * 8));
         const __m512i lo = _mm512_and_si512(v, nib), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
         for (int r = 0; r < R; ++r) {
@@ -232,6 +239,7 @@ FCB_VBMI512 inline void FewRowsVbmi(const NBitsGeom& g, const uint8_t* q, const 
     } else {
       const uint8_t* src = q + k0 * 16;
       for (int64_t k = 0; k < g.block_size; k += 4) {
+        _mm_prefetch(reinterpret_cast<const char*>(src + k * 16 + kPrefetchBytes), _MM_HINT_T0);
         const __m512i v = _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(src + k * 16));
         for (int r = 0; r < R; ++r)
           acc[r] = _mm512_dpbusd_epi32(acc[r], v, _mm512_set1_epi32(Quad(a8 + r * kp + k0 + k)));
