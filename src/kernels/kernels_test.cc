@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -522,6 +523,56 @@ void RunNBitsI8(TargetId target, const NBitsGeom& g, int64_t m, bool with_zp, bo
       EXPECT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(float)))
           << what << ": not bit-identical to " << variants.front().dot;
     }
+  }
+}
+
+// Non-finite activations (a fuzzed file's weights can make them): the
+// quantizer never converts them to int (undefined behaviour), and every
+// variant's output for the rows they are in is NaN, the others unchanged.
+TEST_P(KernelTest, GemmNBitsI8NonFiniteActivations) {
+  NBitsGeom g;
+  g.bits = 4;
+  g.block_size = 32;
+  g.k = 80;  // three blocks, the last partial
+  g.n = 20;
+  const int64_t m = 4, blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(m * g.k));
+  for (auto& x : a) x = u(rng);
+  a[static_cast<size_t>(0 * g.k + 5)] = std::numeric_limits<float>::quiet_NaN();
+  a[static_cast<size_t>(1 * g.k + 40)] = std::numeric_limits<float>::infinity();
+  a[static_cast<size_t>(2 * g.k + 79)] = -std::numeric_limits<float>::infinity();
+  // row 3 finite
+  std::vector<int16_t> qa(static_cast<size_t>(m * kp), 99);
+  std::vector<float> as(static_cast<size_t>(m * blocks));
+  std::vector<int32_t> asum(static_cast<size_t>(m * blocks));
+  QuantizeBlocksI8(g, a.data(), m, qa.data(), as.data(), asum.data());
+  const int64_t poisoned[3] = {0, 1, 2};  // the block of each bad value
+  for (int64_t r = 0; r < 3; ++r) {
+    const int64_t b = poisoned[r];
+    EXPECT_TRUE(std::isnan(as[static_cast<size_t>(r * blocks + b)])) << "row " << r << " block " << b;
+    EXPECT_EQ(asum[static_cast<size_t>(r * blocks + b)], 0);
+    for (int64_t k = b * g.block_size; k < (b + 1) * g.block_size; ++k)
+      EXPECT_EQ(qa[static_cast<size_t>(r * kp + k)], 0) << "row " << r << " k " << k;
+  }
+  for (int64_t b = 0; b < blocks; ++b) EXPECT_TRUE(std::isfinite(as[static_cast<size_t>(3 * blocks + b)]));
+  std::vector<uint8_t> w(static_cast<size_t>(g.n * kp * g.bits / 8));
+  for (auto& x : w) x = static_cast<uint8_t>(rng());
+  std::vector<float> scales(static_cast<size_t>(g.n * blocks), 0.01f);
+  const PackedNBits packed = PackNBits(g, w.data(), scales.data(), nullptr);
+  for (const NBitsI8Variant& var : NBitsI8VariantsForTesting(GetParam())) {
+    std::vector<float> y(static_cast<size_t>(m * g.n), kSentinel);
+    var.fn(g, m, qa.data(), as.data(), asum.data(), packed.weights.data(), packed.scales.data(),
+           packed.zero_points.data(), nullptr, y.data(), g.n, 0, NBitsPanels(g));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < g.n; ++c) {
+        const float v = y[static_cast<size_t>(r * g.n + c)];
+        if (r < 3)
+          EXPECT_TRUE(std::isnan(v)) << TargetName(GetParam()) << "/" << var.dot << " row " << r << " col " << c;
+        else
+          EXPECT_TRUE(std::isfinite(v) && v != kSentinel) << var.dot << " row 3 col " << c;
+      }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace fcb::kernels {
 
@@ -41,8 +42,21 @@ void QuantizeBlocksI8(const NBitsGeom& g, const float* a, int64_t m, int16_t* qa
     int16_t* q = qa + r * kp;
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t k0 = b * g.block_size, k1 = std::min(g.k, k0 + g.block_size);
-      float amax = 0.0f;
-      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(ar[k]));
+      float amax = 0.0f, poison = 0.0f;
+      for (int64_t k = k0; k < k1; ++k) {
+        amax = std::max(amax, std::fabs(ar[k]));
+        poison += ar[k] - ar[k];  // NaN once any value is infinite or NaN
+      }
+      if (poison != 0.0f || !(amax <= std::numeric_limits<float>::max())) {
+        // A non-finite activation has no int8 code. The block gets zero codes
+        // and a NaN scale, so every output it touches is NaN, as the float
+        // product would be, and no NaN reaches the float-to-int conversion
+        // below (undefined behaviour in C++).
+        for (int64_t k = k0; k < k0 + g.block_size; ++k) q[k] = 0;
+        scales[r * blocks + b] = std::numeric_limits<float>::quiet_NaN();
+        sums[r * blocks + b] = 0;
+        continue;
+      }
       // ONNX Runtime multiplies by the inverse scale (not divides by the
       // scale) and converts with the current rounding mode (cvtps2dq: to
       // nearest, ties to even). Adding and subtracting 1.5 * 2^23 rounds the

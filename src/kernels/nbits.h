@@ -71,7 +71,9 @@ inline int ZeroPointOf(const NBitsGeom& g, const uint8_t* zp, int64_t blk, int64
 // last one padded with zeros), per block scale = amax / 127 and values
 // round_half_even(a * (127 / amax)) (0 where amax is 0), stored as int16 in
 // qa [m][blocks * block_size]; scales [m][blocks] the scales, sums
-// [m][blocks] the sums of the block's quantized values.
+// [m][blocks] the sums of the block's quantized values. A block holding an
+// infinite or NaN value gets zero values, sum 0 and a NaN scale (its outputs
+// are NaN, as the float product's would be).
 void QuantizeBlocksI8(const NBitsGeom& g, const float* a, int64_t m, int16_t* qa, float* scales, int32_t* sums);
 
 }  // namespace fcb::kernels
