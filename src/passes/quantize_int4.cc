@@ -246,6 +246,10 @@ Status QuantizeInt4(ir::Graph& g, bool int4_head, bool float_activations) {
     if (alpha != 1.0) {
       scaled.resize(b->numel());
       for (int64_t j = 0; j < b->numel(); ++j) scaled[j] = static_cast<float>(alpha * static_cast<double>(w[j]));
+      if (!std::all_of(scaled.begin(), scaled.end(), [](float x) { return std::isfinite(x); })) {
+        out.push_back(n);  // alpha * B overflows float: left in float
+        continue;
+      }
       w = scaled.data();
     }
     NBitsOperands q = trans_b ? QuantizeNBits(w, k, cols, 1, k, bits) : QuantizeNBits(w, k, cols, cols, 1, bits);

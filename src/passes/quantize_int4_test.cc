@@ -295,5 +295,29 @@ TEST(QuantizeInt4, NeedsTheOptimizingPipeline) {
   EXPECT_EQ(g.nodes[0].GetInt("bits", 0), 8) << "its output is the graph's: the head";
 }
 
+// Weights with no int4 code stay float: a NaN or infinite weight, and a
+// Gemm whose alpha times B overflows float (the quantizer would otherwise
+// convert NaN to an integer).
+TEST(QuantizeInt4, NonFiniteWeightsStayFloat) {
+  for (int kind = 0; kind < 3; ++kind) {
+    SCOPED_TRACE(kind == 0 ? "NaN weight" : kind == 1 ? "infinite weight" : "alpha * B overflows");
+    ir::Graph g;
+    const int a = AddTensor(g, "a", {2, 64});
+    g.inputs = {a};
+    const int h = AddTensor(g, "h", {2, 32}), y = AddTensor(g, "y", {2, 32});
+    std::vector<float> w = Wave(64 * 32, 0.3f, 1.f);
+    if (kind == 0) w[77] = std::nanf("");
+    if (kind == 1) w[5] = -INFINITY;
+    if (kind == 2) w[9] = 3e38f;
+    ir::Node& gemm = AddNode(g, "Gemm", {a, g.AddConstant("W", ir::TensorData::FromFloats({64, 32}, w))}, {h}, "gemm");
+    gemm.SetFloat("alpha", kind == 2 ? 4.0f : 1.0f);
+    AddNode(g, "Relu", {h}, {y}, "relu");
+    g.outputs = {y};
+    ASSERT_TRUE(g.Validate().ok());
+    ASSERT_TRUE(QuantizeInt4(g, false).ok());
+    EXPECT_EQ(Ops(g), (std::vector<std::string>{"Gemm", "Relu"}));
+  }
+}
+
 }  // namespace
 }  // namespace fcb::passes
