@@ -313,6 +313,66 @@ TEST_F(StateFieldsTest, HostileBindingsAreRefusedNamingThem) {
                    c.state.resize(c.inputs.size() + 1);
                  }),
                  StatusCode::kCorruptFile, "state bindings, more than its");
+  // A state's tensors have no arena bytes (kState): each must be named by a
+  // binding, have no offset, and pair with a tensor of the same storage.
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state.pop_back(); }), StatusCode::kCorruptFile,
+                 "is stored in a state, but no state binding names it");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) {
+                   auto& c = d->contexts[0];
+                   c.tensors[c.inputs[c.state[0].input]].offset = 64;
+                 }),
+                 StatusCode::kCorruptFile, "a state tensor with an arena offset or a blob");
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) {
+                   auto& c = d->contexts[0];
+                   c.tensors[c.outputs[c.state[0].output]].storage = format::Storage::kArena;
+                 }),
+                 StatusCode::kCorruptFile, "of two storages");
+}
+
+// The compiler keeps a state's input and output out of the arena
+// (Storage::kState); a file whose state tensors have arena slots (as files
+// written before kState did) still loads and runs the same.
+TEST_F(StateFieldsTest, StateTensorsTakeNoArenaBytesAndArenaSlotsStillLoad) {
+  auto f = format::LoadFcbFile(dir_.File("good.fcb"));
+  ASSERT_TRUE(f.ok());
+  const format::ContextDesc& c = f.value()->desc().contexts.at(0);
+  uint64_t state_bytes = 0;
+  for (const auto& b : c.state)
+    for (int32_t t : {c.inputs[b.input], c.outputs[b.output]}) {
+      EXPECT_EQ(c.tensors[t].storage, format::Storage::kState) << c.tensors[t].name;
+      state_bytes += static_cast<uint64_t>(ir::NumElements(c.tensors[t].shape)) * ir::DTypeSize(c.tensors[t].dtype);
+    }
+  EXPECT_LT(c.arena_bytes, state_bytes) << "the arena holds no cache";
+  auto run = [](const std::shared_ptr<const Program>& p) {
+    auto e = Execution::Create(p, "main", 1);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    if (!e.ok()) return std::vector<float>{};
+    // Three tokens, each step reading the cache the ones before wrote.
+    for (int32_t step = 0; step < 3; ++step) {
+      const int64_t token = 3 + 5 * step;
+      EXPECT_TRUE(e.value()->SetInput("input_ids", &token, sizeof(token)).ok());
+      EXPECT_TRUE(e.value()->SetInput("seqlens_k", &step, sizeof(step)).ok());
+      EXPECT_TRUE(e.value()->Run().ok());
+    }
+    const auto* y = static_cast<const float*>(e.value()->output_data(0));
+    return std::vector<float>(y, y + e.value()->info().outputs[0].bytes() / sizeof(float));
+  };
+  auto good = Program::Load(dir_.File("good.fcb"));
+  ASSERT_TRUE(good.ok());
+  auto arena = Edited([](format::FileDesc* d) {
+    auto& c = d->contexts[0];
+    for (const auto& b : c.state)
+      for (int32_t t : {c.inputs[b.input], c.outputs[b.output]}) {
+        c.tensors[t].storage = format::Storage::kArena;
+        c.tensors[t].offset = (c.arena_bytes + 63) / 64 * 64;
+        c.arena_bytes = c.tensors[t].offset +
+                        static_cast<uint64_t>(ir::NumElements(c.tensors[t].shape)) * ir::DTypeSize(c.tensors[t].dtype);
+      }
+  });
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  const std::vector<float> want = run(good.value()), got = run(arena.value());
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(want, got);
 }
 
 // A growing cache (form b with kv_capacity: KvAppend writing the present over
@@ -350,6 +410,18 @@ void SetRowCapacity(format::FileDesc* d, std::string_view op, int64_t rows) {
 
 TEST_F(GrowingStateFieldsTest, HostileGrowingCachesAreRefusedNamingThem) {
   ASSERT_REFUSED(Edited([](format::FileDesc* d) { d->contexts[0].state.erase(d->contexts[0].state.begin()); }),
+                 StatusCode::kCorruptFile, "is stored in a state, but no state binding names it");
+  // The same with the unbound pair given arena slots (as files before kState).
+  ASSERT_REFUSED(Edited([](format::FileDesc* d) {
+                   auto& c = d->contexts[0];
+                   for (int32_t t : {c.inputs[c.state[0].input], c.outputs[c.state[0].output]}) {
+                     c.tensors[t].storage = format::Storage::kArena;
+                     c.tensors[t].offset = (c.arena_bytes + 63) / 64 * 64;
+                     c.arena_bytes = c.tensors[t].offset + static_cast<uint64_t>(ir::NumElements(c.tensors[t].shape)) *
+                                                               ir::DTypeSize(c.tensors[t].dtype);
+                   }
+                   c.state.erase(c.state.begin());
+                 }),
                  StatusCode::kCorruptFile, "writes a cache that no state binding holds");
   // An attention reading the buffer at another stride than it was written.
   ASSERT_REFUSED(Edited([](format::FileDesc* d) { SetRowCapacity(d, ops::opname::AttentionFused, 64); }),

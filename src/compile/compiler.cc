@@ -121,13 +121,28 @@ std::string ShapeText(DType d, const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// The spec's state pairs for this method (input name -> output name): its
+// "state" entries, and with "auto" each cache input whose exporter-named
+// output (AutoStateOutput) the method has.
+std::map<std::string, std::string> MethodStatePairs(const CompileSpec& spec, const std::string& method,
+                                                    const std::vector<std::string>& inputs,
+                                                    const std::vector<std::string>& outputs) {
+  std::map<std::string, std::string> pairs;
+  PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
+  if (spec.state_auto)
+    for (const std::string& in : inputs) {
+      const std::string out = AutoStateOutput(in);
+      if (!out.empty() && !pairs.count(in) && std::find(outputs.begin(), outputs.end(), out) != outputs.end())
+        pairs[in] = out;
+    }
+  return pairs;
+}
+
 // The spec's state pairs for this method, bound in its plan (ContextDesc::
 // state) after checking names, dtypes, shapes and that the output is written
 // in place over the input. `*found` is set when a pair was bound.
 Status BindState(const CompileSpec& spec, const std::string& method, const std::set<std::string>& kv_inputs,
                  const std::set<std::string>& growing, format::ContextDesc* c, bool* found) {
-  std::map<std::string, std::string> pairs;
-  PerMethod(spec.state, method, [](const std::string& o) { return o; }, &pairs);
   auto position = [&](const std::vector<int32_t>& list, const std::string& name) -> int32_t {
     for (size_t i = 0; i < list.size(); ++i)
       if (c->tensors[list[i]].name == name) return static_cast<int32_t>(i);
@@ -138,12 +153,10 @@ Status BindState(const CompileSpec& spec, const std::string& method, const std::
     for (int32_t t : list) out += (out.empty() ? "" : ", ") + c->tensors[t].name;
     return out;
   };
-  if (spec.state_auto)
-    for (int32_t t : c->inputs) {
-      const std::string& in = c->tensors[t].name;
-      const std::string out = AutoStateOutput(in);
-      if (!out.empty() && !pairs.count(in) && position(c->outputs, out) >= 0) pairs[in] = out;
-    }
+  std::vector<std::string> input_names, output_names;
+  for (int32_t t : c->inputs) input_names.push_back(c->tensors[t].name);
+  for (int32_t t : c->outputs) output_names.push_back(c->tensors[t].name);
+  const std::map<std::string, std::string> pairs = MethodStatePairs(spec, method, input_names, output_names);
   const std::string where = "spec \"state\", method '" + method + "': ";
   for (const auto& [in, out] : pairs) {
     const int32_t i = position(c->inputs, in);
@@ -553,6 +566,12 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       lo.options = opts[i];
       lo.weight_sharing = spec.weight_sharing;
       if (g.value().dynamic()) lo.low_shapes = low_shapes_for(graph_key(i));
+      if (!spec.state.empty() || spec.state_auto) {
+        std::vector<std::string> input_names, output_names;
+        for (int v : g.value().inputs) input_names.push_back(g.value().values[v].name);
+        for (int v : g.value().outputs) output_names.push_back(g.value().values[v].name);
+        lo.state_pairs = MethodStatePairs(spec, method, input_names, output_names);
+      }
       auto ctx = compile::LowerGraph(g.value(), method, lo, pool);
       if (!ctx.ok()) {
         failures.push_back("target '" + target + "', method '" + method + "': " + ctx.status().message());

@@ -421,7 +421,34 @@ class Lowerer final : public ops::LowerContext {
     }
   }
 
+  // The input and output of a state pair live in the State's buffer (the
+  // runtime points both there): no arena bytes. Both or neither: not where
+  // another tensor is a view of either (the view's bytes are in the arena).
+  void MarkStateTensors() {
+    if (opt_.state_pairs.empty()) return;
+    std::vector<bool> viewed(ctx_.tensors.size(), false);
+    for (size_t t = 0; t < ctx_.tensors.size(); ++t) {
+      const int32_t r = Root(static_cast<int32_t>(t));
+      if (r != static_cast<int32_t>(t)) viewed[r] = true;
+    }
+    auto find = [&](const std::vector<int32_t>& list, const std::string& name) -> int32_t {
+      for (int32_t t : list)
+        if (ctx_.tensors[t].name == name) return t;
+      return -1;
+    };
+    for (const auto& [in_name, out_name] : opt_.state_pairs) {
+      const int32_t in = find(ctx_.inputs, in_name), out = find(ctx_.outputs, out_name);
+      auto eligible = [&](int32_t t) {
+        return t >= 0 && ctx_.tensors[t].storage == Storage::kArena && !viewed[t] && Root(t) == t;
+      };
+      if (in == out || !eligible(in) || !eligible(out)) continue;
+      ctx_.tensors[in].storage = Storage::kState;
+      ctx_.tensors[out].storage = Storage::kState;
+    }
+  }
+
   void PlanArena() {
+    MarkStateTensors();
     const int nsteps = static_cast<int>(ctx_.steps.size());
     std::vector<int> arena_index(ctx_.tensors.size(), -1);
     std::vector<BufferLifetime> bufs;

@@ -28,6 +28,10 @@ struct LowerOptions {
   // Graphs with ranges: value name -> its shape with every symbol at its low
   // end (LowerContext::LowShape); null when unknown.
   const std::map<std::string, ir::Shape>* low_shapes = nullptr;
+  // The spec's "state" pairs for the method (input name -> output name): both
+  // are kept in the State's buffer at run time, so they get no arena bytes
+  // (Storage::kState).
+  std::map<std::string, std::string> state_pairs;
 };
 
 Result<format::ContextDesc> LowerGraph(const ir::Graph& graph, const std::string& method,

@@ -15,6 +15,8 @@ namespace fcb::format {
 enum class Storage : uint8_t {
   kArena = 0,   // lives in the execution's arena at `offset` (inputs/outputs too)
   kWeight = 1,  // read-only bytes of weight-pool blob `blob`, used in place
+  kState = 2,   // a method input or output a state binding names (ContextDesc::state): its bytes
+                // are the bound State's buffer, no arena bytes (offset 0, blob -1)
 };
 
 struct TensorDesc {

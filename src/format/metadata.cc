@@ -204,8 +204,10 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
     if (t.shape.size() > static_cast<size_t>(limits::kMaxRank))
       return where + std::to_string(t.shape.size()) + " dimensions, more than the limit of " +
              std::to_string(limits::kMaxRank) + " (fcb/limits.h)";
-    if (t.storage != Storage::kArena && t.storage != Storage::kWeight)
+    if (t.storage != Storage::kArena && t.storage != Storage::kWeight && t.storage != Storage::kState)
       return where + "unknown storage kind " + std::to_string(static_cast<int>(t.storage));
+    if (t.storage == Storage::kState && (t.offset != 0 || t.blob != -1))
+      return where + "a state tensor with an arena offset or a blob";
     if (t.storage == Storage::kWeight &&
         (t.blob < 0 || static_cast<uint64_t>(t.blob) >= num_blobs))
       return where + "blob id " + std::to_string(t.blob) + " out of range (file has " +
@@ -296,8 +298,8 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
                " a second time (binding " + std::to_string(j) + ")";
     const TensorDesc& in = c.tensors[c.inputs[b.input]];
     const TensorDesc& out = c.tensors[c.outputs[b.output]];
-    if (c.inputs[b.input] == c.outputs[b.output] || in.storage != Storage::kArena || out.storage != Storage::kArena)
-      return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + ", which must be two arena tensors";
+    if (c.inputs[b.input] == c.outputs[b.output] || in.storage == Storage::kWeight || out.storage == Storage::kWeight)
+      return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + ", which must be two activations";
     // A growing cache (past and present differing in their rows, dim 2,
     // which is chosen at each run): the plan checker accepts it only where
     // an in-place append writes it (ops::CheckStateBinding).
@@ -308,6 +310,11 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
              "dtypes or shapes other than their rows";
     if (!grows && (in.dtype != out.dtype || in.shape != out.shape))
       return where + "binds " + Quote(in.name) + " and " + Quote(out.name) + " of different dtypes or shapes";
+    // Both kept in the State (kState), or both arena tensors whose slots go
+    // unused (files written before kState).
+    if (in.storage != out.storage)
+      return where + "binds " + Quote(in.name) + " and " + Quote(out.name) +
+             " of two storages; both are the State's (or both arena tensors)";
     if (!c.input_symbols.empty()) {
       size_t k0 = 0;
       for (int32_t i = 0; i < b.input; ++i) k0 += c.tensors[c.inputs[i]].shape.size();
@@ -316,6 +323,16 @@ std::string CheckContext(const ContextDesc& c, size_t num_blobs) {
           return where + "binds " + Quote(in.name) + ", whose dim " + std::to_string(d) +
                  " is chosen at each run; a state has one shape";
     }
+  }
+  // A state tensor has no bytes but the State's: a binding must name it.
+  for (size_t i = 0; i < n; ++i) {
+    if (c.tensors[i].storage != Storage::kState) continue;
+    bool bound = false;
+    for (const auto& b : c.state)
+      bound = bound || c.inputs[b.input] == static_cast<int32_t>(i) || c.outputs[b.output] == static_cast<int32_t>(i);
+    if (!bound)
+      return "tensor " + std::to_string(i) + " " + Quote(c.tensors[i].name) +
+             " is stored in a state, but no state binding names it";
   }
   return "";
 }

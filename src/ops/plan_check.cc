@@ -402,12 +402,14 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
         td->bytes.assign(b, b + bytes);
         p.small_constants[i] = std::move(td);
       }
-    } else {
+    } else if (t.storage != format::Storage::kState) {  // a state's: the State's buffer (bound: format/metadata)
       return InvalidArgument(where() + " has unknown storage kind");
     }
   }
+  // Where activations live: the arena, or a State's buffer (a bound state's input or output).
   auto is_arena = [&](int32_t t) {
-    return t >= 0 && static_cast<size_t>(t) < nt && c.tensors[t].storage == format::Storage::kArena;
+    return t >= 0 && static_cast<size_t>(t) < nt &&
+           (c.tensors[t].storage == format::Storage::kArena || c.tensors[t].storage == format::Storage::kState);
   };
   for (int32_t t : c.inputs)
     if (!is_arena(t)) return InvalidArgument("method '" + c.method + "' input refers to an invalid tensor");

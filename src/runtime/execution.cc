@@ -269,9 +269,12 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
   const auto& tensors = m->context->tensors;
   impl->tensor_ptr.resize(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t)
-    impl->tensor_ptr[t] = m->weights[t] ? const_cast<void*>(m->weights[t]) : impl->arena.data() + tensors[t].offset;
-  // A state's input and output are its buffer in the bound State (their
-  // arena slots go unused).
+    impl->tensor_ptr[t] = m->weights[t]                                      ? const_cast<void*>(m->weights[t])
+                          : tensors[t].storage == format::Storage::kState ? nullptr  // bound below
+                                                                           : impl->arena.data() + tensors[t].offset;
+  // A state's input and output are its buffer in the bound State (stored
+  // kState: no arena bytes; in files written before kState their arena
+  // slots go unused).
   if (!m->state.empty()) {
     if (!state) {
       FCB_ASSIGN_OR_RETURN(state, State::Create(program));
