@@ -34,7 +34,6 @@ namespace {
 using testing::TempDir;
 using testing::Generator;
 using testing::ReadTokens;
-using testing::TestDataDir;
 
 // export_llm_models.py's tiny shape: hidden 64, 2 layers, 4 heads, 2 KV heads
 // (head 16), vocab 256.
@@ -49,46 +48,12 @@ std::vector<uint8_t> Snapshot(State& state) {
   return all;
 }
 
-class GenerateTest : public ::testing::Test {
+class GenerateTest : public testing::GenerationTest<> {
  protected:
-  void SetUp() override {
-    dir_ = TestDataDir();
-    for (const char* f : {"llm_tiny_a.onnx", "llm_tiny_a.prompt.npy", "llm_tiny_a.ref/tokens.npy",
-                          "llm_tiny_a.ref/logits.npy"})
-      ASSERT_TRUE(testing::FileExists(dir_ + "/" + f)) << dir_ << "/" << f << " is missing: run scripts/prepare_testdata.sh";
-    model_ = dir_ + "/llm_tiny_a.onnx";
-    prompt_ = ReadTokens(dir_ + "/llm_tiny_a.prompt.npy");
-    want_ = ReadTokens(dir_ + "/llm_tiny_a.ref/tokens.npy");
-    ASSERT_EQ(prompt_.size(), 32u);
-    ASSERT_EQ(want_.size(), 64u);
-  }
-  static CompileSpec Spec() {
-    CompileSpec spec;
-    spec.targets = {"all"};
-    spec.input_shapes["input_ids"] = {1, {1, 64}};
-    spec.input_shapes["attention_mask"] = {1, {1, kCapacity}};
-    spec.input_shapes["decode:input_ids"] = {1, 1};
-    spec.input_shapes["decode:attention_mask"] = {1, {2, kCapacity}};
-    spec.state_auto = true;
-    spec.kv_capacity = kCapacity;
-    return spec;
-  }
-  // Compiles once per test binary (every target), shared by the tests.
-  const std::string& File() {
-    static TempDir tmp;
-    static std::string file;
-    if (file.empty()) {
-      const std::string f = tmp.File("llm_tiny_a.fcb");
-      auto r = CompileMethods({{"prefill", model_}, {"decode", model_}}, Spec(), f);
-      EXPECT_TRUE(r.ok()) << r.status().message();
-      if (r.ok()) file = f;
-    }
-    return file;
-  }
-  std::string Prompt() const { return testing::TokensCsv(prompt_); }
-
-  std::string dir_, model_;
-  std::vector<int64_t> prompt_, want_;
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(LoadModel("llm_tiny_a", 32, 64)); }
+  static CompileSpec Spec() { return testing::GenerationSpec({"all"}, 64, kCapacity, /*decode_mask=*/true); }
+  // Compiled once per test binary (every target), shared by the tests.
+  const std::string& File() { return testing::CompileGenerationOnce(model_, Spec(), "llm_tiny_a.fcb"); }
 };
 
 TEST_F(GenerateTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
@@ -254,8 +219,8 @@ TEST_F(GenerateTest, CliFeedsSeqlensToAStaticBufferModel) {
   spec.state_auto = true;
   auto r = CompileMethods({{"prefill", model}, {"decode", model}}, spec, tmp.File("static.fcb"));
   ASSERT_TRUE(r.ok()) << r.status().message();
-  std::string prompt, want;
-  for (int64_t t : ReadTokens(dir_ + "/gqa_decoder_static.prompt.npy")) prompt += (prompt.empty() ? "" : ",") + std::to_string(t);
+  const std::string prompt = testing::TokensCsv(ReadTokens(dir_ + "/gqa_decoder_static.prompt.npy"));
+  std::string want;
   const std::vector<int64_t> tokens = ReadTokens(dir_ + "/gqa_decoder_static.ref/tokens.npy");
   for (int64_t t : tokens) want += " " + std::to_string(t);
   for (const std::string& target : testing::RunnableTargetNames(testing::ApiTargets())) {

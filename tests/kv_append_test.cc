@@ -34,8 +34,6 @@ namespace {
 
 using testing::TempDir;
 using testing::Generator;
-using testing::ReadTokens;
-using testing::TestDataDir;
 
 // export_llm_models.py's tiny shape: hidden 64, 2 layers, 4 heads, 2 KV heads
 // (head 16), vocab 256.
@@ -52,44 +50,12 @@ std::vector<uint8_t> Snapshot(State& state) {
   return all;
 }
 
-class KvAppendTest : public ::testing::Test {
+class KvAppendTest : public testing::GenerationTest<> {
  protected:
-  void SetUp() override {
-    dir_ = TestDataDir();
-    for (const char* f : {"llm_tiny_b.onnx", "llm_tiny_b.prompt.npy", "llm_tiny_b.ref/tokens.npy",
-                          "llm_tiny_b.ref/logits.npy"})
-      ASSERT_TRUE(testing::FileExists(dir_ + "/" + f)) << dir_ << "/" << f << " is missing: run scripts/prepare_testdata.sh";
-    model_ = dir_ + "/llm_tiny_b.onnx";
-    prompt_ = ReadTokens(dir_ + "/llm_tiny_b.prompt.npy");
-    want_ = ReadTokens(dir_ + "/llm_tiny_b.ref/tokens.npy");
-    ASSERT_EQ(prompt_.size(), 32u);
-    ASSERT_EQ(want_.size(), 64u);
-  }
-  static CompileSpec Spec() {
-    CompileSpec spec;
-    spec.targets = {"all"};
-    spec.input_shapes["input_ids"] = {1, {1, 32}};
-    spec.input_shapes["attention_mask"] = {1, {1, kCapacity}};
-    spec.input_shapes["decode:input_ids"] = {1, 1};
-    spec.state_auto = true;
-    spec.kv_capacity = kCapacity;
-    return spec;
-  }
-  const std::string& File() {
-    static TempDir tmp;
-    static std::string file;
-    if (file.empty()) {
-      const std::string f = tmp.File("llm_tiny_b.fcb");
-      auto r = CompileMethods({{"prefill", model_}, {"decode", model_}}, Spec(), f);
-      EXPECT_TRUE(r.ok()) << r.status().message();
-      if (r.ok()) file = f;
-    }
-    return file;
-  }
-  std::string Prompt() const { return testing::TokensCsv(prompt_); }
-
-  std::string dir_, model_;
-  std::vector<int64_t> prompt_, want_;
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(LoadModel("llm_tiny_b", 32, 64)); }
+  static CompileSpec Spec() { return testing::GenerationSpec({"all"}, 32, kCapacity, /*decode_mask=*/false); }
+  // Compiled once per test binary (every target), shared by the tests.
+  const std::string& File() { return testing::CompileGenerationOnce(model_, Spec(), "llm_tiny_b.fcb"); }
 };
 
 TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
@@ -297,12 +263,7 @@ TEST_F(KvAppendTest, AnExplicitPastLoadsTheCache) {
 // The C API reads a growing cache's valid length; reset makes it 0.
 TEST_F(KvAppendTest, CApiReportsTheValidLength) {
   ASSERT_FALSE(File().empty());
-  auto ok = [](fcb_status_t* s) {
-    const std::string msg = s ? fcb_status_message(s) : "";
-    fcb_status_destroy(s);
-    EXPECT_EQ(msg, "");
-    return msg.empty();
-  };
+  auto ok = testing::CApiOk;
   fcb_program_t* program = nullptr;
   ASSERT_TRUE(ok(fcb_program_load(File().c_str(), nullptr, 1, &program)));
   fcb_state_t* state = nullptr;
