@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/int8_internal.h"
@@ -337,6 +338,50 @@ FCB_VNNI256 inline void Rows256(const NBitsGeom& g, const int32_t* wq, const int
     }
 }
 
+// Rows [0, m) of one panel, a tile of rows at a time: tiles of Big rows
+// while Big rows remain, then at most one tile of each size in Rest (in
+// descending order, the last 1), so each row is computed once, in order. A
+// tile of R rows starting at row r is Tile::Run<R> with the row-major
+// operands (activations, their scales and sums, y) advanced to row r; w (the
+// panel's weights, packed or as quads) and the panel's scales, zero points
+// and columns are the same for every tile. RowTiles and its lambda are
+// always inlined: they have no target attribute, so only in the caller (the
+// kernel, of the tiles' target) can the tile calls be inlined.
+template <class Tile, int Big, int... Rest, class W>
+__attribute__((always_inline)) inline void RowTiles(const NBitsGeom& g, int64_t m, W w, const int8_t* a8,
+                                                    const float* a_scales, const int32_t* a_sums, const float* sc,
+                                                    const uint8_t* zp, const float* bias, float* y, int64_t ldy,
+                                                    int64_t c0) {
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  int64_t r = 0;
+  auto tile = [&](auto rows) __attribute__((always_inline)) {
+    constexpr int R = decltype(rows)::value;
+    Tile::template Run<R>(g, w, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
+                          ldy, c0);
+    r += R;
+  };
+  for (; r + Big <= m;) tile(std::integral_constant<int, Big>());
+  ((r + Rest <= m ? tile(std::integral_constant<int, Rest>()) : void()), ...);
+}
+
+// The tile functions above as the types RowTiles takes (each with its target).
+struct Rows512Tile {
+  template <int R, class... A>
+  FCB_VNNI512 static void Run(A... a) { Rows512<R>(a...); }
+};
+struct FewRows512Tile {
+  template <int R, class... A>
+  FCB_VNNI512 static void Run(A... a) { FewRows512<R>(a...); }
+};
+struct FewRowsVbmiTile {
+  template <int R, class... A>
+  FCB_VBMI512 static void Run(A... a) { FewRowsVbmi<R>(a...); }
+};
+struct Rows256Tile {
+  template <int R, class... A>
+  FCB_VNNI256 static void Run(A... a) { Rows256<R>(a...); }
+};
+
 // One panel's weights as quads in a per-thread buffer (64-byte aligned).
 int32_t* QuadBuffer(int64_t ints) {
   thread_local std::vector<int32_t> buf;
@@ -361,26 +406,11 @@ FCB_VNNI512 void GemmNBitsI8Avx512Vnni(const NBitsGeom& g, int64_t m, const int1
     const uint8_t* zp = zero_points + p * blocks * kPanel;
     const int64_t c0 = p * kPanel;
     if (m <= kFewRows) {
-      for (int64_t r = 0; r < m; r += 2) {
-        if (r + 2 <= m)
-          FewRows512<2>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                        ldy, c0);
-        else
-          FewRows512<1>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                        ldy, c0);
-      }
+      RowTiles<FewRows512Tile, kFewRows, 1>(g, m, q, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
       continue;
     }
     for (int64_t j = 0; j < quads; ++j) _mm512_store_si512(wq + j * 16, Quad512(static_cast<int>(g.bits), q, j));
-    int64_t r = 0;
-#define FCB_ROWS(R)                                                                                              \
-  Rows512<R>(g, wq, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy, ldy, c0); \
-  r += R
-    for (; r + kRows <= m;) { FCB_ROWS(kRows); }
-    if (r + 4 <= m) { FCB_ROWS(4); }
-    if (r + 2 <= m) { FCB_ROWS(2); }
-    if (r < m) { FCB_ROWS(1); }
-#undef FCB_ROWS
+    RowTiles<Rows512Tile, kRows, 4, 2, 1>(g, m, wq, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
   }
 }
 
@@ -398,26 +428,11 @@ FCB_VBMI512 void GemmNBitsI8Avx512VnniVbmi(const NBitsGeom& g, int64_t m, const 
     const uint8_t* zp = zero_points + p * blocks * kPanel;
     const int64_t c0 = p * kPanel;
     if (m <= kFewRows) {
-      for (int64_t r = 0; r < m; r += 2) {
-        if (r + 2 <= m)
-          FewRowsVbmi<2>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                         ldy, c0);
-        else
-          FewRowsVbmi<1>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                         ldy, c0);
-      }
+      RowTiles<FewRowsVbmiTile, kFewRows, 1>(g, m, q, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
       continue;
     }
     PanelQuadsVbmi(static_cast<int>(g.bits), q, kp, wq);
-    int64_t r = 0;
-#define FCB_ROWS(R)                                                                                              \
-  Rows512<R>(g, wq, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy, ldy, c0); \
-  r += R
-    for (; r + kRows <= m;) { FCB_ROWS(kRows); }
-    if (r + 4 <= m) { FCB_ROWS(4); }
-    if (r + 2 <= m) { FCB_ROWS(2); }
-    if (r < m) { FCB_ROWS(1); }
-#undef FCB_ROWS
+    RowTiles<Rows512Tile, kRows, 4, 2, 1>(g, m, wq, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
   }
 }
 
@@ -440,14 +455,7 @@ FCB_VNNI256 void GemmNBitsI8AvxVnni(const NBitsGeom& g, int64_t m, const int16_t
     const float* sc = scales + p * blocks * kPanel;
     const uint8_t* zp = zero_points + p * blocks * kPanel;
     const int64_t c0 = p * kPanel;
-    int64_t r = 0;
-#define FCB_ROWS(R)                                                                                              \
-  Rows256<R>(g, wq, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy, ldy, c0); \
-  r += R
-    for (; r + 4 <= m;) { FCB_ROWS(4); }
-    if (r + 2 <= m) { FCB_ROWS(2); }
-    if (r < m) { FCB_ROWS(1); }
-#undef FCB_ROWS
+    RowTiles<Rows256Tile, 4, 2, 1>(g, m, wq, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
   }
 }
 
