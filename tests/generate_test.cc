@@ -236,22 +236,21 @@ TEST_F(GenerateTest, AStepPastTheCapacityIsRefusedAndTheStateKept) {
   ASSERT_FALSE(File().empty());
   auto program = Program::Load(File());
   ASSERT_TRUE(program.ok());
-  auto state = State::Create(program.value());
-  auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
-  auto decode = Execution::Create(program.value(), "decode", 1, state.value());
-  ASSERT_TRUE(prefill.ok() && decode.ok());
-  Generator g{prefill.value().get(), decode.value().get(), kVocab};
+  testing::Session session;
+  Status opened = testing::OpenSession(program.value(), 1, &session);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  Generator g = session.NewGenerator(kVocab);
   ASSERT_TRUE(g.Prompt(std::vector<int64_t>(64, 7)).ok());
   ASSERT_TRUE(g.Prompt(std::vector<int64_t>(64, 9)).ok());  // a second chunk: 128 positions, full
   ASSERT_EQ(g.length, kCapacity);
-  const std::vector<uint8_t> before = Snapshot(*state.value());
+  const std::vector<uint8_t> before = Snapshot(*session.state);
   // One more token would be position 129.
   Status s = g.Step();
   EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "attention_mask");
   EXPECT_NE(s.message().find("past the capacity of the KV cache ('past_key_values.0.key' holds 128 positions)"),
             std::string::npos)
       << s.message();
-  EXPECT_EQ(Snapshot(*state.value()), before);
+  EXPECT_EQ(Snapshot(*session.state), before);
   // fcb generate refuses up front what would not fit.
   auto r = testing::RunCommand(testing::CliPath() + " generate " + File() + " --prompt " + Prompt() + " --max-new 100");
   EXPECT_EQ(r.exit_code, 2) << r.out;

@@ -68,6 +68,27 @@ struct Generator {
   Status Step() { return Feed(decode, {tokens.back()}); }
 };
 
+// A State of a program with its prefill and decode executions bound to it.
+struct Session {
+  std::shared_ptr<State> state;
+  std::unique_ptr<Execution> prefill, decode;
+  Generator NewGenerator(int64_t vocab) const { return Generator{prefill.get(), decode.get(), vocab}; }
+};
+
+// A new State of `program` and its prefill and decode executions (`threads`
+// threads each) into *s; a failure names the one that failed.
+inline Status OpenSession(const std::shared_ptr<const Program>& program, int threads, Session* s) {
+  auto state = State::Create(program);
+  if (!state.ok()) return Status(state.status()).Annotate("State::Create");
+  s->state = state.value();
+  for (auto [method, e] : {std::pair{"prefill", &s->prefill}, std::pair{"decode", &s->decode}}) {
+    auto r = Execution::Create(program, method, threads, s->state);
+    if (!r.ok()) return Status(r.status()).Annotate(std::string("Execution::Create of '") + method + "'");
+    *e = std::move(r).value();
+  }
+  return Status::Ok();
+}
+
 // A prefill method (input_ids [1, 1..max_prompt], attention_mask
 // [1, 1..capacity]) and a decode method (input_ids [1, 1]; with
 // decode_mask, attention_mask [1, 2..capacity]) sharing one State

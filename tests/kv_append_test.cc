@@ -111,16 +111,15 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
 TEST_F(KvAppendTest, APromptInTwoChunksGivesTheSameTokens) {
   ASSERT_FALSE(File().empty());
   testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
-    auto state = State::Create(program);
-    auto prefill = Execution::Create(program, "prefill", 1, state.value());
-    auto decode = Execution::Create(program, "decode", 1, state.value());
-    ASSERT_TRUE(prefill.ok() && decode.ok());
-    Generator g{prefill.value().get(), decode.value().get(), kVocab};
+    testing::Session session;
+    Status opened = testing::OpenSession(program, 1, &session);
+    ASSERT_TRUE(opened.ok()) << opened.message();
+    Generator g = session.NewGenerator(kVocab);
     ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin(), prompt_.begin() + 16)).ok());
     g.tokens.clear();
     g.logits.clear();
     ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin() + 16, prompt_.end())).ok());
-    EXPECT_EQ(state.value()->valid_length("past_key_values.0.value").value(), 32);
+    EXPECT_EQ(session.state->valid_length("past_key_values.0.value").value(), 32);
     for (int i = 1; i < 16; ++i) ASSERT_TRUE(g.Step().ok());
     EXPECT_EQ(g.tokens, std::vector<int64_t>(want_.begin(), want_.begin() + 16));
   });
@@ -136,22 +135,20 @@ TEST_F(KvAppendTest, TwoStatesOnTwoThreadsAreIndependent) {
   std::vector<int64_t> tokens[2];
   int64_t lengths[2] = {0, 0};
   auto run = [&](int i) {
-    auto state = State::Create(program.value());
-    auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
-    auto decode = Execution::Create(program.value(), "decode", 1, state.value());
-    if (!state.ok() || !prefill.ok() || !decode.ok()) return;
-    Generator g{prefill.value().get(), decode.value().get(), kVocab};
+    testing::Session session;
+    if (!testing::OpenSession(program.value(), 1, &session).ok()) return;
+    Generator g = session.NewGenerator(kVocab);
     // Thread 1 first runs a different prompt, then starts over.
     if (i == 1) {
       if (!g.Prompt({3, 1, 4, 1, 5}).ok()) return;
-      state.value()->Reset();
-      g = Generator{prefill.value().get(), decode.value().get(), kVocab};
+      session.state->Reset();
+      g = session.NewGenerator(kVocab);
     }
     if (!g.Prompt(prompt_).ok()) return;
     for (size_t k = 1; k < want_.size() - 8 * i; ++k)
       if (!g.Step().ok()) return;
     tokens[i] = g.tokens;
-    lengths[i] = state.value()->valid_length("past_key_values.0.key").value();
+    lengths[i] = session.state->valid_length("past_key_values.0.key").value();
   };
   std::thread a(run, 0), b(run, 1);
   a.join();
@@ -168,17 +165,16 @@ TEST_F(KvAppendTest, TwoStatesOnTwoThreadsAreIndependent) {
 TEST_F(KvAppendTest, ADecodeStepWritesOnlyTheAppendedRows) {
   ASSERT_FALSE(File().empty());
   testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
-    auto state = State::Create(program);
-    auto prefill = Execution::Create(program, "prefill", 1, state.value());
-    auto decode = Execution::Create(program, "decode", 1, state.value());
-    ASSERT_TRUE(prefill.ok() && decode.ok());
-    Generator g{prefill.value().get(), decode.value().get(), kVocab};
+    testing::Session session;
+    Status opened = testing::OpenSession(program, 1, &session);
+    ASSERT_TRUE(opened.ok()) << opened.message();
+    Generator g = session.NewGenerator(kVocab);
     ASSERT_TRUE(g.Prompt(prompt_).ok());
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(g.Step().ok());
     const int64_t token = g.tokens.back();
-    ASSERT_TRUE(decode.value()->SetInput("input_ids", &token, 8, {1, 1}).ok());
+    ASSERT_TRUE(session.decode->SetInput("input_ids", &token, 8, {1, 1}).ok());
     std::vector<StepTiming> steps;
-    ASSERT_TRUE(decode.value()->RunProfiled(&steps).ok());
+    ASSERT_TRUE(session.decode->RunProfiled(&steps).ok());
     const uint64_t cache_bytes = static_cast<uint64_t>(kKvHeads * (g.length + 1) * kHead * 4);
     int appends = 0, attentions = 0;
     for (const auto& s : steps) {
@@ -201,28 +197,27 @@ TEST_F(KvAppendTest, AStepPastTheCapacityIsRefusedAndTheStateKept) {
   ASSERT_FALSE(File().empty());
   auto program = Program::Load(File());
   ASSERT_TRUE(program.ok());
-  auto state = State::Create(program.value());
-  auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
-  auto decode = Execution::Create(program.value(), "decode", 1, state.value());
-  ASSERT_TRUE(prefill.ok() && decode.ok());
-  Generator g{prefill.value().get(), decode.value().get(), kVocab};
+  testing::Session session;
+  Status opened = testing::OpenSession(program.value(), 1, &session);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  Generator g = session.NewGenerator(kVocab);
   for (int chunk = 0; chunk < 4; ++chunk) ASSERT_TRUE(g.Prompt(std::vector<int64_t>(32, 7 + chunk)).ok());
   ASSERT_EQ(g.length, kCapacity);
-  EXPECT_EQ(state.value()->valid_length("past_key_values.1.value").value(), kCapacity);
-  const std::vector<uint8_t> before = Snapshot(*state.value());
+  EXPECT_EQ(session.state->valid_length("past_key_values.1.value").value(), kCapacity);
+  const std::vector<uint8_t> before = Snapshot(*session.state);
   // One more token (the attention mask, which this model does not read, is left as it was).
   const int64_t token = 5;
-  ASSERT_TRUE(decode.value()->SetInput("input_ids", &token, 8, {1, 1}).ok());
-  Status s = decode.value()->Run();
+  ASSERT_TRUE(session.decode->SetInput("input_ids", &token, 8, {1, 1}).ok());
+  Status s = session.decode->Run();
   EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "method 'decode': state 'past_key_values.0.key' holds 128 valid rows "
                                                   "and this run appends 1");
   EXPECT_NE(s.message().find("past its capacity of 128 rows"), std::string::npos) << s.message();
-  EXPECT_EQ(Snapshot(*state.value()), before);
+  EXPECT_EQ(Snapshot(*session.state), before);
   const int64_t two[] = {1, 2};
-  ASSERT_TRUE(prefill.value()->SetInput("input_ids", two, 16, {1, 2}).ok());
-  s = prefill.value()->Run();
+  ASSERT_TRUE(session.prefill->SetInput("input_ids", two, 16, {1, 2}).ok());
+  s = session.prefill->Run();
   EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "method 'prefill'");
-  EXPECT_EQ(Snapshot(*state.value()), before);
+  EXPECT_EQ(Snapshot(*session.state), before);
   // fcb generate refuses up front what would not fit.
   auto r = testing::RunCommand(testing::CliPath() + " generate " + File() + " --prompt " + Prompt() + " --max-new 100");
   EXPECT_EQ(r.exit_code, 2) << r.out;
