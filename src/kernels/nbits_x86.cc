@@ -86,6 +86,37 @@ FCB_VNNI512 const int8_t* Bytes512(const int16_t* qa, int64_t n) {
   return buf.data();
 }
 
+// The last steps every 512-bit tile of R rows shares. Block b of the rows'
+// exact integer dots acc: out[r] += (scale * a_scale) * float(acc[r] -
+// zp * sum(a)), 16 columns.
+template <int R>
+FCB_VNNI512 __attribute__((always_inline)) inline void AddBlock512(const __m512i* acc, int64_t b, int64_t blocks,
+                                                                   const float* a_scales, const int32_t* a_sums,
+                                                                   const float* sc, const uint8_t* zp, __m512* out) {
+  const __m512 s = _mm512_loadu_ps(sc + b * 16);
+  const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
+    const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
+    out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
+  }
+}
+
+// y[r][c0 .. c0 + 16) (the columns below n) = out[r] (+ bias).
+template <int R>
+FCB_VNNI512 __attribute__((always_inline)) inline void Store512(const NBitsGeom& g, const __m512* out,
+                                                                const float* bias, float* y, int64_t ldy, int64_t c0) {
+  const int64_t cols = std::min<int64_t>(16, g.n - c0);
+  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 o = bias ? _mm512_add_ps(out[r], bv) : out[r];
+    _mm512_mask_storeu_ps(y + r * ldy + c0, m, o);
+  }
+}
+
 // Rows [r, r + R) of the panel whose quads are wq (one block = bq quads):
 // out (R registers, 16 columns each) accumulates every block in order.
 template <int R>
@@ -104,14 +135,7 @@ FCB_VNNI512 inline void Tile512(const int32_t* wq, int64_t blocks, int64_t bq, c
       for (int r = 0; r < R; ++r)
         acc[r] = _mm512_dpbusd_epi32(acc[r], wv, _mm512_set1_epi32(Quad(a + r * kp + 4 * j)));
     }
-    const __m512 s = _mm512_loadu_ps(sc + b * 16);
-    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
-      const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
-      out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
-    }
+    AddBlock512<R>(acc, b, blocks, a_scales, a_sums, sc, zp, out);
   }
 }
 
@@ -124,14 +148,7 @@ FCB_VNNI512 inline void Rows512(const NBitsGeom& g, const int32_t* wq, const int
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) out[r] = _mm512_setzero_ps();
   Tile512<R>(wq, blocks, g.block_size / 4, a8, kp, a_scales, a_sums, sc, zp, out);
-  const int64_t cols = std::min<int64_t>(16, g.n - c0);
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const __m512 o = bias ? _mm512_add_ps(out[r], bv) : out[r];
-    _mm512_mask_storeu_ps(y + r * ldy + c0, m, o);
-  }
+  Store512<R>(g, out, bias, y, ldy, c0);
 }
 
 // Few rows without VBMI: the quads built in registers as the weights stream
@@ -150,18 +167,9 @@ FCB_VNNI512 inline void FewRows512(const NBitsGeom& g, const uint8_t* q, const i
       const __m512i wv = Quad512(static_cast<int>(g.bits), q, j);
       for (int r = 0; r < R; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], wv, _mm512_set1_epi32(Quad(a8 + r * kp + 4 * j)));
     }
-    const __m512 s = _mm512_loadu_ps(sc + b * 16);
-    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
-    for (int r = 0; r < R; ++r) {
-      const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
-      const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
-      out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
-    }
+    AddBlock512<R>(acc, b, blocks, a_scales, a_sums, sc, zp, out);
   }
-  const int64_t cols = std::min<int64_t>(16, g.n - c0);
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, m, bias ? _mm512_add_ps(out[r], bv) : out[r]);
+  Store512<R>(g, out, bias, y, ldy, c0);
 }
 
 // ---- AVX512-VBMI hosts: a panel's 64-byte row groups transposed by one
@@ -246,18 +254,9 @@ FCB_VBMI512 inline void FewRowsVbmi(const NBitsGeom& g, const uint8_t* q, const 
           acc[r] = _mm512_dpbusd_epi32(acc[r], v, _mm512_set1_epi32(Quad(a8 + r * kp + k0 + k)));
       }
     }
-    const __m512 s = _mm512_loadu_ps(sc + b * 16);
-    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
-    for (int r = 0; r < R; ++r) {
-      const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
-      const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
-      out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
-    }
+    AddBlock512<R>(acc, b, blocks, a_scales, a_sums, sc, zp, out);
   }
-  const int64_t cols = std::min<int64_t>(16, g.n - c0);
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, m, bias ? _mm512_add_ps(out[r], bv) : out[r]);
+  Store512<R>(g, out, bias, y, ldy, c0);
 }
 
 // ---- AVX-VNNI (VEX, 256 bits): a panel's 16 columns are two registers.
