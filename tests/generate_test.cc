@@ -65,9 +65,7 @@ TEST_F(GenerateTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
     // The cache is [1, kv, capacity, head] per layer, key and value.
     auto state = State::Create(program);
     ASSERT_TRUE(state.ok()) << state.status().message();
-    const auto vars = state.value()->variables();
-    ASSERT_EQ(vars.size(), static_cast<size_t>(2 * kLayers));
-    for (const auto& v : vars) EXPECT_EQ(v.shape, (std::vector<int64_t>{1, kKvHeads, kCapacity, kHead})) << v.name;
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectKvCaches(*state.value(), kLayers, {1, kKvHeads, kCapacity, kHead}));
     for (int threads : {1, 2}) {
       SCOPED_TRACE(threads);
       state.value()->Reset();

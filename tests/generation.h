@@ -89,6 +89,14 @@ inline Status OpenSession(const std::shared_ptr<const Program>& program, int thr
   return Status::Ok();
 }
 
+// A State's KV caches: a key and a value per layer, each of `shape`
+// ([1, kv heads, capacity, head]). Call under ASSERT_NO_FATAL_FAILURE.
+inline void ExpectKvCaches(const State& state, int64_t layers, const std::vector<int64_t>& shape) {
+  const auto vars = state.variables();
+  ASSERT_EQ(vars.size(), static_cast<size_t>(2 * layers));
+  for (const auto& v : vars) EXPECT_EQ(v.shape, shape) << v.name;
+}
+
 // A prefill method (input_ids [1, 1..max_prompt], attention_mask
 // [1, 1..capacity]) and a decode method (input_ids [1, 1]; with
 // decode_mask, attention_mask [1, 2..capacity]) sharing one State

@@ -66,9 +66,8 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
   testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
     auto state = State::Create(program);
     ASSERT_TRUE(state.ok()) << state.status().message();
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectKvCaches(*state.value(), kLayers, {1, kKvHeads, kCapacity, kHead}));
     const auto vars = state.value()->variables();
-    ASSERT_EQ(vars.size(), static_cast<size_t>(2 * kLayers));
-    for (const auto& v : vars) EXPECT_EQ(v.shape, (std::vector<int64_t>{1, kKvHeads, kCapacity, kHead})) << v.name;
     for (int threads : {1, 2}) {
       SCOPED_TRACE(threads);
       auto prefill = Execution::Create(program, "prefill", threads, state.value());

@@ -113,10 +113,8 @@ TEST_P(LlmShapes, GeneratesOnnxRuntimesTokensOnEveryX86Target) {
     ran.push_back(target);
     auto state = State::Create(program);
     ASSERT_TRUE(state.ok()) << state.status().message();
-    const auto vars = state.value()->variables();
-    ASSERT_EQ(vars.size(), static_cast<size_t>(2 * shape.layers));
-    for (const auto& v : vars)
-      EXPECT_EQ(v.shape, (std::vector<int64_t>{1, shape.kv_heads, kCapacity, shape.head})) << v.name;
+    ASSERT_NO_FATAL_FAILURE(
+        testing::ExpectKvCaches(*state.value(), shape.layers, {1, shape.kv_heads, kCapacity, shape.head}));
     auto prefill = Execution::Create(program, "prefill", 2, state.value());
     auto decode = Execution::Create(program, "decode", 2, state.value());
     ASSERT_TRUE(prefill.ok()) << prefill.status().message();
