@@ -34,7 +34,6 @@ namespace {
 using testing::TempDir;
 using testing::Generator;
 using testing::ReadTokens;
-using testing::TestDataDir;
 
 // export_llm_models.py's tiny shape: hidden 64, 2 layers, 4 heads, 2 KV heads
 // (head 16), vocab 256.
@@ -49,46 +48,12 @@ std::vector<uint8_t> Snapshot(State& state) {
   return all;
 }
 
-class GenerateTest : public ::testing::Test {
+class GenerateTest : public testing::GenerationTest<> {
  protected:
-  void SetUp() override {
-    dir_ = TestDataDir();
-    for (const char* f : {"llm_tiny_a.onnx", "llm_tiny_a.prompt.npy", "llm_tiny_a.ref/tokens.npy",
-                          "llm_tiny_a.ref/logits.npy"})
-      ASSERT_TRUE(testing::FileExists(dir_ + "/" + f)) << dir_ << "/" << f << " is missing: run scripts/prepare_testdata.sh";
-    model_ = dir_ + "/llm_tiny_a.onnx";
-    prompt_ = ReadTokens(dir_ + "/llm_tiny_a.prompt.npy");
-    want_ = ReadTokens(dir_ + "/llm_tiny_a.ref/tokens.npy");
-    ASSERT_EQ(prompt_.size(), 32u);
-    ASSERT_EQ(want_.size(), 64u);
-  }
-  static CompileSpec Spec() {
-    CompileSpec spec;
-    spec.targets = {"all"};
-    spec.input_shapes["input_ids"] = {1, {1, 64}};
-    spec.input_shapes["attention_mask"] = {1, {1, kCapacity}};
-    spec.input_shapes["decode:input_ids"] = {1, 1};
-    spec.input_shapes["decode:attention_mask"] = {1, {2, kCapacity}};
-    spec.state_auto = true;
-    spec.kv_capacity = kCapacity;
-    return spec;
-  }
-  // Compiles once per test binary (every target), shared by the tests.
-  const std::string& File() {
-    static TempDir tmp;
-    static std::string file;
-    if (file.empty()) {
-      const std::string f = tmp.File("llm_tiny_a.fcb");
-      auto r = CompileMethods({{"prefill", model_}, {"decode", model_}}, Spec(), f);
-      EXPECT_TRUE(r.ok()) << r.status().message();
-      if (r.ok()) file = f;
-    }
-    return file;
-  }
-  std::string Prompt() const { return testing::TokensCsv(prompt_); }
-
-  std::string dir_, model_;
-  std::vector<int64_t> prompt_, want_;
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(LoadModel("llm_tiny_a", 32, 64)); }
+  static CompileSpec Spec() { return testing::GenerationSpec({"all"}, 64, kCapacity, /*decode_mask=*/true); }
+  // Compiled once per test binary (every target), shared by the tests.
+  const std::string& File() { return testing::CompileGenerationOnce(model_, Spec(), "llm_tiny_a.fcb"); }
 };
 
 TEST_F(GenerateTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
@@ -100,9 +65,7 @@ TEST_F(GenerateTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
     // The cache is [1, kv, capacity, head] per layer, key and value.
     auto state = State::Create(program);
     ASSERT_TRUE(state.ok()) << state.status().message();
-    const auto vars = state.value()->variables();
-    ASSERT_EQ(vars.size(), static_cast<size_t>(2 * kLayers));
-    for (const auto& v : vars) EXPECT_EQ(v.shape, (std::vector<int64_t>{1, kKvHeads, kCapacity, kHead})) << v.name;
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectKvCaches(*state.value(), kLayers, {1, kKvHeads, kCapacity, kHead}));
     for (int threads : {1, 2}) {
       SCOPED_TRACE(threads);
       state.value()->Reset();
@@ -254,8 +217,8 @@ TEST_F(GenerateTest, CliFeedsSeqlensToAStaticBufferModel) {
   spec.state_auto = true;
   auto r = CompileMethods({{"prefill", model}, {"decode", model}}, spec, tmp.File("static.fcb"));
   ASSERT_TRUE(r.ok()) << r.status().message();
-  std::string prompt, want;
-  for (int64_t t : ReadTokens(dir_ + "/gqa_decoder_static.prompt.npy")) prompt += (prompt.empty() ? "" : ",") + std::to_string(t);
+  const std::string prompt = testing::TokensCsv(ReadTokens(dir_ + "/gqa_decoder_static.prompt.npy"));
+  std::string want;
   const std::vector<int64_t> tokens = ReadTokens(dir_ + "/gqa_decoder_static.ref/tokens.npy");
   for (int64_t t : tokens) want += " " + std::to_string(t);
   for (const std::string& target : testing::RunnableTargetNames(testing::ApiTargets())) {
@@ -271,22 +234,21 @@ TEST_F(GenerateTest, AStepPastTheCapacityIsRefusedAndTheStateKept) {
   ASSERT_FALSE(File().empty());
   auto program = Program::Load(File());
   ASSERT_TRUE(program.ok());
-  auto state = State::Create(program.value());
-  auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
-  auto decode = Execution::Create(program.value(), "decode", 1, state.value());
-  ASSERT_TRUE(prefill.ok() && decode.ok());
-  Generator g{prefill.value().get(), decode.value().get(), kVocab};
+  testing::Session session;
+  Status opened = testing::OpenSession(program.value(), 1, &session);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  Generator g = session.NewGenerator(kVocab);
   ASSERT_TRUE(g.Prompt(std::vector<int64_t>(64, 7)).ok());
   ASSERT_TRUE(g.Prompt(std::vector<int64_t>(64, 9)).ok());  // a second chunk: 128 positions, full
   ASSERT_EQ(g.length, kCapacity);
-  const std::vector<uint8_t> before = Snapshot(*state.value());
+  const std::vector<uint8_t> before = Snapshot(*session.state);
   // One more token would be position 129.
   Status s = g.Step();
   EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "attention_mask");
   EXPECT_NE(s.message().find("past the capacity of the KV cache ('past_key_values.0.key' holds 128 positions)"),
             std::string::npos)
       << s.message();
-  EXPECT_EQ(Snapshot(*state.value()), before);
+  EXPECT_EQ(Snapshot(*session.state), before);
   // fcb generate refuses up front what would not fit.
   auto r = testing::RunCommand(testing::CliPath() + " generate " + File() + " --prompt " + Prompt() + " --max-new 100");
   EXPECT_EQ(r.exit_code, 2) << r.out;

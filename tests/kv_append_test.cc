@@ -34,8 +34,6 @@ namespace {
 
 using testing::TempDir;
 using testing::Generator;
-using testing::ReadTokens;
-using testing::TestDataDir;
 
 // export_llm_models.py's tiny shape: hidden 64, 2 layers, 4 heads, 2 KV heads
 // (head 16), vocab 256.
@@ -52,44 +50,12 @@ std::vector<uint8_t> Snapshot(State& state) {
   return all;
 }
 
-class KvAppendTest : public ::testing::Test {
+class KvAppendTest : public testing::GenerationTest<> {
  protected:
-  void SetUp() override {
-    dir_ = TestDataDir();
-    for (const char* f : {"llm_tiny_b.onnx", "llm_tiny_b.prompt.npy", "llm_tiny_b.ref/tokens.npy",
-                          "llm_tiny_b.ref/logits.npy"})
-      ASSERT_TRUE(testing::FileExists(dir_ + "/" + f)) << dir_ << "/" << f << " is missing: run scripts/prepare_testdata.sh";
-    model_ = dir_ + "/llm_tiny_b.onnx";
-    prompt_ = ReadTokens(dir_ + "/llm_tiny_b.prompt.npy");
-    want_ = ReadTokens(dir_ + "/llm_tiny_b.ref/tokens.npy");
-    ASSERT_EQ(prompt_.size(), 32u);
-    ASSERT_EQ(want_.size(), 64u);
-  }
-  static CompileSpec Spec() {
-    CompileSpec spec;
-    spec.targets = {"all"};
-    spec.input_shapes["input_ids"] = {1, {1, 32}};
-    spec.input_shapes["attention_mask"] = {1, {1, kCapacity}};
-    spec.input_shapes["decode:input_ids"] = {1, 1};
-    spec.state_auto = true;
-    spec.kv_capacity = kCapacity;
-    return spec;
-  }
-  const std::string& File() {
-    static TempDir tmp;
-    static std::string file;
-    if (file.empty()) {
-      const std::string f = tmp.File("llm_tiny_b.fcb");
-      auto r = CompileMethods({{"prefill", model_}, {"decode", model_}}, Spec(), f);
-      EXPECT_TRUE(r.ok()) << r.status().message();
-      if (r.ok()) file = f;
-    }
-    return file;
-  }
-  std::string Prompt() const { return testing::TokensCsv(prompt_); }
-
-  std::string dir_, model_;
-  std::vector<int64_t> prompt_, want_;
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(LoadModel("llm_tiny_b", 32, 64)); }
+  static CompileSpec Spec() { return testing::GenerationSpec({"all"}, 32, kCapacity, /*decode_mask=*/false); }
+  // Compiled once per test binary (every target), shared by the tests.
+  const std::string& File() { return testing::CompileGenerationOnce(model_, Spec(), "llm_tiny_b.fcb"); }
 };
 
 TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
@@ -100,9 +66,8 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
   testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
     auto state = State::Create(program);
     ASSERT_TRUE(state.ok()) << state.status().message();
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectKvCaches(*state.value(), kLayers, {1, kKvHeads, kCapacity, kHead}));
     const auto vars = state.value()->variables();
-    ASSERT_EQ(vars.size(), static_cast<size_t>(2 * kLayers));
-    for (const auto& v : vars) EXPECT_EQ(v.shape, (std::vector<int64_t>{1, kKvHeads, kCapacity, kHead})) << v.name;
     for (int threads : {1, 2}) {
       SCOPED_TRACE(threads);
       auto prefill = Execution::Create(program, "prefill", threads, state.value());
@@ -145,16 +110,15 @@ TEST_F(KvAppendTest, ApiGeneratesOnnxRuntimesTokensOnEveryTarget) {
 TEST_F(KvAppendTest, APromptInTwoChunksGivesTheSameTokens) {
   ASSERT_FALSE(File().empty());
   testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
-    auto state = State::Create(program);
-    auto prefill = Execution::Create(program, "prefill", 1, state.value());
-    auto decode = Execution::Create(program, "decode", 1, state.value());
-    ASSERT_TRUE(prefill.ok() && decode.ok());
-    Generator g{prefill.value().get(), decode.value().get(), kVocab};
+    testing::Session session;
+    Status opened = testing::OpenSession(program, 1, &session);
+    ASSERT_TRUE(opened.ok()) << opened.message();
+    Generator g = session.NewGenerator(kVocab);
     ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin(), prompt_.begin() + 16)).ok());
     g.tokens.clear();
     g.logits.clear();
     ASSERT_TRUE(g.Prompt(std::vector<int64_t>(prompt_.begin() + 16, prompt_.end())).ok());
-    EXPECT_EQ(state.value()->valid_length("past_key_values.0.value").value(), 32);
+    EXPECT_EQ(session.state->valid_length("past_key_values.0.value").value(), 32);
     for (int i = 1; i < 16; ++i) ASSERT_TRUE(g.Step().ok());
     EXPECT_EQ(g.tokens, std::vector<int64_t>(want_.begin(), want_.begin() + 16));
   });
@@ -170,22 +134,20 @@ TEST_F(KvAppendTest, TwoStatesOnTwoThreadsAreIndependent) {
   std::vector<int64_t> tokens[2];
   int64_t lengths[2] = {0, 0};
   auto run = [&](int i) {
-    auto state = State::Create(program.value());
-    auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
-    auto decode = Execution::Create(program.value(), "decode", 1, state.value());
-    if (!state.ok() || !prefill.ok() || !decode.ok()) return;
-    Generator g{prefill.value().get(), decode.value().get(), kVocab};
+    testing::Session session;
+    if (!testing::OpenSession(program.value(), 1, &session).ok()) return;
+    Generator g = session.NewGenerator(kVocab);
     // Thread 1 first runs a different prompt, then starts over.
     if (i == 1) {
       if (!g.Prompt({3, 1, 4, 1, 5}).ok()) return;
-      state.value()->Reset();
-      g = Generator{prefill.value().get(), decode.value().get(), kVocab};
+      session.state->Reset();
+      g = session.NewGenerator(kVocab);
     }
     if (!g.Prompt(prompt_).ok()) return;
     for (size_t k = 1; k < want_.size() - 8 * i; ++k)
       if (!g.Step().ok()) return;
     tokens[i] = g.tokens;
-    lengths[i] = state.value()->valid_length("past_key_values.0.key").value();
+    lengths[i] = session.state->valid_length("past_key_values.0.key").value();
   };
   std::thread a(run, 0), b(run, 1);
   a.join();
@@ -202,17 +164,16 @@ TEST_F(KvAppendTest, TwoStatesOnTwoThreadsAreIndependent) {
 TEST_F(KvAppendTest, ADecodeStepWritesOnlyTheAppendedRows) {
   ASSERT_FALSE(File().empty());
   testing::ForEachRunnableTarget(File(), [&](const std::string&, const std::shared_ptr<const Program>& program) {
-    auto state = State::Create(program);
-    auto prefill = Execution::Create(program, "prefill", 1, state.value());
-    auto decode = Execution::Create(program, "decode", 1, state.value());
-    ASSERT_TRUE(prefill.ok() && decode.ok());
-    Generator g{prefill.value().get(), decode.value().get(), kVocab};
+    testing::Session session;
+    Status opened = testing::OpenSession(program, 1, &session);
+    ASSERT_TRUE(opened.ok()) << opened.message();
+    Generator g = session.NewGenerator(kVocab);
     ASSERT_TRUE(g.Prompt(prompt_).ok());
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(g.Step().ok());
     const int64_t token = g.tokens.back();
-    ASSERT_TRUE(decode.value()->SetInput("input_ids", &token, 8, {1, 1}).ok());
+    ASSERT_TRUE(session.decode->SetInput("input_ids", &token, 8, {1, 1}).ok());
     std::vector<StepTiming> steps;
-    ASSERT_TRUE(decode.value()->RunProfiled(&steps).ok());
+    ASSERT_TRUE(session.decode->RunProfiled(&steps).ok());
     const uint64_t cache_bytes = static_cast<uint64_t>(kKvHeads * (g.length + 1) * kHead * 4);
     int appends = 0, attentions = 0;
     for (const auto& s : steps) {
@@ -235,28 +196,27 @@ TEST_F(KvAppendTest, AStepPastTheCapacityIsRefusedAndTheStateKept) {
   ASSERT_FALSE(File().empty());
   auto program = Program::Load(File());
   ASSERT_TRUE(program.ok());
-  auto state = State::Create(program.value());
-  auto prefill = Execution::Create(program.value(), "prefill", 1, state.value());
-  auto decode = Execution::Create(program.value(), "decode", 1, state.value());
-  ASSERT_TRUE(prefill.ok() && decode.ok());
-  Generator g{prefill.value().get(), decode.value().get(), kVocab};
+  testing::Session session;
+  Status opened = testing::OpenSession(program.value(), 1, &session);
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  Generator g = session.NewGenerator(kVocab);
   for (int chunk = 0; chunk < 4; ++chunk) ASSERT_TRUE(g.Prompt(std::vector<int64_t>(32, 7 + chunk)).ok());
   ASSERT_EQ(g.length, kCapacity);
-  EXPECT_EQ(state.value()->valid_length("past_key_values.1.value").value(), kCapacity);
-  const std::vector<uint8_t> before = Snapshot(*state.value());
+  EXPECT_EQ(session.state->valid_length("past_key_values.1.value").value(), kCapacity);
+  const std::vector<uint8_t> before = Snapshot(*session.state);
   // One more token (the attention mask, which this model does not read, is left as it was).
   const int64_t token = 5;
-  ASSERT_TRUE(decode.value()->SetInput("input_ids", &token, 8, {1, 1}).ok());
-  Status s = decode.value()->Run();
+  ASSERT_TRUE(session.decode->SetInput("input_ids", &token, 8, {1, 1}).ok());
+  Status s = session.decode->Run();
   EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "method 'decode': state 'past_key_values.0.key' holds 128 valid rows "
                                                   "and this run appends 1");
   EXPECT_NE(s.message().find("past its capacity of 128 rows"), std::string::npos) << s.message();
-  EXPECT_EQ(Snapshot(*state.value()), before);
+  EXPECT_EQ(Snapshot(*session.state), before);
   const int64_t two[] = {1, 2};
-  ASSERT_TRUE(prefill.value()->SetInput("input_ids", two, 16, {1, 2}).ok());
-  s = prefill.value()->Run();
+  ASSERT_TRUE(session.prefill->SetInput("input_ids", two, 16, {1, 2}).ok());
+  s = session.prefill->Run();
   EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "method 'prefill'");
-  EXPECT_EQ(Snapshot(*state.value()), before);
+  EXPECT_EQ(Snapshot(*session.state), before);
   // fcb generate refuses up front what would not fit.
   auto r = testing::RunCommand(testing::CliPath() + " generate " + File() + " --prompt " + Prompt() + " --max-new 100");
   EXPECT_EQ(r.exit_code, 2) << r.out;
@@ -297,12 +257,7 @@ TEST_F(KvAppendTest, AnExplicitPastLoadsTheCache) {
 // The C API reads a growing cache's valid length; reset makes it 0.
 TEST_F(KvAppendTest, CApiReportsTheValidLength) {
   ASSERT_FALSE(File().empty());
-  auto ok = [](fcb_status_t* s) {
-    const std::string msg = s ? fcb_status_message(s) : "";
-    fcb_status_destroy(s);
-    EXPECT_EQ(msg, "");
-    return msg.empty();
-  };
+  auto ok = testing::CApiOk;
   fcb_program_t* program = nullptr;
   ASSERT_TRUE(ok(fcb_program_load(File().c_str(), nullptr, 1, &program)));
   fcb_state_t* state = nullptr;

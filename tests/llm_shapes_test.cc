@@ -53,8 +53,6 @@ namespace {
 
 using testing::TempDir;
 using testing::Generator;
-using testing::ReadTokens;
-using testing::TestDataDir;
 
 constexpr int64_t kCapacity = 128;
 constexpr size_t kPrompt = 32, kNew = 64;
@@ -81,29 +79,14 @@ int64_t FileSize(const std::string& path) {
 }
 
 CompileSpec Spec(std::vector<std::string> targets) {
-  CompileSpec spec;
-  spec.targets = std::move(targets);
-  spec.input_shapes["input_ids"] = {1, {1, 64}};
-  spec.input_shapes["attention_mask"] = {1, {1, kCapacity}};
-  spec.input_shapes["decode:input_ids"] = {1, 1};
-  spec.input_shapes["decode:attention_mask"] = {1, {2, kCapacity}};
-  spec.state_auto = true;
-  spec.kv_capacity = kCapacity;
-  return spec;
+  return testing::GenerationSpec(std::move(targets), 64, kCapacity, /*decode_mask=*/true);
 }
 
-class LlmShapes : public ::testing::TestWithParam<Shape> {
+class LlmShapes : public testing::GenerationTest<::testing::TestWithParam<Shape>> {
  protected:
   void SetUp() override {
-    const std::string dir = TestDataDir(), stem = dir + "/" + GetParam().name;
-    for (const std::string f : {".onnx", ".prompt.npy", ".ref/tokens.npy", ".ref/logits.npy"})
-      ASSERT_TRUE(testing::FileExists(stem + f)) << stem << f << " is missing: run scripts/prepare_testdata.sh";
-    model_ = stem + ".onnx";
-    prompt_ = ReadTokens(stem + ".prompt.npy");
-    want_ = ReadTokens(stem + ".ref/tokens.npy");
-    ASSERT_EQ(prompt_.size(), kPrompt);
-    ASSERT_EQ(want_.size(), kNew);
-    auto logits = ReadNpy(stem + ".ref/logits.npy");
+    ASSERT_NO_FATAL_FAILURE(LoadModel(GetParam().name, kPrompt, kNew));
+    auto logits = ReadNpy(stem_ + ".ref/logits.npy");
     ASSERT_TRUE(logits.ok()) << logits.status().message();
     ASSERT_EQ(logits.value().shape, (std::vector<int64_t>{static_cast<int64_t>(kNew), GetParam().vocab}));
     ref_logits_.resize(logits.value().data.size() / 4);
@@ -114,8 +97,6 @@ class LlmShapes : public ::testing::TestWithParam<Shape> {
     return {ref_logits_.begin() + step * v, ref_logits_.begin() + (step + 1) * v};
   }
 
-  std::string model_;
-  std::vector<int64_t> prompt_, want_;
   std::vector<float> ref_logits_;
 };
 
@@ -132,10 +113,8 @@ TEST_P(LlmShapes, GeneratesOnnxRuntimesTokensOnEveryX86Target) {
     ran.push_back(target);
     auto state = State::Create(program);
     ASSERT_TRUE(state.ok()) << state.status().message();
-    const auto vars = state.value()->variables();
-    ASSERT_EQ(vars.size(), static_cast<size_t>(2 * shape.layers));
-    for (const auto& v : vars)
-      EXPECT_EQ(v.shape, (std::vector<int64_t>{1, shape.kv_heads, kCapacity, shape.head})) << v.name;
+    ASSERT_NO_FATAL_FAILURE(
+        testing::ExpectKvCaches(*state.value(), shape.layers, {1, shape.kv_heads, kCapacity, shape.head}));
     auto prefill = Execution::Create(program, "prefill", 2, state.value());
     auto decode = Execution::Create(program, "decode", 2, state.value());
     ASSERT_TRUE(prefill.ok()) << prefill.status().message();

@@ -24,8 +24,6 @@ namespace fcb {
 namespace {
 
 using testing::TempDir;
-using testing::ReadTokens;
-using testing::TestDataDir;
 
 // export_state_models.py's sizes.
 constexpr int64_t kVocab = 96, kLayers = 2, kKvHeads = 2, kCapacity = 32, kHead = 16;
@@ -126,15 +124,10 @@ std::vector<uint8_t> Snapshot(State& state) {
   return all;
 }
 
-class StateTest : public ::testing::Test {
+class StateTest : public testing::GenerationTest<> {
  protected:
   void SetUp() override {
-    dir_ = TestDataDir();
-    for (const char* f : {"gqa_decoder_static.onnx", "gqa_decoder_static.prompt.npy",
-                          "gqa_decoder_static.ref/tokens.npy", "gqa_decoder_static.ref/logits.npy"})
-      ASSERT_TRUE(testing::FileExists(dir_ + "/" + f)) << dir_ << "/" << f << " is missing: run scripts/prepare_testdata.sh";
-    model_ = dir_ + "/gqa_decoder_static.onnx";
-    prompt_ = ReadTokens(dir_ + "/gqa_decoder_static.prompt.npy");
+    ASSERT_NO_FATAL_FAILURE(LoadModel("gqa_decoder_static"));
     fcb_ = tmp_.File("gqa_decoder_static.fcb");
     auto r = CompileMethods({{"prefill", model_}, {"decode", model_}}, Spec(), fcb_);
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -148,13 +141,12 @@ class StateTest : public ::testing::Test {
     return spec;
   }
 
-  std::string dir_, model_, fcb_;
-  std::vector<int64_t> prompt_;
+  std::string fcb_;
   TempDir tmp_;
 };
 
 TEST_F(StateTest, GeneratesOnnxRuntimesTokensWithTheCacheInPlace) {
-  const std::vector<int64_t> want = ReadTokens(dir_ + "/gqa_decoder_static.ref/tokens.npy");
+  const std::vector<int64_t>& want = want_;
   auto want_logits = ReadNpy(dir_ + "/gqa_decoder_static.ref/logits.npy");
   ASSERT_TRUE(want_logits.ok());
   const int n = static_cast<int>(want.size());
@@ -329,13 +321,8 @@ TEST_F(StateTest, SetInputOnAStateInputLoadsTheCache) {
 // The C API: a state shared by a prefill and a decode execution generates
 // ONNX Runtime's tokens; fcb_execution_reset_state starts over.
 TEST_F(StateTest, CApiSharesAStateBetweenMethods) {
-  const std::vector<int64_t> want = ReadTokens(dir_ + "/gqa_decoder_static.ref/tokens.npy");
-  auto ok = [](fcb_status_t* s) {
-    const std::string msg = s ? fcb_status_message(s) : "";
-    fcb_status_destroy(s);
-    EXPECT_EQ(msg, "");
-    return msg.empty();
-  };
+  const std::vector<int64_t>& want = want_;
+  auto ok = testing::CApiOk;
   fcb_program_t* program = nullptr;
   ASSERT_TRUE(ok(fcb_program_load(fcb_.c_str(), nullptr, 1, &program)));
   fcb_state_t* state = nullptr;

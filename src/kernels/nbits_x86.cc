@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/int8_internal.h"
@@ -85,6 +86,37 @@ FCB_VNNI512 const int8_t* Bytes512(const int16_t* qa, int64_t n) {
   return buf.data();
 }
 
+// The last steps every 512-bit tile of R rows shares. Block b of the rows'
+// exact integer dots acc: out[r] += (scale * a_scale) * float(acc[r] -
+// zp * sum(a)), 16 columns.
+template <int R>
+FCB_VNNI512 __attribute__((always_inline)) inline void AddBlock512(const __m512i* acc, int64_t b, int64_t blocks,
+                                                                   const float* a_scales, const int32_t* a_sums,
+                                                                   const float* sc, const uint8_t* zp, __m512* out) {
+  const __m512 s = _mm512_loadu_ps(sc + b * 16);
+  const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
+    const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
+    out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
+  }
+}
+
+// y[r][c0 .. c0 + 16) (the columns below n) = out[r] (+ bias).
+template <int R>
+FCB_VNNI512 __attribute__((always_inline)) inline void Store512(const NBitsGeom& g, const __m512* out,
+                                                                const float* bias, float* y, int64_t ldy, int64_t c0) {
+  const int64_t cols = std::min<int64_t>(16, g.n - c0);
+  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
+  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 o = bias ? _mm512_add_ps(out[r], bv) : out[r];
+    _mm512_mask_storeu_ps(y + r * ldy + c0, m, o);
+  }
+}
+
 // Rows [r, r + R) of the panel whose quads are wq (one block = bq quads):
 // out (R registers, 16 columns each) accumulates every block in order.
 template <int R>
@@ -103,14 +135,7 @@ FCB_VNNI512 inline void Tile512(const int32_t* wq, int64_t blocks, int64_t bq, c
       for (int r = 0; r < R; ++r)
         acc[r] = _mm512_dpbusd_epi32(acc[r], wv, _mm512_set1_epi32(Quad(a + r * kp + 4 * j)));
     }
-    const __m512 s = _mm512_loadu_ps(sc + b * 16);
-    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
-      const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
-      out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
-    }
+    AddBlock512<R>(acc, b, blocks, a_scales, a_sums, sc, zp, out);
   }
 }
 
@@ -123,14 +148,7 @@ FCB_VNNI512 inline void Rows512(const NBitsGeom& g, const int32_t* wq, const int
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) out[r] = _mm512_setzero_ps();
   Tile512<R>(wq, blocks, g.block_size / 4, a8, kp, a_scales, a_sums, sc, zp, out);
-  const int64_t cols = std::min<int64_t>(16, g.n - c0);
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    const __m512 o = bias ? _mm512_add_ps(out[r], bv) : out[r];
-    _mm512_mask_storeu_ps(y + r * ldy + c0, m, o);
-  }
+  Store512<R>(g, out, bias, y, ldy, c0);
 }
 
 // Few rows without VBMI: the quads built in registers as the weights stream
@@ -149,18 +167,9 @@ FCB_VNNI512 inline void FewRows512(const NBitsGeom& g, const uint8_t* q, const i
       const __m512i wv = Quad512(static_cast<int>(g.bits), q, j);
       for (int r = 0; r < R; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], wv, _mm512_set1_epi32(Quad(a8 + r * kp + 4 * j)));
     }
-    const __m512 s = _mm512_loadu_ps(sc + b * 16);
-    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
-    for (int r = 0; r < R; ++r) {
-      const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
-      const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
-      out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
-    }
+    AddBlock512<R>(acc, b, blocks, a_scales, a_sums, sc, zp, out);
   }
-  const int64_t cols = std::min<int64_t>(16, g.n - c0);
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, m, bias ? _mm512_add_ps(out[r], bv) : out[r]);
+  Store512<R>(g, out, bias, y, ldy, c0);
 }
 
 // ---- AVX512-VBMI hosts: a panel's 64-byte row groups transposed by one
@@ -245,18 +254,9 @@ FCB_VBMI512 inline void FewRowsVbmi(const NBitsGeom& g, const uint8_t* q, const 
           acc[r] = _mm512_dpbusd_epi32(acc[r], v, _mm512_set1_epi32(Quad(a8 + r * kp + k0 + k)));
       }
     }
-    const __m512 s = _mm512_loadu_ps(sc + b * 16);
-    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + b * 16)));
-    for (int r = 0; r < R; ++r) {
-      const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_mullo_epi32(z, _mm512_set1_epi32(a_sums[r * blocks + b])));
-      const __m512 sr = _mm512_mul_ps(s, _mm512_set1_ps(a_scales[r * blocks + b]));
-      out[r] = _mm512_fmadd_ps(sr, _mm512_cvtepi32_ps(dot), out[r]);
-    }
+    AddBlock512<R>(acc, b, blocks, a_scales, a_sums, sc, zp, out);
   }
-  const int64_t cols = std::min<int64_t>(16, g.n - c0);
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : _mm512_setzero_ps();
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy + c0, m, bias ? _mm512_add_ps(out[r], bv) : out[r]);
+  Store512<R>(g, out, bias, y, ldy, c0);
 }
 
 // ---- AVX-VNNI (VEX, 256 bits): a panel's 16 columns are two registers.
@@ -337,6 +337,50 @@ FCB_VNNI256 inline void Rows256(const NBitsGeom& g, const int32_t* wq, const int
     }
 }
 
+// Rows [0, m) of one panel, a tile of rows at a time: tiles of Big rows
+// while Big rows remain, then at most one tile of each size in Rest (in
+// descending order, the last 1), so each row is computed once, in order. A
+// tile of R rows starting at row r is Tile::Run<R> with the row-major
+// operands (activations, their scales and sums, y) advanced to row r; w (the
+// panel's weights, packed or as quads) and the panel's scales, zero points
+// and columns are the same for every tile. RowTiles and its lambda are
+// always inlined: they have no target attribute, so only in the caller (the
+// kernel, of the tiles' target) can the tile calls be inlined.
+template <class Tile, int Big, int... Rest, class W>
+__attribute__((always_inline)) inline void RowTiles(const NBitsGeom& g, int64_t m, W w, const int8_t* a8,
+                                                    const float* a_scales, const int32_t* a_sums, const float* sc,
+                                                    const uint8_t* zp, const float* bias, float* y, int64_t ldy,
+                                                    int64_t c0) {
+  const int64_t blocks = NBitsBlocks(g), kp = blocks * g.block_size;
+  int64_t r = 0;
+  auto tile = [&](auto rows) __attribute__((always_inline)) {
+    constexpr int R = decltype(rows)::value;
+    Tile::template Run<R>(g, w, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
+                          ldy, c0);
+    r += R;
+  };
+  for (; r + Big <= m;) tile(std::integral_constant<int, Big>());
+  ((r + Rest <= m ? tile(std::integral_constant<int, Rest>()) : void()), ...);
+}
+
+// The tile functions above as the types RowTiles takes (each with its target).
+struct Rows512Tile {
+  template <int R, class... A>
+  FCB_VNNI512 static void Run(A... a) { Rows512<R>(a...); }
+};
+struct FewRows512Tile {
+  template <int R, class... A>
+  FCB_VNNI512 static void Run(A... a) { FewRows512<R>(a...); }
+};
+struct FewRowsVbmiTile {
+  template <int R, class... A>
+  FCB_VBMI512 static void Run(A... a) { FewRowsVbmi<R>(a...); }
+};
+struct Rows256Tile {
+  template <int R, class... A>
+  FCB_VNNI256 static void Run(A... a) { Rows256<R>(a...); }
+};
+
 // One panel's weights as quads in a per-thread buffer (64-byte aligned).
 int32_t* QuadBuffer(int64_t ints) {
   thread_local std::vector<int32_t> buf;
@@ -361,26 +405,11 @@ FCB_VNNI512 void GemmNBitsI8Avx512Vnni(const NBitsGeom& g, int64_t m, const int1
     const uint8_t* zp = zero_points + p * blocks * kPanel;
     const int64_t c0 = p * kPanel;
     if (m <= kFewRows) {
-      for (int64_t r = 0; r < m; r += 2) {
-        if (r + 2 <= m)
-          FewRows512<2>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                        ldy, c0);
-        else
-          FewRows512<1>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                        ldy, c0);
-      }
+      RowTiles<FewRows512Tile, kFewRows, 1>(g, m, q, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
       continue;
     }
     for (int64_t j = 0; j < quads; ++j) _mm512_store_si512(wq + j * 16, Quad512(static_cast<int>(g.bits), q, j));
-    int64_t r = 0;
-#define FCB_ROWS(R)                                                                                              \
-  Rows512<R>(g, wq, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy, ldy, c0); \
-  r += R
-    for (; r + kRows <= m;) { FCB_ROWS(kRows); }
-    if (r + 4 <= m) { FCB_ROWS(4); }
-    if (r + 2 <= m) { FCB_ROWS(2); }
-    if (r < m) { FCB_ROWS(1); }
-#undef FCB_ROWS
+    RowTiles<Rows512Tile, kRows, 4, 2, 1>(g, m, wq, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
   }
 }
 
@@ -398,26 +427,11 @@ FCB_VBMI512 void GemmNBitsI8Avx512VnniVbmi(const NBitsGeom& g, int64_t m, const 
     const uint8_t* zp = zero_points + p * blocks * kPanel;
     const int64_t c0 = p * kPanel;
     if (m <= kFewRows) {
-      for (int64_t r = 0; r < m; r += 2) {
-        if (r + 2 <= m)
-          FewRowsVbmi<2>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                         ldy, c0);
-        else
-          FewRowsVbmi<1>(g, q, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy,
-                         ldy, c0);
-      }
+      RowTiles<FewRowsVbmiTile, kFewRows, 1>(g, m, q, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
       continue;
     }
     PanelQuadsVbmi(static_cast<int>(g.bits), q, kp, wq);
-    int64_t r = 0;
-#define FCB_ROWS(R)                                                                                              \
-  Rows512<R>(g, wq, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy, ldy, c0); \
-  r += R
-    for (; r + kRows <= m;) { FCB_ROWS(kRows); }
-    if (r + 4 <= m) { FCB_ROWS(4); }
-    if (r + 2 <= m) { FCB_ROWS(2); }
-    if (r < m) { FCB_ROWS(1); }
-#undef FCB_ROWS
+    RowTiles<Rows512Tile, kRows, 4, 2, 1>(g, m, wq, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
   }
 }
 
@@ -440,14 +454,7 @@ FCB_VNNI256 void GemmNBitsI8AvxVnni(const NBitsGeom& g, int64_t m, const int16_t
     const float* sc = scales + p * blocks * kPanel;
     const uint8_t* zp = zero_points + p * blocks * kPanel;
     const int64_t c0 = p * kPanel;
-    int64_t r = 0;
-#define FCB_ROWS(R)                                                                                              \
-  Rows256<R>(g, wq, a8 + r * kp, a_scales + r * blocks, a_sums + r * blocks, sc, zp, bias, y + r * ldy, ldy, c0); \
-  r += R
-    for (; r + 4 <= m;) { FCB_ROWS(4); }
-    if (r + 2 <= m) { FCB_ROWS(2); }
-    if (r < m) { FCB_ROWS(1); }
-#undef FCB_ROWS
+    RowTiles<Rows256Tile, 4, 2, 1>(g, m, wq, a8, a_scales, a_sums, sc, zp, bias, y, ldy, c0);
   }
 }
 
