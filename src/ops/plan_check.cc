@@ -622,8 +622,11 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // (info_at, value_slot, step_slot) with what differs at these sizes.
   r.bound = &bound;
   r.step_slot.assign(ns, -1);
-  r.steps.clear();
-  r.steps.reserve(ns);
+  // One Step per step reached, reused from a recycled resolution (their
+  // output vectors keep their storage); never reallocated below, so the
+  // pointers info_at takes into them hold.
+  if (r.steps.size() < ns) r.steps.resize(ns);
+  size_t used = 0;
   r.info_at.assign(nt, nullptr);
   r.input_infos.clear();
   r.input_infos.reserve(c.inputs.size());
@@ -689,7 +692,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         constants[i] = r.value(t).get();
       }
     }
-    ResolvedPlan::Step rs;
+    ResolvedPlan::Step& rs = r.steps[used];
+    rs.scratch = 0;
     InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
     Status st = InferOutputs(*b.def, ictx, &rs.outputs);
     if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
@@ -707,7 +711,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                                ir::ShapeToString(rs.outputs[i].shape) + " at this size, more than the " +
                                std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
                                ir::ShapeToString(declared.shape) + ")");
-      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs.outputs' buffer moves into r.steps
+      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs is r.steps[used]: it stays
     }
     if (!s.guard.empty()) {
       if (rs.outputs.empty() || rs.outputs[0].shape.size() != 4)
@@ -773,8 +777,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         return InvalidArgument(b.where + ": scratch of " + std::to_string(rs.scratch) + " bytes is too large");
     }
     r.scratch_bytes = std::max(r.scratch_bytes, (rs.scratch + 63) / 64 * 64);
-    r.step_slot[si] = static_cast<int32_t>(r.steps.size());
-    r.steps.push_back(std::move(rs));
+    r.step_slot[si] = static_cast<int32_t>(used++);
   }
   r.needed.assign(nt, false);
   for (size_t si = 0; si < ns; ++si)

@@ -110,6 +110,8 @@ struct ResolvedPlan {
     uint64_t scratch = 0;
   };
   std::vector<int32_t> step_slot;
+  // At least one per step (those past the steps reached are left over from
+  // an earlier resolution into this one: ResolvePlan reuses their storage).
   std::vector<Step> steps;
   // Per tensor: its shape at these sizes where it differs from the bound's
   // (an output in `steps`, or one of `input_infos`), else null. Points into
@@ -166,6 +168,10 @@ struct ResolvedPlan {
     return CreateContext{b.def->name, b.attrs, *inputs, steps[step_slot[step]].outputs, *constants, &b.data, true};
   }
 };
+//
+// `out` may hold an earlier resolution of the same plan (at other sizes):
+// it is overwritten, its vectors' storage reused (a cache replacing its
+// least recently used resolution allocates less).
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out);
 
