@@ -60,6 +60,15 @@ struct CheckedPlan {
   std::vector<CheckedStep> steps;
   // Per-thread scratch the steps need: the largest, rounded up to 64 bytes.
   uint64_t scratch_bytes = 0;
+  // Plans with symbols (what ResolvePlan walks): the steps a change of the
+  // inputs' sizes can reach (reading a method input or a reached step's
+  // output), in order, with their input tensors flat (step reach_steps[k]'s
+  // are reach_inputs[reach_offsets[k] .. reach_offsets[k + 1]]); of the
+  // others, the largest scratch (rounded up to 64 bytes) and, per tensor,
+  // whether one of them not computed from the shapes reads it.
+  std::vector<int32_t> reach_steps, reach_offsets, reach_inputs;
+  uint64_t unreached_scratch = 0;
+  std::vector<bool> unreached_needed;
 };
 
 // Checks every tensor (dtype, element count, arena bounds and alignment,
