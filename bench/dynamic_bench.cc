@@ -25,18 +25,19 @@
 //
 // The figures in README and docs/design.md §13 (test data from
 // scripts/prepare_testdata.sh in build/testdata; f.npy / t.npy hold a
-// one-element bool array, false / true):
+// one-element bool array, false / true; an indented line continues the
+// command above it):
 //
 //   T=build/testdata; P=
 //   for p in past_key_values.{0,1}.{key,value}; do
 //     P="$P --input-shape prefill:$p=1x4x1x16 --input-shape decode:$p=1x4x1..1023x16"; done
-//   build/fcb compile --method prefill=$T/decoder_merged.onnx --method decode=$T/decoder_merged.onnx \
-//     --input-value prefill:use_cache_branch=f.npy --input-value decode:use_cache_branch=t.npy \
-//     --input-shape prefill:input_ids=1x1..64 --input-shape prefill:attention_mask=1x1..64 \
+//   build/fcb compile --method prefill=$T/decoder_merged.onnx --method decode=$T/decoder_merged.onnx
+//     --input-value prefill:use_cache_branch=f.npy --input-value decode:use_cache_branch=t.npy
+//     --input-shape prefill:input_ids=1x1..64 --input-shape prefill:attention_mask=1x1..64
 //     --input-shape decode:input_ids=1x1 --input-shape decode:attention_mask=1x2..1024 $P -o dec.fcb
 //   build/bench/dynamic_bench dec.fcb decode $T/decoder_merged.decode.P1023.feeds --shapes 300 [--breakdown 5]
 //   build/bench/dynamic_bench dec.fcb prefill $T/decoder_merged.prefill.T64.feeds
-//   build/fcb compile $T/bert_dyn.onnx --input-shape input_ids=1x1..512 \
+//   build/fcb compile $T/bert_dyn.onnx --input-shape input_ids=1x1..512
 //     --input-shape attention_mask=1x1..512 -o bert.fcb
 //   build/bench/dynamic_bench bert.fcb main $T/bert_dyn.L333.feeds --shapes 60
 #include <algorithm>
