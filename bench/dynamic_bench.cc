@@ -1,6 +1,7 @@
 // What sizes chosen at each run cost (a benchmark, never a test):
 //
-//   dynamic_bench FILE METHOD FEEDS_DIR [--threads N] [--iterations N] [--exact FILE]
+//   dynamic_bench FILE METHOD FEEDS_DIR [--threads N] [--iterations N] [--shapes N] [--exact FILE]
+//                 [--breakdown N]
 //
 // FEEDS_DIR holds NAME.npy per input of METHOD, of any shape within its
 // ranges. Prints the median run time (ms) of
@@ -12,8 +13,33 @@
 //              cost per run over `run` and the bound's own run time is what a
 //              change of shape adds;
 //   resolve  - runs at a shape not seen before each time (every ranged dim
-//              one smaller than the last, the inputs cut to it): what the
-//              first run at a new shape costs, resolution included.
+//              one smaller than the last, the inputs cut to it, --shapes of
+//              them, default 200, so most runs also evict the least recently
+//              used resolution): per shape the first run minus a repeat run
+//              at that shape, the median (and quartiles) over the shapes:
+//              what a shape change adds, resolution included; and the minor
+//              page faults of each;
+//   breakdown - with --breakdown N: the same through RunProfiled, the
+//              resolution apart from the steps, and the N steps whose first
+//              run exceeds their repeat the most.
+//
+// The figures in README and docs/design.md §13 (test data from
+// scripts/prepare_testdata.sh in build/testdata; f.npy / t.npy hold a
+// one-element bool array, false / true; an indented line continues the
+// command above it):
+//
+//   T=build/testdata; P=
+//   for p in past_key_values.{0,1}.{key,value}; do
+//     P="$P --input-shape prefill:$p=1x4x1x16 --input-shape decode:$p=1x4x1..1023x16"; done
+//   build/fcb compile --method prefill=$T/decoder_merged.onnx --method decode=$T/decoder_merged.onnx
+//     --input-value prefill:use_cache_branch=f.npy --input-value decode:use_cache_branch=t.npy
+//     --input-shape prefill:input_ids=1x1..64 --input-shape prefill:attention_mask=1x1..64
+//     --input-shape decode:input_ids=1x1 --input-shape decode:attention_mask=1x2..1024 $P -o dec.fcb
+//   build/bench/dynamic_bench dec.fcb decode $T/decoder_merged.decode.P1023.feeds --shapes 300 [--breakdown 5]
+//   build/bench/dynamic_bench dec.fcb prefill $T/decoder_merged.prefill.T64.feeds
+//   build/fcb compile $T/bert_dyn.onnx --input-shape input_ids=1x1..512
+//     --input-shape attention_mask=1x1..512 -o bert.fcb
+//   build/bench/dynamic_bench bert.fcb main $T/bert_dyn.L333.feeds --shapes 60
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +48,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "fcb/fcb.h"
 #include "fcb/npy.h"
@@ -38,6 +66,11 @@ using Clock = std::chrono::steady_clock;
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
 }
 
 // The first `shape` of `a` along every dim (a prefix in each).
@@ -76,18 +109,35 @@ double TimeRun(fcb::Execution& ex) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+long MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// A profiled run: its wall time, and per step its time (RunProfiled
+// resolves before its first step, so wall - the steps' sum is the resolution).
+double TimeProfiled(fcb::Execution& ex, std::vector<fcb::StepTiming>* steps) {
+  const auto t0 = Clock::now();
+  fcb::Status s = ex.RunProfiled(steps);
+  if (!s.ok()) Die(s.message());
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) Die("usage: dynamic_bench FILE METHOD FEEDS_DIR [--threads N] [--iterations N] [--exact FILE]");
+  if (argc < 4) Die("usage: dynamic_bench FILE METHOD FEEDS_DIR [--threads N] [--iterations N] [--shapes N] [--exact FILE] [--breakdown N]");
   const std::string file = argv[1], method = argv[2], dir = argv[3];
-  int threads = 1, iterations = 50;
+  int threads = 1, iterations = 50, shapes = 200, breakdown = 0;
   std::string exact_file;
   for (int i = 4; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--threads") threads = std::atoi(argv[i + 1]);
     else if (k == "--iterations") iterations = std::atoi(argv[i + 1]);
     else if (k == "--exact") exact_file = argv[i + 1];
+    else if (k == "--shapes") shapes = std::atoi(argv[i + 1]);
+    else if (k == "--breakdown") breakdown = std::atoi(argv[i + 1]);
     else Die("unknown option " + k);
   }
   auto program = fcb::Program::Load(file);
@@ -156,25 +206,63 @@ int main(int argc, char** argv) {
   std::printf("switch   %.4f / %.4f ms alternating the two shapes (each cached): %+.1f us per change\n",
               Median(sw_feeds), Median(sw_bound), change * 1000);
   // New shapes: every ranged dim one smaller each run (cut from the feeds).
-  std::vector<double> fresh, again;
-  for (int i = 1; i <= iterations; ++i) {
+  std::vector<double> fresh, again, fresh_resolve, fresh_steps, again_steps, fresh_faults, again_faults;
+  std::vector<std::vector<double>> step_extra;  // per step, per shape: fresh - again (with --breakdown)
+  std::vector<fcb::StepTiming> t_fresh, t_again;
+  for (int i = 1; i <= shapes; ++i) {
     bool any = false;
     for (size_t k = 0; k < ex.info().inputs.size(); ++k) {
       const auto& in = ex.info().inputs[k];
       const auto& a = feeds[in.name];
       std::vector<int64_t> shape = a.shape;
       for (size_t d = 0; d < shape.size(); ++d)
-        if (in.dynamic() && in.min_shape[d] != in.shape[d]) shape[d] = std::max(in.min_shape[d], a.shape[d] - i), any = true;
+        if (in.dynamic() && in.min_shape[d] != in.shape[d] && a.shape[d] - i >= in.min_shape[d])
+          shape[d] = a.shape[d] - i, any = true;
       const auto bytes = Cut(a, shape, fcb::DTypeSize(in.dtype));
       Set(ex, in.name, bytes.data(), bytes.size(), shape);
     }
     if (!any) break;
-    fresh.push_back(TimeRun(ex));
-    again.push_back(TimeRun(ex));  // the same shape, resolved now
+    if (breakdown == 0) {
+      const long f0 = MinorFaults();
+      fresh.push_back(TimeRun(ex));
+      const long f1 = MinorFaults();
+      again.push_back(TimeRun(ex));  // the same shape, resolved now
+      fresh_faults.push_back(static_cast<double>(f1 - f0));
+      again_faults.push_back(static_cast<double>(MinorFaults() - f1));
+      continue;
+    }
+    const double wf = TimeProfiled(ex, &t_fresh), wa = TimeProfiled(ex, &t_again);
+    double sf = 0, sa = 0;
+    step_extra.resize(t_fresh.size());
+    for (size_t k = 0; k < t_fresh.size(); ++k) {
+      sf += t_fresh[k].ms, sa += t_again[k].ms;
+      step_extra[k].push_back((t_fresh[k].ms - t_again[k].ms) * 1000);
+    }
+    fresh.push_back(wf), again.push_back(wa);
+    fresh_resolve.push_back((wf - sf) * 1000), fresh_steps.push_back(sf), again_steps.push_back(sa);
   }
-  if (!fresh.empty())
+  if (!fresh.empty()) {
+    std::vector<double> extra;
+    for (size_t k = 0; k < fresh.size(); ++k) extra.push_back((fresh[k] - again[k]) * 1000);
     std::printf("resolve  %.4f ms per run at a shape not seen before, %.4f ms at it again: %+.1f us to resolve "
-                "(%zu shapes)\n",
-                Median(fresh), Median(again), (Median(fresh) - Median(again)) * 1000, fresh.size());
+                "(median of first - repeat over %zu shapes; quartiles %+.1f / %+.1f us)\n",
+                Median(fresh), Median(again), Median(extra), fresh.size(), Quantile(extra, 0.25),
+                Quantile(extra, 0.75));
+    if (!fresh_faults.empty())
+      std::printf("faults   %.0f minor page faults in a first run at a new shape, %.0f in the repeat (median)\n",
+                  Median(fresh_faults), Median(again_faults));
+  }
+  if (breakdown > 0 && !fresh.empty()) {
+    std::printf("breakdown (RunProfiled, median over %zu shapes): resolution %.1f us, steps %+.1f us "
+                "(first %.4f ms, repeat %.4f ms)\n",
+                fresh.size(), Median(fresh_resolve), (Median(fresh_steps) - Median(again_steps)) * 1000,
+                Median(fresh_steps), Median(again_steps));
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t k = 0; k < step_extra.size(); ++k) order.push_back({Median(step_extra[k]), k});
+    std::sort(order.rbegin(), order.rend());
+    for (int k = 0; k < breakdown && k < static_cast<int>(order.size()); ++k)
+      std::printf("  step %3zu %-24s %-40.40s %+6.2f us\n", order[k].second, t_fresh[order[k].second].op.c_str(),
+                  t_fresh[order[k].second].node.c_str(), order[k].first);
+  }
   return 0;
 }

@@ -5,7 +5,8 @@
 // shapes: every tensor's shape, the values computed from shapes, the guards,
 // the scratch) at every size of the test models' ranges: BERT at 1..512, the
 // decoder's prefill at 1..64 and decode at past 1..1023, resnet18 on a grid
-// of 64..512 by 64..512.
+// of 64..512 by 64..512. Each size is also resolved over the resolution of
+// the size before (its storage reused, as the runtime's cache does).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -69,6 +70,9 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
   for (const PreparedMethod& m : p.methods) {
     ASSERT_TRUE(m.dynamic() && m.bound_plan) << m.info.name;
     const format::ContextDesc& c = *m.context;
+    // One resolution resolved over again at every size, as an execution's
+    // cache does with its least recently used entry: the same as a new one.
+    ops::ResolvedPlan reused;
     for (const auto& values : sizes_of(c)) {
       ASSERT_EQ(values.size(), c.symbols.size());
       std::vector<ir::Shape> shapes;
@@ -87,6 +91,9 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       Status s = ops::ResolvePlan(c, *m.bound_plan, shapes, &r);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), r), "");
+      s = ops::ResolvePlan(c, *m.bound_plan, shapes, &reused);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(ops::ResolutionDifference(c, full.value(), reused), "") << "resolved over an earlier resolution";
       ++compared;
     }
   }

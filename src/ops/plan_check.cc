@@ -524,6 +524,30 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
         if (t >= 0) p.needed[t] = true;
   for (int32_t t : c.outputs) p.needed[t] = true;
   p.computed_tensors = std::move(computed);
+  if (c.dynamic()) {
+    // What a resolution walks (ResolvePlan): the steps a change of the
+    // inputs' sizes can reach, their operands in one flat array.
+    std::vector<uint8_t> reach(c.tensors.size(), 0);
+    for (int32_t t : c.inputs) reach[t] = 1;
+    p.unreached_needed.assign(c.tensors.size(), false);
+    p.reach_offsets.push_back(0);
+    for (size_t si = 0; si < c.steps.size(); ++si) {
+      const auto& s = c.steps[si];
+      bool reached = false;
+      for (int32_t t : s.inputs) reached = reached || (t >= 0 && reach[t]);
+      if (!reached) {
+        p.unreached_scratch = std::max(p.unreached_scratch, (p.steps[si].scratch + 63) / 64 * 64);
+        if (!p.computed_steps[si])
+          for (int32_t t : s.inputs)
+            if (t >= 0) p.unreached_needed[t] = true;
+        continue;
+      }
+      for (int32_t t : s.outputs) reach[t] = 1;
+      p.reach_steps.push_back(static_cast<int32_t>(si));
+      p.reach_inputs.insert(p.reach_inputs.end(), s.inputs.begin(), s.inputs.end());
+      p.reach_offsets.push_back(static_cast<int32_t>(p.reach_inputs.size()));
+    }
+  }
   return p;
 }
 
@@ -624,8 +648,11 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // (info_at, value_slot, step_slot) with what differs at these sizes.
   r.bound = &bound;
   r.step_slot.assign(ns, -1);
-  r.steps.clear();
-  r.steps.reserve(ns);
+  // One Step per step reached, reused from a recycled resolution (their
+  // output vectors keep their storage); never reallocated below, so the
+  // pointers info_at takes into them hold.
+  if (r.steps.size() < ns) r.steps.resize(ns);
+  size_t used = 0;
   r.info_at.assign(nt, nullptr);
   r.input_infos.clear();
   r.input_infos.reserve(c.inputs.size());
@@ -634,7 +661,12 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
   r.computed_tensors = bound.computed_tensors;
-  r.scratch_bytes = 0;
+  // Only the steps a change of sizes can reach are walked (CheckedPlan::reach_steps, their operands
+  // in one flat array: a resolution runs with cold caches, and the steps' own vectors are scattered);
+  // the others keep the bound's everything, their scratch is the bound's unreached_scratch.
+  const bool indexed = bound.reach_offsets.size() == bound.reach_steps.size() + 1 &&
+                       bound.unreached_needed.size() == nt;
+  r.scratch_bytes = indexed ? bound.unreached_scratch : 0;
   // Per tensor: its shape or its value computed from the shapes differs from the bound's.
   std::vector<uint8_t> changed(nt, 0);
   auto set_info = [&](int32_t t, const TensorInfo* info) {
@@ -667,15 +699,24 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   std::vector<TensorInfo> inputs;
   std::vector<const ir::TensorData*> constants;
   std::vector<std::shared_ptr<ir::TensorData>> values;
-  for (size_t si = 0; si < ns; ++si) {
-    const format::StepDesc& s = c.steps[si];
-    const CheckedStep& b = bound.steps[si];
+  const size_t walked = indexed ? bound.reach_steps.size() : ns;
+  for (size_t k = 0; k < walked; ++k) {
+    const size_t si = indexed ? static_cast<size_t>(bound.reach_steps[k]) : k;
     bool touched = false;
-    for (int32_t t : s.inputs) touched = touched || (t >= 0 && changed[t]);
+    if (indexed) {
+      for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
+        const int32_t t = bound.reach_inputs[j];
+        touched = touched || (t >= 0 && changed[t]);
+      }
+    } else {
+      for (int32_t t : c.steps[si].inputs) touched = touched || (t >= 0 && changed[t]);
+    }
     if (!touched) {  // the same operands as at the bound: the same outputs, values and scratch
-      r.scratch_bytes = std::max(r.scratch_bytes, (b.scratch + 63) / 64 * 64);
+      r.scratch_bytes = std::max(r.scratch_bytes, (bound.steps[si].scratch + 63) / 64 * 64);
       continue;
     }
+    const format::StepDesc& s = c.steps[si];
+    const CheckedStep& b = bound.steps[si];
     inputs.resize(s.inputs.size());
     constants.resize(s.inputs.size());
     for (size_t i = 0; i < s.inputs.size(); ++i) {
@@ -691,7 +732,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         constants[i] = r.value(t).get();
       }
     }
-    ResolvedPlan::Step rs;
+    ResolvedPlan::Step& rs = r.steps[used];
+    rs.scratch = 0;
     InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
     Status st = InferOutputs(*b.def, ictx, &rs.outputs);
     if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
@@ -709,7 +751,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                                ir::ShapeToString(rs.outputs[i].shape) + " at this size, more than the " +
                                std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
                                ir::ShapeToString(declared.shape) + ")");
-      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs.outputs' buffer moves into r.steps
+      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs is r.steps[used]: it stays
     }
     if (!s.guard.empty()) {
       if (rs.outputs.empty() || rs.outputs[0].shape.size() != 4)
@@ -775,14 +817,21 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         return InvalidArgument(b.where + ": scratch of " + std::to_string(rs.scratch) + " bytes is too large");
     }
     r.scratch_bytes = std::max(r.scratch_bytes, (rs.scratch + 63) / 64 * 64);
-    r.step_slot[si] = static_cast<int32_t>(r.steps.size());
-    r.steps.push_back(std::move(rs));
+    r.step_slot[si] = static_cast<int32_t>(used++);
   }
-  r.needed.assign(nt, false);
-  for (size_t si = 0; si < ns; ++si)
-    if (!r.computed_steps[si])
-      for (int32_t t : c.steps[si].inputs)
-        if (t >= 0) r.needed[t] = true;
+  if (indexed) {  // a step never reached is computed exactly where it is at the bound
+    r.needed = bound.unreached_needed;
+    for (size_t k = 0; k < bound.reach_steps.size(); ++k)
+      if (!r.computed_steps[bound.reach_steps[k]])
+        for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j)
+          if (bound.reach_inputs[j] >= 0) r.needed[bound.reach_inputs[j]] = true;
+  } else {
+    r.needed.assign(nt, false);
+    for (size_t si = 0; si < ns; ++si)
+      if (!r.computed_steps[si])
+        for (int32_t t : c.steps[si].inputs)
+          if (t >= 0) r.needed[t] = true;
+  }
   for (int32_t t : c.outputs) r.needed[t] = true;
   return Status::Ok();
 }

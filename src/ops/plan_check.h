@@ -60,6 +60,15 @@ struct CheckedPlan {
   std::vector<CheckedStep> steps;
   // Per-thread scratch the steps need: the largest, rounded up to 64 bytes.
   uint64_t scratch_bytes = 0;
+  // Plans with symbols (what ResolvePlan walks): the steps a change of the
+  // inputs' sizes can reach (reading a method input or a reached step's
+  // output), in order, with their input tensors flat (step reach_steps[k]'s
+  // are reach_inputs[reach_offsets[k] .. reach_offsets[k + 1]]); of the
+  // others, the largest scratch (rounded up to 64 bytes) and, per tensor,
+  // whether one of them not computed from the shapes reads it.
+  std::vector<int32_t> reach_steps, reach_offsets, reach_inputs;
+  uint64_t unreached_scratch = 0;
+  std::vector<bool> unreached_needed;
 };
 
 // Checks every tensor (dtype, element count, arena bounds and alignment,
@@ -110,6 +119,8 @@ struct ResolvedPlan {
     uint64_t scratch = 0;
   };
   std::vector<int32_t> step_slot;
+  // At least one per step (those past the steps reached are left over from
+  // an earlier resolution into this one: ResolvePlan reuses their storage).
   std::vector<Step> steps;
   // Per tensor: its shape at these sizes where it differs from the bound's
   // (an output in `steps`, or one of `input_infos`), else null. Points into
@@ -166,6 +177,10 @@ struct ResolvedPlan {
     return CreateContext{b.def->name, b.attrs, *inputs, steps[step_slot[step]].outputs, *constants, &b.data, true};
   }
 };
+//
+// `out` may hold an earlier resolution of the same plan (at other sizes):
+// it is overwritten, its vectors' storage reused (a cache replacing its
+// least recently used resolution allocates less).
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out);
 

@@ -222,14 +222,25 @@ Status ExecutionImpl::Resolve() {
       return Status::Ok();
     }
   resolved = nullptr;
-  FCB_ASSIGN_OR_RETURN(auto r, ResolveMethod(ProgramAccess::Of(*program), m, input_shapes));
+  // A full cache: the least recently used entry is resolved over (its
+  // storage reused, ResolveMethod) rather than destroyed and made anew.
+  CacheEntry* entry = nullptr;
   if (cache.size() >= kCacheEntries) {
-    auto oldest = std::min_element(cache.begin(), cache.end(),
-                                   [](const CacheEntry& a, const CacheEntry& b) { return a.last_used < b.last_used; });
-    cache.erase(oldest);
+    entry = &*std::min_element(cache.begin(), cache.end(),
+                               [](const CacheEntry& a, const CacheEntry& b) { return a.last_used < b.last_used; });
+  } else {
+    cache.emplace_back();
+    entry = &cache.back();
   }
-  cache.push_back({input_shapes, std::move(r), clock});
-  resolved = cache.back().method.get();
+  auto r = ResolveMethod(ProgramAccess::Of(*program), m, input_shapes, std::move(entry->method));
+  if (!r.ok()) {
+    cache.erase(cache.begin() + (entry - cache.data()));
+    return r.TakeStatus();
+  }
+  entry->shapes = input_shapes;  // copy-assigned: the entry's vectors keep their storage
+  entry->method = std::move(r).value();
+  entry->last_used = clock;
+  resolved = entry->method.get();
   return Status::Ok();
 }
 

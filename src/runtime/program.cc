@@ -213,10 +213,12 @@ Status PrepareState(const format::ContextDesc& c, PreparedMethod* m, std::vector
 }  // namespace
 
 Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const PreparedMethod& m,
-                                                      const std::vector<ir::Shape>& shapes) {
+                                                      const std::vector<ir::Shape>& shapes,
+                                                      std::unique_ptr<ResolvedMethod> reuse) {
   const format::ContextDesc& c = *m.context;
   if (!m.bound_plan) return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
-  auto r = std::make_unique<ResolvedMethod>();
+  auto r = reuse ? std::move(reuse) : std::make_unique<ResolvedMethod>();
+  r->made.clear();  // the kernels made for the sizes it held
   const ops::ResolvedPlan& p = r->plan;
   Status st = ops::ResolvePlan(c, *m.bound_plan, shapes, &r->plan);
   if (!st.ok()) return st.Annotate("method '" + c.method + "'");
@@ -250,8 +252,12 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
     r->made.push_back(std::move(kernel).value());
     r->kernels[si] = r->made.back().get();
   }
-  for (int32_t t : c.outputs) r->output_shapes.push_back(p.info(t).shape);
-  r->shape_values = ShapeValues::From(c, p);
+  r->output_shapes.resize(c.outputs.size());
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    const auto& shape = p.info(c.outputs[k]).shape;
+    r->output_shapes[k].assign(shape.begin(), shape.end());
+  }
+  r->shape_values.Fill(c, p);
   return r;
 }
 

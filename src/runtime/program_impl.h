@@ -41,7 +41,16 @@ struct ShapeValues {
   template <typename Plan>
   static ShapeValues From(const format::ContextDesc& c, const Plan& p) {
     ShapeValues v;
-    if (!c.dynamic()) return v;
+    v.Fill(c, p);
+    return v;
+  }
+  // The same into this one, its vectors' storage reused.
+  template <typename Plan>
+  void Fill(const format::ContextDesc& c, const Plan& p) {
+    ShapeValues& v = *this;
+    v.actions.clear();
+    v.values.clear();
+    if (!c.dynamic()) return;
     v.actions.assign(c.steps.size(), Action::kRun);
     v.values.assign(c.tensors.size(), nullptr);
     for (size_t si = 0; si < c.steps.size(); ++si) {
@@ -55,7 +64,6 @@ struct ShapeValues {
       v.actions[si] = needed ? Action::kCopy : Action::kSkip;
       for (int32_t t : c.steps[si].outputs) v.values[t] = p.value(t).get();
     }
-    return v;
   }
 };
 
@@ -156,9 +164,13 @@ std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t
 
 // Kernels for a method with ranges at the input shapes `shapes` (checked by
 // the caller against the ranges): its plan resolved at those sizes
-// (ops::CheckPlan). Errors name the method and the step.
+// (ops::CheckPlan). Errors name the method and the step. `reuse`, where
+// given, is a resolution of the same method no longer wanted (a cache's
+// least recently used): it is overwritten and returned, its storage reused,
+// so that replacing it frees and allocates less (its kernels are destroyed).
 Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program, const PreparedMethod& m,
-                                                      const std::vector<ir::Shape>& shapes);
+                                                      const std::vector<ir::Shape>& shapes,
+                                                      std::unique_ptr<ResolvedMethod> reuse = nullptr);
 
 // Loads, verifies and prepares; used by Program::Load.
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);
