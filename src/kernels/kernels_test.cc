@@ -543,7 +543,8 @@ TEST_P(KernelTest, GemmNBitsI8NonFiniteActivations) {
   a[static_cast<size_t>(0 * g.k + 5)] = std::numeric_limits<float>::quiet_NaN();
   a[static_cast<size_t>(1 * g.k + 40)] = std::numeric_limits<float>::infinity();
   a[static_cast<size_t>(2 * g.k + 79)] = -std::numeric_limits<float>::infinity();
-  // row 3 finite
+  // Row 3 finite, its middle block subnormal (no finite inverse scale: zero codes).
+  for (int64_t k = 32; k < 64; ++k) a[static_cast<size_t>(3 * g.k + k)] = (k % 3 - 1) * 1e-39f;
   std::vector<int16_t> qa(static_cast<size_t>(m * kp), 99);
   std::vector<float> as(static_cast<size_t>(m * blocks));
   std::vector<int32_t> asum(static_cast<size_t>(m * blocks));
@@ -557,6 +558,8 @@ TEST_P(KernelTest, GemmNBitsI8NonFiniteActivations) {
       EXPECT_EQ(qa[static_cast<size_t>(r * kp + k)], 0) << "row " << r << " k " << k;
   }
   for (int64_t b = 0; b < blocks; ++b) EXPECT_TRUE(std::isfinite(as[static_cast<size_t>(3 * blocks + b)]));
+  for (int64_t k = 32; k < 64; ++k) EXPECT_EQ(qa[static_cast<size_t>(3 * kp + k)], 0) << "subnormal k " << k;
+  EXPECT_EQ(asum[static_cast<size_t>(3 * blocks + 1)], 0);
   std::vector<uint8_t> w(static_cast<size_t>(g.n * kp * g.bits / 8));
   for (auto& x : w) x = static_cast<uint8_t>(rng());
   std::vector<float> scales(static_cast<size_t>(g.n * blocks), 0.01f);

@@ -63,7 +63,11 @@ void QuantizeBlocksI8(const NBitsGeom& g, const float* a, int64_t m, int16_t* qa
       // same way in the default floating-point environment (|a * inv| <= 128
       // is far below 2^22, where the sum's unit in the last place is 1) and,
       // unlike a call of std::nearbyint, lets the compiler vectorize the loop.
-      const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+      // A block whose largest magnitude is below 127 / FLT_MAX (~3.7e-37,
+      // subnormal) has no finite inverse scale: its codes are 0 (where ONNX
+      // Runtime's conversion of an infinite product gives INT_MIN), which is
+      // what its values are against any normal one.
+      const float inv = amax >= 127.0f / std::numeric_limits<float>::max() ? 127.0f / amax : 0.0f;
       constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
       int32_t sum = 0;
       for (int64_t k = k0; k < k1; ++k) {

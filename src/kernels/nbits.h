@@ -73,7 +73,8 @@ inline int ZeroPointOf(const NBitsGeom& g, const uint8_t* zp, int64_t blk, int64
 // qa [m][blocks * block_size]; scales [m][blocks] the scales, sums
 // [m][blocks] the sums of the block's quantized values. A block holding an
 // infinite or NaN value gets zero values, sum 0 and a NaN scale (its outputs
-// are NaN, as the float product's would be).
+// are NaN, as the float product's would be); one whose values are all below
+// 127 / FLT_MAX in magnitude (subnormal: no finite inverse scale) zero values.
 void QuantizeBlocksI8(const NBitsGeom& g, const float* a, int64_t m, int16_t* qa, float* scales, int32_t* sums);
 
 }  // namespace fcb::kernels
