@@ -138,11 +138,12 @@ std::map<std::string, std::string> MethodStatePairs(const CompileSpec& spec, con
   return pairs;
 }
 
-// The spec's state pairs for this method, bound in its plan (ContextDesc::
+// The method's state pairs (MethodStatePairs), bound in its plan (ContextDesc::
 // state) after checking names, dtypes, shapes and that the output is written
 // in place over the input. `*found` is set when a pair was bound.
-Status BindState(const CompileSpec& spec, const std::string& method, const std::set<std::string>& kv_inputs,
-                 const std::set<std::string>& growing, format::ContextDesc* c, bool* found) {
+Status BindState(const CompileSpec& spec, const std::string& method, const std::map<std::string, std::string>& pairs,
+                 const std::set<std::string>& kv_inputs, const std::set<std::string>& growing, format::ContextDesc* c,
+                 bool* found) {
   auto position = [&](const std::vector<int32_t>& list, const std::string& name) -> int32_t {
     for (size_t i = 0; i < list.size(); ++i)
       if (c->tensors[list[i]].name == name) return static_cast<int32_t>(i);
@@ -153,10 +154,6 @@ Status BindState(const CompileSpec& spec, const std::string& method, const std::
     for (int32_t t : list) out += (out.empty() ? "" : ", ") + c->tensors[t].name;
     return out;
   };
-  std::vector<std::string> input_names, output_names;
-  for (int32_t t : c->inputs) input_names.push_back(c->tensors[t].name);
-  for (int32_t t : c->outputs) output_names.push_back(c->tensors[t].name);
-  const std::map<std::string, std::string> pairs = MethodStatePairs(spec, method, input_names, output_names);
   const std::string where = "spec \"state\", method '" + method + "': ";
   for (const auto& [in, out] : pairs) {
     const int32_t i = position(c->inputs, in);
@@ -566,6 +563,9 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
       lo.options = opts[i];
       lo.weight_sharing = spec.weight_sharing;
       if (g.value().dynamic()) lo.low_shapes = low_shapes_for(graph_key(i));
+      // The state pairs, by the method's input and output names (one set
+      // for every target): the lowering keeps them out of the arena, and
+      // BindState binds them.
       if (!spec.state.empty() || spec.state_auto) {
         std::vector<std::string> input_names, output_names;
         for (int v : g.value().inputs) input_names.push_back(g.value().values[v].name);
@@ -579,7 +579,7 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
         continue;
       }
       if (!spec.state.empty() || spec.state_auto) {
-        Status st = BindState(spec, method, kv_inputs, growing, &ctx.value(), &state_found);
+        Status st = BindState(spec, method, lo.state_pairs, kv_inputs, growing, &ctx.value(), &state_found);
         if (!st.ok()) {
           failures.push_back("target '" + target + "', method '" + method + "': " + st.message());
           note(st.code());
