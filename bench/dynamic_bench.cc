@@ -13,12 +13,17 @@
 //              cost per run over `run` and the bound's own run time is what a
 //              change of shape adds;
 //   resolve  - runs at a shape not seen before each time (every ranged dim
-//              one smaller than the last, the inputs cut to it, --shapes of
-//              them, default 200, so most runs also evict the least recently
-//              used resolution): per shape the first run minus a repeat run
-//              at that shape, the median (and quartiles) over the shapes:
-//              what a shape change adds, resolution included; and the minor
-//              page faults of each;
+//              one smaller than the last, --shapes of them, default 200, so
+//              most runs also evict the least recently used resolution; the
+//              inputs are all cut before timing, and every run, first or
+//              repeat, follows the same SetInput of every input): per shape
+//              the first run minus a repeat run at that shape (the third run
+//              at it), the median (and quartiles) over the shapes: what a
+//              shape change adds, resolution included; and the minor page
+//              faults of each;
+//   second   - the second run at each of those shapes, which makes the
+//              kernels for exactly that shape (Execution runs the bound's
+//              adapting kernels in a first run), against the repeat;
 //   breakdown - with --breakdown N: the same through RunProfiled, the
 //              resolution apart from the steps, and the N steps whose first
 //              run exceeds their repeat the most.
@@ -206,11 +211,20 @@ int main(int argc, char** argv) {
   std::printf("switch   %.4f / %.4f ms alternating the two shapes (each cached): %+.1f us per change\n",
               Median(sw_feeds), Median(sw_bound), change * 1000);
   // New shapes: every ranged dim one smaller each run (cut from the feeds).
-  std::vector<double> fresh, again, fresh_resolve, fresh_steps, again_steps, fresh_faults, again_faults;
+  std::vector<double> fresh, second, again, fresh_resolve, fresh_steps, again_steps, fresh_faults, again_faults;
   std::vector<std::vector<double>> step_extra;  // per step, per shape: fresh - again (with --breakdown)
   std::vector<fcb::StepTiming> t_fresh, t_again;
+  // Every new shape's inputs are cut first, so that cutting them disturbs no
+  // timed run; each run, first and repeat alike, follows the same copy in
+  // (SetInput of every input), so their difference is the shape change alone.
+  struct NewShape {
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<std::vector<int64_t>> shape;
+  };
+  std::vector<NewShape> new_shapes;
   for (int i = 1; i <= shapes; ++i) {
     bool any = false;
+    NewShape ns;
     for (size_t k = 0; k < ex.info().inputs.size(); ++k) {
       const auto& in = ex.info().inputs[k];
       const auto& a = feeds[in.name];
@@ -218,20 +232,35 @@ int main(int argc, char** argv) {
       for (size_t d = 0; d < shape.size(); ++d)
         if (in.dynamic() && in.min_shape[d] != in.shape[d] && a.shape[d] - i >= in.min_shape[d])
           shape[d] = a.shape[d] - i, any = true;
-      const auto bytes = Cut(a, shape, fcb::DTypeSize(in.dtype));
-      Set(ex, in.name, bytes.data(), bytes.size(), shape);
+      ns.bytes.push_back(Cut(a, shape, fcb::DTypeSize(in.dtype)));
+      ns.shape.push_back(std::move(shape));
     }
     if (!any) break;
+    new_shapes.push_back(std::move(ns));
+  }
+  for (const NewShape& ns : new_shapes) {
+    auto feed = [&] {
+      for (size_t k = 0; k < ex.info().inputs.size(); ++k)
+        Set(ex, ex.info().inputs[k].name, ns.bytes[k].data(), ns.bytes[k].size(), ns.shape[k]);
+    };
+    feed();
     if (breakdown == 0) {
       const long f0 = MinorFaults();
       fresh.push_back(TimeRun(ex));
+      feed();
+      second.push_back(TimeRun(ex));  // kernels made for exactly this shape (Execution's second run at it)
       const long f1 = MinorFaults();
-      again.push_back(TimeRun(ex));  // the same shape, resolved now
+      feed();
+      again.push_back(TimeRun(ex));  // the same shape, resolved and specialized now
       fresh_faults.push_back(static_cast<double>(f1 - f0));
       again_faults.push_back(static_cast<double>(MinorFaults() - f1));
       continue;
     }
-    const double wf = TimeProfiled(ex, &t_fresh), wa = TimeProfiled(ex, &t_again);
+    const double wf = TimeProfiled(ex, &t_fresh);
+    feed();
+    second.push_back(TimeRun(ex));
+    feed();
+    const double wa = TimeProfiled(ex, &t_again);
     double sf = 0, sa = 0;
     step_extra.resize(t_fresh.size());
     for (size_t k = 0; k < t_fresh.size(); ++k) {
@@ -248,6 +277,11 @@ int main(int argc, char** argv) {
                 "(median of first - repeat over %zu shapes; quartiles %+.1f / %+.1f us)\n",
                 Median(fresh), Median(again), Median(extra), fresh.size(), Quantile(extra, 0.25),
                 Quantile(extra, 0.75));
+    std::vector<double> second_extra;
+    for (size_t k = 0; k < second.size(); ++k) second_extra.push_back((second[k] - again[k]) * 1000);
+    std::printf("second   %.4f ms the second run at each (its kernels made for exactly that shape): %+.1f us "
+                "(median of second - repeat)\n",
+                Median(second), Median(second_extra));
     if (!fresh_faults.empty())
       std::printf("faults   %.0f minor page faults in a first run at a new shape, %.0f in the repeat (median)\n",
                   Median(fresh_faults), Median(again_faults));

@@ -12,8 +12,8 @@ Status BroadcastPlan::Make(std::string_view op, std::initializer_list<const ir::
                            const ir::Shape& out, BroadcastPlan* plan) {
   if (ins.size() == 0 || ins.size() > static_cast<size_t>(kMaxInputs))
     return Internal(std::string(op) + ": broadcast of " + std::to_string(ins.size()) + " inputs");
-  // Kernels are made again at each new size of a plan with ranges: the walk
-  // is worked out on the stack, and only the plan's own vectors allocate.
+  // Kernels that adapt make a plan at each run at other sizes: the walk is
+  // worked out on the stack, and the plan holds its dims in place.
   constexpr size_t kCap = 64;  // CheckShape's rank limit
   const size_t r = out.size();
   if (r > kCap) return OpUnsupported(op, "rank " + std::to_string(r));
@@ -93,6 +93,20 @@ Status BroadcastPlan::Make(std::string_view op, std::initializer_list<const ir::
   p.piece = (p.run + p.pieces_per_run - 1) / p.pieces_per_run;
   *plan = std::move(p);
   return Status::Ok();
+}
+
+Status BroadcastPlan::AtRun(const RunContext& ctx, const BroadcastPlan& made, std::initializer_list<int> ins,
+                            int out, BroadcastPlan* at, const BroadcastPlan** plan) {
+  *plan = &made;
+  if (!ctx.shapes) return Status::Ok();
+  const ir::Shape* s[kMaxInputs] = {};
+  int n = 0;
+  for (int i : ins) s[n++] = ctx.shapes[i];
+  const ir::Shape& y = *ctx.shapes[out];
+  *plan = at;
+  return n == 1 ? Make("broadcast", {s[0]}, y, at)
+       : n == 2 ? Make("broadcast", {s[0], s[1]}, y, at)
+                : Make("broadcast", {s[0], s[1], s[2]}, y, at);
 }
 
 }  // namespace fcb::ops

@@ -21,8 +21,8 @@ namespace fcb::ops {
 struct BroadcastPlan {
   static constexpr int kMaxInputs = 3;
   int num_inputs = 0;
-  std::vector<int64_t> dims;                                  // outer dims (run excluded)
-  std::array<std::vector<int64_t>, kMaxInputs> strides;       // per input, per outer dim
+  PlanDims dims;                                  // outer dims (run excluded)
+  std::array<PlanDims, kMaxInputs> strides;       // per input, per outer dim
   std::array<int64_t, kMaxInputs> run_stride{};               // 0 or 1 per input
   int64_t run = 1;     // elements per run
   int64_t rows = 0;    // number of runs (0 when the output is empty)
@@ -35,6 +35,13 @@ struct BroadcastPlan {
   // 1 or equal to out's. Rejects more than kMaxRank dims after merging.
   static Status Make(std::string_view op, std::initializer_list<const ir::Shape*> ins, const ir::Shape& out,
                      BroadcastPlan* plan);
+  // The plan of a kernel that adapts (Kernel::adapts) at a run: `made` where
+  // the run is at the shapes it was made for, else the plan of the run's
+  // shapes of operands `ins` into operand `out` (RunContext::shapes indices),
+  // made in `*at`. Those shapes passed the op's infer, so it does not fail
+  // unless the plan was corrupted.
+  static Status AtRun(const RunContext& ctx, const BroadcastPlan& made, std::initializer_list<int> ins, int out,
+                      BroadcastPlan* at, const BroadcastPlan** plan);
 
   // Calls f(off, y_off, n) for work items [begin, end): off[i] is the element
   // offset of input i, y_off the output's, n the piece length.

@@ -62,26 +62,51 @@ BlockPlan MakeBlocks(const ir::Shape& whole, int64_t axis, const std::vector<int
   return p;
 }
 
+// Per outer index o, piece i's block[i] bytes at in[i] + o * block[i] go to
+// y + o * row_bytes + offset[i].
+void ConcatRows(const RunContext& ctx, const void* const* in, uint8_t* y, int64_t outer, size_t row_bytes,
+                const size_t* block, const size_t* offset, size_t pieces) {
+  ctx.pool->ParallelFor(outer, GrainFor(static_cast<int64_t>(row_bytes), 1 << 16), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o)
+      for (size_t i = 0; i < pieces; ++i)
+        if (block[i])
+          std::memcpy(y + o * row_bytes + offset[i], static_cast<const uint8_t*>(in[i]) + o * block[i], block[i]);
+  });
+}
+
+// Concats of at most this many inputs adapt to other shapes (Kernel::adapts:
+// their blocks are worked out on the stack at such a run).
+constexpr size_t kAdaptingConcatInputs = 16;
+
 Result<std::unique_ptr<Kernel>> CreateConcat(const CreateContext& c) {
   int64_t axis;
   FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, c.attrs.GetInt("axis", 0),
                                     static_cast<int64_t>(c.inputs[0].shape.size()), &axis));
   std::vector<int64_t> sizes;
   for (const auto& x : c.inputs) sizes.push_back(x.shape[axis]);
-  BlockPlan p = MakeBlocks(c.outputs[0].shape, axis, sizes, ir::DTypeSize(c.inputs[0].dtype));
-  return MakeKernel([p = std::move(p)](const RunContext& ctx, const void* const* in,
-                                       void* const* out) -> Status {
+  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
+  BlockPlan p = MakeBlocks(c.outputs[0].shape, axis, sizes, es);
+  auto run = [p = std::move(p), axis, es](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     uint8_t* y = static_cast<uint8_t*>(out[0]);
-    ctx.pool->ParallelFor(p.outer, GrainFor(static_cast<int64_t>(p.row_bytes), 1 << 16),
-                          [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o)
-        for (size_t i = 0; i < p.block.size(); ++i)
-          if (p.block[i])
-            std::memcpy(y + o * p.row_bytes + p.offset[i],
-                        static_cast<const uint8_t*>(in[i]) + o * p.block[i], p.block[i]);
-    });
+    const size_t pieces = p.block.size();
+    if (!ctx.shapes) {
+      ConcatRows(ctx, in, y, p.outer, p.row_bytes, p.block.data(), p.offset.data(), pieces);
+      return Status::Ok();
+    }
+    const ir::Shape& whole = *ctx.shapes[pieces];
+    const size_t a = static_cast<size_t>(axis);
+    const size_t inner = static_cast<size_t>(SafeProduct(whole, a + 1, whole.size())) * es;
+    size_t block[kAdaptingConcatInputs], offset[kAdaptingConcatInputs], off = 0;
+    for (size_t i = 0; i < pieces; ++i) {
+      block[i] = static_cast<size_t>((*ctx.shapes[i])[a]) * inner;
+      offset[i] = off;
+      off += block[i];
+    }
+    ConcatRows(ctx, in, y, SafeProduct(whole, 0, a), off, block, offset, pieces);
     return Status::Ok();
-  });
+  };
+  if (c.inputs.size() <= kAdaptingConcatInputs) return MakeAdaptingKernel(std::move(run));
+  return MakeKernel(std::move(run));
 }
 
 // --- Split ---------------------------------------------------------------------------
@@ -213,11 +238,21 @@ Result<std::unique_ptr<Kernel>> CreateGather(const CreateContext& c) {
                        ir::DTypeSize(c.inputs[0].dtype);
   const int64_t n_idx = c.inputs[1].numel();
   const bool i64 = c.inputs[1].dtype == DType::kI64;
-  return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
+  const size_t a = static_cast<size_t>(axis);
+  // The indices are read at run time (never kept): any values, any shapes.
+  return MakeAdaptingKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     const uint8_t* x = static_cast<const uint8_t*>(in[0]);
     uint8_t* y = static_cast<uint8_t*>(out[0]);
-    return i64 ? RunGather(ctx, x, static_cast<const int64_t*>(in[1]), y, outer, dim, n_idx, block)
-               : RunGather(ctx, x, static_cast<const int32_t*>(in[1]), y, outer, dim, n_idx, block);
+    int64_t o = outer, d = dim, n = n_idx;
+    size_t b = block;
+    if (ctx.shapes) {
+      const ir::Shape& s = *ctx.shapes[0];
+      o = SafeProduct(s, 0, a), d = s[a], n = ir::NumElements(*ctx.shapes[1]);
+      b = static_cast<size_t>(SafeProduct(s, a + 1, s.size())) * es;
+    }
+    return i64 ? RunGather(ctx, x, static_cast<const int64_t*>(in[1]), y, o, d, n, b)
+               : RunGather(ctx, x, static_cast<const int32_t*>(in[1]), y, o, d, n, b);
   });
 }
 

@@ -281,33 +281,42 @@ Result<std::unique_ptr<Kernel>> ArithKernel(const CreateContext& c, Bin k) {
   const int64_t total = c.outputs[0].numel();
   BinaryOp kop = BinaryOp::kAdd;
   const bool use_kernel = std::is_same_v<T, float> && F32KernelOp(k, &kop);
-  return MakeKernel([plans = std::move(plans), k, fmod, count, total, kop, use_kernel](
-                        const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  auto run = [plans = std::move(plans), k, fmod, count, total, kop, use_kernel](
+                 const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     T* y = static_cast<T*>(out[0]);
     auto f = ArithFn<T>(k, fmod);
+    // At other shapes (adapts with one or two inputs only): stage 0's plan made for them.
+    BroadcastPlan at;
+    const BroadcastPlan* first = &plans[0];
     if (count == 1) {
-      BroadcastCopy(ctx, plans[0], static_cast<const T*>(in[0]), y);
+      FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, plans[0], {0}, 1, &at, &first));
+      BroadcastCopy(ctx, *first, static_cast<const T*>(in[0]), y);
       return Status::Ok();
     }
+    if (count == 2) FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, plans[0], {0, 1}, 2, &at, &first));
     for (int64_t s = 0; s < count - 1; ++s) {
       const T* a = s == 0 ? static_cast<const T*>(in[0]) : y;
       const T* b = static_cast<const T*>(in[s + 1]);
+      const BroadcastPlan& plan = s == 0 ? *first : plans[s];
       if constexpr (std::is_same_v<T, float>) {
         if (use_kernel) {
-          Pass2F32(ctx, plans[s], kop, a, b, y);
+          Pass2F32(ctx, plan, kop, a, b, y);
           continue;
         }
       }
-      Pass2(ctx, plans[s], a, b, y, f);
+      Pass2(ctx, plan, a, b, y, f);
     }
     if (k == Bin::kMean) {
       const T scale = static_cast<T>(1.0 / static_cast<double>(count));
-      ctx.pool->ParallelFor(total, 16384, [&](int64_t b, int64_t e) {
+      const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[count]) : total;
+      ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] *= scale;
       });
     }
     return Status::Ok();
-  });
+  };
+  if (count <= 2) return MakeAdaptingKernel(std::move(run));
+  return MakeKernel(std::move(run));
 }
 
 template <typename A, typename B>
@@ -315,8 +324,12 @@ Result<std::unique_ptr<Kernel>> PowKernel(const CreateContext& c) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
       BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
-  return MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
-                                             void* const* out) -> Status {
+  return MakeAdaptingKernel([made = std::move(plan)](const RunContext& ctx, const void* const* in,
+                                                     void* const* out) -> Status {
+    BroadcastPlan at;
+    const BroadcastPlan* p = nullptr;
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1}, 2, &at, &p));
+    const BroadcastPlan& plan = *p;
     const A* a = static_cast<const A*>(in[0]);
     const B* b = static_cast<const B*>(in[1]);
     A* y = static_cast<A*>(out[0]);
@@ -343,13 +356,20 @@ Result<std::unique_ptr<Kernel>> HalfKernel(const CreateContext& c, Bin k) {
   const bool fmod = c.attrs.GetInt("fmod", 0) != 0;
   const int64_t count = static_cast<int64_t>(c.inputs.size());
   const int64_t total = c.outputs[0].numel();
-  return MakeKernel([plans = std::move(plans), k, bf, fmod, count, total](
-                        const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  auto run = [plans = std::move(plans), k, bf, fmod, count, total](
+                 const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    // At other shapes (adapts with one or two inputs only): stage 0's plan made for them.
+    BroadcastPlan at;
+    const BroadcastPlan* first = &plans[0];
+    if (count <= 2) {
+      FCB_RETURN_IF_ERROR(count == 1 ? BroadcastPlan::AtRun(ctx, plans[0], {0}, 1, &at, &first)
+                                     : BroadcastPlan::AtRun(ctx, plans[0], {0, 1}, 2, &at, &first));
+    }
     if (IsCompare(k)) {
       const auto* a = static_cast<const uint16_t*>(in[0]);
       const auto* b = static_cast<const uint16_t*>(in[1]);
       uint8_t* y = static_cast<uint8_t*>(out[0]);
-      Pass2(ctx, plans[0], a, b, y, [k, bf](uint16_t x, uint16_t z) -> uint8_t {
+      Pass2(ctx, *first, a, b, y, [k, bf](uint16_t x, uint16_t z) -> uint8_t {
         const float p = Widen(x, bf), q = Widen(z, bf);
         switch (k) {
           case Bin::kEq: return p == q;
@@ -363,25 +383,28 @@ Result<std::unique_ptr<Kernel>> HalfKernel(const CreateContext& c, Bin k) {
     }
     uint16_t* y = static_cast<uint16_t*>(out[0]);
     if (count == 1) {
-      BroadcastCopy(ctx, plans[0], static_cast<const uint16_t*>(in[0]), y);
+      BroadcastCopy(ctx, *first, static_cast<const uint16_t*>(in[0]), y);
       return Status::Ok();
     }
     const auto f = ArithFn<float>(k, fmod);
     for (int64_t s = 0; s < count - 1; ++s) {
       const uint16_t* a = s == 0 ? static_cast<const uint16_t*>(in[0]) : y;
       const uint16_t* b = static_cast<const uint16_t*>(in[s + 1]);
-      Pass2(ctx, plans[s], a, b, y, [&f, bf](uint16_t x, uint16_t z) -> uint16_t {
+      Pass2(ctx, s == 0 ? *first : plans[s], a, b, y, [&f, bf](uint16_t x, uint16_t z) -> uint16_t {
         return Narrow(f(Widen(x, bf), Widen(z, bf)), bf);
       });
     }
     if (k == Bin::kMean) {
       const float scale = static_cast<float>(1.0 / static_cast<double>(count));
-      ctx.pool->ParallelFor(total, 16384, [&](int64_t b, int64_t e) {
+      const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[count]) : total;
+      ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = Narrow(Widen(y[i], bf) * scale, bf);
       });
     }
     return Status::Ok();
-  });
+  };
+  if (count <= 2) return MakeAdaptingKernel(std::move(run));
+  return MakeKernel(std::move(run));
 }
 
 template <typename T>
@@ -389,12 +412,15 @@ Result<std::unique_ptr<Kernel>> CompareKernel(const CreateContext& c, Bin k) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
       BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
-  return MakeKernel([plan = std::move(plan), k](const RunContext& ctx, const void* const* in,
-                                                void* const* out) -> Status {
+  return MakeAdaptingKernel([made = std::move(plan), k](const RunContext& ctx, const void* const* in,
+                                                        void* const* out) -> Status {
+    BroadcastPlan at;
+    const BroadcastPlan* plan = nullptr;
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1}, 2, &at, &plan));
     const T* a = static_cast<const T*>(in[0]);
     const T* b = static_cast<const T*>(in[1]);
     uint8_t* y = static_cast<uint8_t*>(out[0]);
-    auto run = [&](auto f) { Pass2(ctx, plan, a, b, y, f); };
+    auto run = [&](auto f) { Pass2(ctx, *plan, a, b, y, f); };
     switch (k) {
       case Bin::kEq: run([](T x, T z) -> uint8_t { return x == z; }); break;
       case Bin::kLt: run([](T x, T z) -> uint8_t { return x < z; }); break;
@@ -411,13 +437,16 @@ Result<std::unique_ptr<Kernel>> LogicKernel(const CreateContext& c, Bin k) {
   BroadcastPlan plan;
   FCB_RETURN_IF_ERROR(
       BroadcastPlan::Make(c.op, {&c.inputs[0].shape, &c.inputs[1].shape}, c.outputs[0].shape, &plan));
-  return MakeKernel([plan = std::move(plan), k](const RunContext& ctx, const void* const* in,
-                                                void* const* out) -> Status {
+  return MakeAdaptingKernel([made = std::move(plan), k](const RunContext& ctx, const void* const* in,
+                                                        void* const* out) -> Status {
+    BroadcastPlan at;
+    const BroadcastPlan* plan = nullptr;
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1}, 2, &at, &plan));
     // Bools are bytes; any nonzero byte is true.
     const uint8_t* a = static_cast<const uint8_t*>(in[0]);
     const uint8_t* b = static_cast<const uint8_t*>(in[1]);
     uint8_t* y = static_cast<uint8_t*>(out[0]);
-    auto run = [&](auto f) { Pass2(ctx, plan, a, b, y, f); };
+    auto run = [&](auto f) { Pass2(ctx, *plan, a, b, y, f); };
     switch (k) {
       case Bin::kEq: run([](uint8_t x, uint8_t z) -> uint8_t { return (x != 0) == (z != 0); }); break;
       case Bin::kAnd: run([](uint8_t x, uint8_t z) -> uint8_t { return x && z; }); break;
@@ -480,7 +509,12 @@ Result<std::unique_ptr<Kernel>> CreateWhere(const CreateContext& c) {
   Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   DispatchBySize(ir::DTypeSize(c.inputs[1].dtype), [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    r = MakeAdaptingKernel([made = std::move(plan)](const RunContext& ctx, const void* const* in,
+                                                    void* const* out) -> Status {
+      BroadcastPlan at;
+      const BroadcastPlan* p = nullptr;
+      FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1, 2}, 3, &at, &p));
+      const BroadcastPlan& plan = *p;
       const uint8_t* cond = static_cast<const uint8_t*>(in[0]);
       const T* x = static_cast<const T*>(in[1]);
       const T* y = static_cast<const T*>(in[2]);

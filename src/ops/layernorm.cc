@@ -69,7 +69,13 @@ Result<std::unique_ptr<Kernel>> CreateLayerNorm(const CreateContext& c) {
   LnParams p;
   FCB_RETURN_IF_ERROR(ParseLn(AsInfer(c), &p));
   const int n_out = static_cast<int>(c.outputs.size());
-  return MakeKernel([p, n_out](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  return MakeAdaptingKernel([made = p, n_out](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    LnParams p = made;
+    if (ctx.shapes) {  // the same rank: the same axis
+      const ir::Shape& xs = *ctx.shapes[0];
+      const size_t axis = static_cast<size_t>(p.axis);
+      p.rows = SafeProduct(xs, 0, axis), p.cols = SafeProduct(xs, axis, xs.size());
+    }
     const float* x = static_cast<const float*>(in[0]);
     const float* scale = static_cast<const float*>(in[1]);
     const float* bias = p.bias_n ? static_cast<const float*>(in[2]) : nullptr;

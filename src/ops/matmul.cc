@@ -32,45 +32,71 @@ Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
 
 }  // namespace
 
-Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out) {
+Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulDims* g) {
   if (a.empty() || b.empty()) return OpError(op, "inputs must have rank >= 1");
-  // A 1-D A is a row [1, K], a 1-D B a column [K, 1] (read in place, not copied:
-  // kernels are made again at each new size of a plan with ranges).
+  // A 1-D A is a row [1, K], a 1-D B a column [K, 1] (read in place, not copied).
   const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
   g->M = a_vec ? 1 : a[a.size() - 2];
   g->K = a.back();
   g->N = b_vec ? 1 : b.back();
   if ((b_vec ? b[0] : b[b.size() - 2]) != g->K)
     return OpError(op, "inner dims differ: " + ir::ShapeToString(a) + " x " + ir::ShapeToString(b));
-  const ir::Shape ab(a.begin(), a.end() - (a_vec ? 1 : 2)), bb(b.begin(), b.end() - (b_vec ? 1 : 2));
-  FCB_RETURN_IF_ERROR(BroadcastShapes(op, ab, bb, &g->batch));
-  const std::vector<int64_t>& batch = g->batch;
-  if (batch.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(op, "too many batch dims");
+  // The batch dims (all but the matrix dims), broadcast right-aligned.
+  const size_t na = a.size() - (a_vec ? 1 : 2), nb = b.size() - (b_vec ? 1 : 2);
+  const size_t n = std::max(na, nb);
+  if (n > static_cast<size_t>(kMaxRank)) return OpUnsupported(op, "too many batch dims");
+  g->batch.assign(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < na ? a[na - 1 - i] : 1, db = i < nb ? b[nb - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      return OpError(op, "shapes " + ir::ShapeToString(ir::Shape(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(na))) +
+                             " and " + ir::ShapeToString(ir::Shape(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(nb))) +
+                             " cannot be broadcast");
+    g->batch[n - 1 - i] = da == 1 ? db : da;
+  }
   // Batch strides, right-aligned; a broadcast dim steps 0.
-  auto strides = [&](const ir::Shape& s, int64_t mat, std::vector<int64_t>* st) {
-    st->assign(batch.size(), 0);
+  auto strides = [&](const ir::Shape& s, size_t ns, int64_t mat, PlanDims* st) {
+    st->assign(n, 0);
     int64_t step = mat;
-    for (size_t i = 0; i < s.size(); ++i) {
-      const size_t d = s.size() - 1 - i, od = batch.size() - 1 - i;
-      (*st)[od] = s[d] == 1 ? 0 : step;
+    for (size_t i = 0; i < ns; ++i) {
+      const size_t d = ns - 1 - i;
+      (*st)[n - 1 - i] = s[d] == 1 ? 0 : step;
       step *= s[d];
     }
   };
-  strides(ab, g->M * g->K, &g->a_bst);
-  strides(bb, g->K * g->N, &g->b_bst);
-  g->batches = SafeProduct(batch, 0, batch.size());
+  strides(a, na, g->M * g->K, &g->a_bst);
+  strides(b, nb, g->K * g->N, &g->b_bst);
+  int64_t batches = 1;  // as SafeProduct: -1 past kMaxElements (the output's check refuses it)
+  for (size_t i = 0; i < n && batches >= 0; ++i) {
+    const int64_t d = g->batch[i];
+    if (d < 0 || (d > 0 && batches > kMaxElements / d)) batches = -1;
+    else batches *= d;
+  }
+  g->batches = batches;
+  return Status::Ok();
+}
+
+Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out) {
+  MatMulDims d;
+  FCB_RETURN_IF_ERROR(MatMulGeometry(op, a, b, &d));
+  // Output dims are checked against kMaxElements by the infer wrapper; their
+  // product cannot overflow here (each dim is at most an input's).
+  g->M = d.M, g->N = d.N, g->K = d.K, g->batches = d.batches;
+  g->batch.assign(d.batch.v.begin(), d.batch.v.begin() + static_cast<std::ptrdiff_t>(d.batch.size()));
+  g->a_bst.assign(d.a_bst.v.begin(), d.a_bst.v.begin() + static_cast<std::ptrdiff_t>(d.a_bst.size()));
+  g->b_bst.assign(d.b_bst.v.begin(), d.b_bst.v.begin() + static_cast<std::ptrdiff_t>(d.b_bst.size()));
   out->clear();
-  out->reserve(batch.size() + 2);
-  out->assign(batch.begin(), batch.end());
-  if (!a_vec) out->push_back(g->M);
-  if (!b_vec) out->push_back(g->N);
+  out->reserve(g->batch.size() + 2);
+  out->assign(g->batch.begin(), g->batch.end());
+  if (a.size() != 1) out->push_back(g->M);
+  if (b.size() != 1) out->push_back(g->N);
   return Status::Ok();
 }
 
 namespace {
 
 // Offsets of batch item `b` in A and B.
-inline void BatchOffsets(const MatMulGeom& g, int64_t b, int64_t* ao, int64_t* bo) {
+inline void BatchOffsets(const MatMulDims& g, int64_t b, int64_t* ao, int64_t* bo) {
   *ao = *bo = 0;
   for (size_t d = g.batch.size(); d-- > 0;) {
     const int64_t i = b % g.batch[d];
@@ -96,11 +122,13 @@ void IntMatMulRows(const T* a, const T* b, T* y, int64_t N, int64_t K, int64_t m
 }
 
 Result<std::unique_ptr<Kernel>> CreateMatMul(const CreateContext& c) {
-  MatMulGeom g;
-  ir::Shape s;
-  FCB_RETURN_IF_ERROR(MatMulShapes(AsInfer(c), &g, &s));
+  MatMulDims made;
+  FCB_RETURN_IF_ERROR(MatMulGeometry(c.op, c.inputs[0].shape, c.inputs[1].shape, &made));
   const DType t = c.inputs[0].dtype;
-  return MakeKernel([g, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  return MakeAdaptingKernel([made, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    MatMulDims at;
+    if (ctx.shapes) FCB_RETURN_IF_ERROR(MatMulGeometry("MatMul", *ctx.shapes[0], *ctx.shapes[1], &at));
+    const MatMulDims& g = ctx.shapes ? at : made;
     const int64_t blocks = (g.M + kRowBlock - 1) / kRowBlock;
     const int64_t items = g.batches * blocks;
     const int64_t per_item = std::max<int64_t>(1, std::min(g.M, kRowBlock) * g.N * std::max<int64_t>(g.K, 1));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "ops/op_util.h"
 
 namespace fcb::ops {
 
@@ -17,8 +18,18 @@ struct MatMulGeom {
   int64_t batches = 1;
 };
 
+// The same geometry held in place: worked out without allocating (what a
+// MatMul kernel that adapts, Kernel::adapts, does at each run at other shapes).
+struct MatMulDims {
+  int64_t M = 0, N = 0, K = 0;
+  PlanDims batch, a_bst, b_bst;
+  int64_t batches = 1;
+};
+
 // Shapes of A and B (rank >= 1; a 1-D A is a row, a 1-D B a column) -> the
 // geometry and the output shape; errors name `op`.
 Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out);
+// The geometry alone, in place; allocates only to report an error.
+Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulDims* g);
 
 }  // namespace fcb::ops

@@ -84,6 +84,14 @@ struct RunContext {
   uint8_t* scratch = nullptr;
   size_t scratch_stride = 0;
   void* ThreadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratch_stride; }
+  // Null where the step runs at the operand shapes its kernel was made for.
+  // Else (a plan resolved at a run's sizes reusing the bound's kernel, which
+  // adapts: Kernel::adapts) the step's shapes at this run, one pointer per
+  // input (null for an absent optional input) followed by one per output.
+  const ir::Shape* const* shapes = nullptr;
+  // Operand `i`'s shape at this run (inputs first, then outputs), or `made`,
+  // the shape its kernel was made for.
+  const ir::Shape& ShapeOf(size_t i, const ir::Shape& made) const { return shapes ? *shapes[i] : made; }
 };
 
 // A prepared operator for fixed shapes. Immutable after creation; Run may be
@@ -95,6 +103,13 @@ class Kernel {
   // with the dtypes and shapes given to create (absent optional inputs: null).
   virtual Status Run(const RunContext& ctx, const void* const* inputs,
                      void* const* outputs) const = 0;
+  // True where Run also computes at other operand shapes, given in
+  // RunContext::shapes: any shapes the op's infer accepts for the same
+  // dtypes, ranks and attributes, and any contents of its inputs (the kernel
+  // kept nothing of a constant input's value, nor a choice that only holds at
+  // the shapes it was made for). A plan resolved at a run's sizes then runs
+  // this kernel (the bound's) instead of making one per size (docs/design.md §13).
+  virtual bool adapts() const { return false; }
 };
 
 struct CreateContext {

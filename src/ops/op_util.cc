@@ -34,7 +34,19 @@ int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
   return n;
 }
 
+bool ShapeWithinLimits(const ir::Shape& s) {
+  if (s.size() > 64) return false;
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || d > kMaxElements) return false;
+    if (d == 0) continue;  // still bound the other dims: strides multiply them
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) return false;
+  }
+  return true;
+}
+
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what) {
+  if (ShapeWithinLimits(s)) return Status::Ok();
   if (s.size() > 64) return OpUnsupported(op, what + " has rank " + std::to_string(s.size()));
   int64_t n = 1;
   for (int64_t d : s) {
@@ -177,16 +189,19 @@ Status IntsParam(const InferContext& c, size_t i, const char* attr, std::vector<
 
 Status CheckedInfer(InferFn infer, const InferContext& c, std::vector<TensorInfo>* outs) {
   if (c.constants.size() != c.inputs.size()) return Internal("constants/inputs size mismatch");
+  // The messages are built only for a shape that fails (shapes are inferred
+  // again at each new size of a plan with ranges).
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     if (!c.inputs[i].present()) continue;
     if (!IsKnownDType(c.inputs[i].dtype))
       return OpUnsupported(c.op, "input " + std::to_string(i) + " has an unknown dtype");
-    FCB_RETURN_IF_ERROR(CheckShape(c.op, c.inputs[i].shape, "input " + std::to_string(i)));
+    if (!ShapeWithinLimits(c.inputs[i].shape))
+      return CheckShape(c.op, c.inputs[i].shape, "input " + std::to_string(i));
   }
   outs->clear();
   FCB_RETURN_IF_ERROR(infer(c, outs));
   for (size_t i = 0; i < outs->size(); ++i)
-    FCB_RETURN_IF_ERROR(CheckShape(c.op, (*outs)[i].shape, "output " + std::to_string(i)));
+    if (!ShapeWithinLimits((*outs)[i].shape)) return CheckShape(c.op, (*outs)[i].shape, "output " + std::to_string(i));
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -28,6 +29,29 @@ inline constexpr int64_t kMaxElements = int64_t{1} << 40;
 // index counters live on the stack so Run does not allocate.
 inline constexpr int kMaxRank = limits::kMaxRank;  // fcb/limits.h
 
+// Up to kMaxRank dims (or strides) held in place: plans that hold them
+// allocate nothing, so a kernel that adapts (Kernel::adapts) can make one at
+// each run at other shapes.
+struct PlanDims {
+  std::array<int64_t, kMaxRank> v{};
+  size_t n = 0;
+  size_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  int64_t operator[](size_t i) const { return v[i]; }
+  int64_t& operator[](size_t i) { return v[i]; }
+  int64_t back() const { return v[n - 1]; }
+  // n <= kMaxRank (callers check it).
+  void assign(const int64_t* b, const int64_t* e) {
+    n = static_cast<size_t>(e - b);
+    std::copy(b, e, v.begin());
+  }
+  void assign(size_t count, int64_t value) {
+    n = count;
+    std::fill(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(count), value);
+  }
+  void push_back(int64_t x) { v[n++] = x; }  // n < kMaxRank (callers check it)
+};
+
 // "Op: msg" errors.
 Status OpError(std::string_view op, const std::string& msg);
 Status OpUnsupported(std::string_view op, const std::string& msg);
@@ -41,6 +65,8 @@ Status SupportedF32(std::string_view op, const TensorInfo& t, const char* what);
 
 // Every dim >= 0 and the element count <= kMaxElements, without overflow.
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);
+// What CheckShape accepts, without building a message.
+bool ShapeWithinLimits(const ir::Shape& s);
 // Checked product of dims [begin, end); -1 if it would exceed kMaxElements.
 int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end);
 
@@ -142,13 +168,16 @@ OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out
 }
 
 // A Kernel whose Run is a lambda holding the precomputed plan by value.
-template <typename F>
+// kAdapts: the lambda reads every shape it depends on through
+// RunContext::ShapeOf (Kernel::adapts).
+template <typename F, bool kAdapts = false>
 class FnKernel final : public Kernel {
  public:
   explicit FnKernel(F f) : f_(std::move(f)) {}
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     return f_(ctx, in, out);
   }
+  bool adapts() const override { return kAdapts; }
 
  private:
   F f_;
@@ -156,6 +185,11 @@ class FnKernel final : public Kernel {
 template <typename F>
 Result<std::unique_ptr<Kernel>> MakeKernel(F f) {
   return std::unique_ptr<Kernel>(new FnKernel<F>(std::move(f)));
+}
+// The same for a lambda that computes at any shapes (Kernel::adapts).
+template <typename F>
+Result<std::unique_ptr<Kernel>> MakeAdaptingKernel(F f) {
+  return std::unique_ptr<Kernel>(new FnKernel<F, true>(std::move(f)));
 }
 
 // dtype predicates.

@@ -134,8 +134,24 @@ uint8_t CompareOp(T a, T b, int op) {
 
 }  // namespace
 
+std::shared_ptr<ir::TensorData> SpareTensor(std::vector<std::shared_ptr<ir::TensorData>>* spare, ir::DType dtype,
+                                            const int64_t* dims, const int64_t* dims_end, size_t bytes) {
+  std::shared_ptr<ir::TensorData> t;
+  if (spare && !spare->empty()) {
+    t = std::move(spare->back());
+    spare->pop_back();
+  } else {
+    t = std::make_shared<ir::TensorData>();
+  }
+  t->dtype = dtype;
+  t->shape.assign(dims, dims_end);
+  t->bytes.assign(bytes, 0);
+  return t;
+}
+
 bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<const ir::TensorData*>& in,
-                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values) {
+                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values,
+                    std::vector<std::shared_ptr<ir::TensorData>>* spare) {
   if (outs.size() != 1) return false;
   for (const auto* t : in)
     if (!t) return false;
@@ -144,11 +160,7 @@ bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<cons
   const size_t es = ir::DTypeSize(o.dtype);
   if (n < 0 || es == 0) return false;
   auto make = [&]() {
-    auto t = std::make_shared<ir::TensorData>();
-    t->dtype = o.dtype;
-    t->shape = o.shape;
-    t->bytes.resize(static_cast<size_t>(n) * es);
-    return t;
+    return SpareTensor(spare, o.dtype, o.shape.data(), o.shape.data() + o.shape.size(), static_cast<size_t>(n) * es);
   };
   const std::string& op = def.name;
   const bool is_int = o.dtype == ir::DType::kI64 || o.dtype == ir::DType::kI32;
@@ -654,9 +666,15 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   if (r.steps.size() < ns) r.steps.resize(ns);
   size_t used = 0;
   r.info_at.assign(nt, nullptr);
-  r.input_infos.clear();
-  r.input_infos.reserve(c.inputs.size());
+  // One per method input (their shapes' storage kept from an earlier
+  // resolution into this one); never resized below, so the pointers info_at
+  // takes into them hold.
+  if (r.input_infos.size() < c.inputs.size()) r.input_infos.resize(c.inputs.size());
+  size_t inputs_changed = 0;
   r.value_slot.assign(nt, -1);
+  // The values of the resolution this one is made over: their storage is reused where no one else holds them.
+  for (auto& v : r.values)
+    if (v && v.use_count() == 1) r.spare.push_back(std::move(v));
   r.values.clear();
   r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
@@ -668,7 +686,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                        bound.unreached_needed.size() == nt;
   r.scratch_bytes = indexed ? bound.unreached_scratch : 0;
   // Per tensor: its shape or its value computed from the shapes differs from the bound's.
-  std::vector<uint8_t> changed(nt, 0);
+  std::vector<uint8_t>& changed = r.changed_tensors;
+  changed.assign(nt, 0);
   auto set_info = [&](int32_t t, const TensorInfo* info) {
     r.info_at[t] = info;
     changed[t] = 1;
@@ -684,14 +703,17 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const int32_t t = c.inputs[i];
     const TensorInfo& info = bound.infos[t];
-    const TensorInfo given{info.dtype, input_shapes[i]};
-    if (given.shape.size() != info.shape.size() || given.numel() < 0 ||
-        static_cast<uint64_t>(given.bytes()) > bound.bytes[t])
+    const ir::Shape& given = input_shapes[i];
+    const int64_t numel = ir::NumElements(given);
+    if (given.size() != info.shape.size() || numel < 0 ||
+        static_cast<uint64_t>(numel) * ir::DTypeSize(info.dtype) > bound.bytes[t])
       return InvalidArgument("method '" + c.method + "' input " + std::to_string(i) + " cannot be " +
-                             ir::ShapeToString(given.shape));
-    if (given.shape != info.shape) {
-      r.input_infos.push_back(given);
-      set_info(t, &r.input_infos.back());
+                             ir::ShapeToString(given));
+    if (given != info.shape) {
+      TensorInfo& slot = r.input_infos[inputs_changed++];
+      slot.dtype = info.dtype;
+      slot.shape.assign(given.begin(), given.end());
+      set_info(t, &slot);
     }
   }
   // One step's operands, reused from step to step (their shapes' storage
@@ -780,9 +802,11 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       values.clear();
       if (s.op == "Shape" || s.op == "Size") {
         const auto v = ShapeOpValues(s.op, b.attrs, inputs[0].shape);
-        values.push_back(s.op == "Size" ? ir::TensorData::FromInts({}, v)
-                                        : ir::TensorData::FromInts({static_cast<int64_t>(v.size())}, v));
-      } else if (!EvaluateDirect(*b.def, b.attrs, constants, rs.outputs, &values)) {
+        const size_t k = v.size();
+        const int64_t dim = static_cast<int64_t>(k);  // Shape: [k]; Size: a scalar
+        values.push_back(SpareTensor(&r.spare, ir::DType::kI64, &dim, &dim + (s.op == "Size" ? 0 : 1), k * sizeof(int64_t)));
+        if (k) std::memcpy(values.back()->bytes.data(), v.data(), k * sizeof(int64_t));
+      } else if (!EvaluateDirect(*b.def, b.attrs, constants, rs.outputs, &values, &r.spare)) {
         values.clear();
         auto ev = Evaluate(*b.def, b.attrs, constants, inputs, rs.outputs);
         if (!ev.ok()) return InvalidArgument(b.where + ": evaluating it from the shapes: " + ev.status().message());

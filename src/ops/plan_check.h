@@ -126,13 +126,17 @@ struct ResolvedPlan {
   // (an output in `steps`, or one of `input_infos`), else null. Points into
   // this resolution's own vectors: it moves, never copies.
   std::vector<const TensorInfo*> info_at;
-  std::vector<TensorInfo> input_infos;  // reserved for every method input: never reallocated
+  std::vector<TensorInfo> input_infos;  // one per method input (the first ones used): never reallocated
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`; a null
   // value where the bound had one and these sizes have none), else -1.
   std::vector<int32_t> value_slot;
   std::vector<std::shared_ptr<ir::TensorData>> values;
   std::vector<bool> computed_steps, guarded_off, computed_tensors, needed;  // as in CheckedPlan
+  // ResolvePlan's own: per tensor whether it differs from the bound's, and
+  // the tensors of an earlier resolution into this one, reused for values.
+  std::vector<uint8_t> changed_tensors;
+  std::vector<std::shared_ptr<ir::TensorData>> spare;
   uint64_t scratch_bytes = 0;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
@@ -199,8 +203,15 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
 // gave for these inputs. False (nothing appended) for any other op or an
 // operand it does not expect, such as an index out of range: evaluate it
 // through ops::Evaluate then, which reports the error.
+// `spare`, where given, holds tensors no one else holds (use_count 1) that
+// the values are written into (their storage reused) before new ones are made.
 bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<const ir::TensorData*>& in,
-                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values);
+                    const std::vector<TensorInfo>& outs, std::vector<std::shared_ptr<ir::TensorData>>* values,
+                    std::vector<std::shared_ptr<ir::TensorData>>* spare = nullptr);
+// A tensor of `dtype`, the shape [dims, dims_end) and `bytes` zero bytes:
+// one of `spare` (its storage reused) where there is one, else a new one.
+std::shared_ptr<ir::TensorData> SpareTensor(std::vector<std::shared_ptr<ir::TensorData>>* spare, ir::DType dtype,
+                                            const int64_t* dims, const int64_t* dims_end, size_t bytes);
 
 // Whether a step with guard `guard` (StepDesc::guard; empty: none) runs when
 // its output 0 has shape `out0`.

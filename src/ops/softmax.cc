@@ -68,12 +68,16 @@ Result<std::unique_ptr<Kernel>> CreateSoftmax(const CreateContext& c) {
   int64_t axis;
   FCB_RETURN_IF_ERROR(
       NormalizeAxis(c.op, c.attrs.GetInt("axis", -1), static_cast<int64_t>(s.size()), &axis));
-  const int64_t outer = SafeProduct(s, 0, static_cast<size_t>(axis));
-  const int64_t inner = SafeProduct(s, static_cast<size_t>(axis) + 1, s.size());
-  const int64_t n = s[axis];
+  const size_t a = static_cast<size_t>(axis);
+  const int64_t made_outer = SafeProduct(s, 0, a), made_inner = SafeProduct(s, a + 1, s.size()), made_n = s[a];
   const bool log = c.op == "LogSoftmax";
   const DType t = c.inputs[0].dtype;
-  return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  return MakeAdaptingKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    int64_t outer = made_outer, inner = made_inner, n = made_n;
+    if (ctx.shapes) {  // the same rank: the same axis
+      const ir::Shape& x = *ctx.shapes[0];
+      outer = SafeProduct(x, 0, a), inner = SafeProduct(x, a + 1, x.size()), n = x[a];
+    }
     if (n == 0 || outer == 0 || inner == 0) return Status::Ok();
     if (t == DType::kF64) {
       SoftmaxLoops(ctx, static_cast<const double*>(in[0]), static_cast<double*>(out[0]), outer, n,

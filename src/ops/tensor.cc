@@ -14,9 +14,12 @@ using ir::DType;
 
 // Output = input bytes, unchanged (Reshape, Flatten, Squeeze, Unsqueeze).
 Result<std::unique_ptr<Kernel>> CreateCopy(const CreateContext& c) {
-  const size_t bytes = static_cast<size_t>(c.inputs[0].bytes());
-  return MakeKernel([bytes](const RunContext&, const void* const* in, void* const* out) -> Status {
-    if (out[0] != in[0]) CopyBytes(out[0], in[0], bytes);  // a view step: the same bytes (plan_check.h)
+  const int64_t numel = c.inputs[0].numel();
+  const size_t elem = ir::DTypeSize(c.inputs[0].dtype);
+  return MakeAdaptingKernel([numel, elem](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    if (out[0] == in[0]) return Status::Ok();  // a view step: the same bytes (plan_check.h)
+    const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : numel;
+    CopyBytes(out[0], in[0], static_cast<size_t>(n) * elem);
     return Status::Ok();
   });
 }

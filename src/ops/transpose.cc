@@ -49,26 +49,28 @@ Status InferTranspose(const InferContext& c, std::vector<TensorInfo>* outs) {
   return Status::Ok();
 }
 
+// Held in place (PlanDims): the kernel adapts (Kernel::adapts), making a plan
+// at each run at other shapes without allocating.
 struct TransposePlan {
   size_t es = 0;                   // element size
   int64_t total = 0;
-  std::vector<int64_t> out_dims;   // collapsed output dims
-  std::vector<int64_t> src;        // input stride (elements) of each output dim
-  std::vector<int64_t> dst;        // output stride of each output dim
+  PlanDims out_dims;   // collapsed output dims
+  PlanDims src;        // input stride (elements) of each output dim
+  PlanDims dst;        // output stride of each output dim
   // rows path: outer = out dims but the last; run = last out dim (contiguous both sides).
   // tiles path: a = output dim that is contiguous in the input, b = last output dim.
   bool rows = true;
   int a = -1;
-  std::vector<int64_t> batch_dims, batch_src, batch_dst;  // out dims other than a and b
+  PlanDims batch_dims, batch_src, batch_dst;  // out dims other than a and b
   int64_t strips = 0;  // ceil(out_dims[a] / kTile)
 };
 
-Status MakePlan(std::string_view op, const ir::Shape& in, const std::vector<int64_t>& perm,
-                size_t es, TransposePlan* p) {
+template <typename Perm>
+Status MakePlan(std::string_view op, const ir::Shape& in, const Perm& perm, size_t es, TransposePlan* p) {
+  *p = TransposePlan();
   p->es = es;
   p->total = ir::NumElements(in);
-  // Worked out on the stack (kernels are made again at each new size of a
-  // plan with ranges); ranks are at most CheckShape's 64.
+  // Worked out on the stack; ranks are at most CheckShape's 64.
   constexpr size_t kCap = 64;
   if (in.size() > kCap || perm.size() > kCap) return OpUnsupported(op, "rank " + std::to_string(in.size()));
   // Keep input dims of size > 1, renumbered.
@@ -84,8 +86,8 @@ Status MakePlan(std::string_view op, const ir::Shape& in, const std::vector<int6
   // Runs of consecutive input dims, in output order: [first, last] input dims.
   int64_t gfirst[kCap], glast[kCap];
   size_t ng = 0;
-  for (int64_t pi : perm) {
-    const int64_t d = newidx[pi];
+  for (size_t j = 0; j < perm.size(); ++j) {
+    const int64_t d = newidx[perm[j]];
     if (d < 0) continue;
     if (ng > 0 && glast[ng - 1] + 1 == d) glast[ng - 1] = d;
     else gfirst[ng] = glast[ng] = d, ++ng;
@@ -211,49 +213,48 @@ void RunFewColumns(const RunContext& ctx, const TransposePlan& p, const T* x, T*
   });
 }
 
-Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
-  std::vector<int64_t> perm;
-  FCB_RETURN_IF_ERROR(ParsePerm(AsInfer(c), &perm));
-  TransposePlan plan;
-  FCB_RETURN_IF_ERROR(
-      MakePlan(c.op, c.inputs[0].shape, perm, ir::DTypeSize(c.inputs[0].dtype), &plan));
-  if (plan.total == 0)
-    return MakeKernel([](const RunContext&, const void* const*, void* const*) { return Status::Ok(); });
-  if (plan.rows) {
-    return MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
-                                               void* const* out) -> Status {
-      RunRows(ctx, plan, static_cast<const uint8_t*>(in[0]), static_cast<uint8_t*>(out[0]));
-      return Status::Ok();
-    });
+// Runs `p` by its path; false for an element size without one.
+bool RunPlan(const RunContext& ctx, const TransposePlan& p, const void* in, void* out) {
+  if (p.total == 0) return true;
+  if (p.rows) {
+    RunRows(ctx, p, static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out));
+    return true;
   }
-  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
-  Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
-  const int k = static_cast<int>(plan.out_dims.size());
-  const int64_t nb = plan.out_dims.back();
-  if (plan.a == k - 2 && plan.dst[plan.a] == nb && nb >= 2 && nb <= 4) {
-    DispatchBySize(plan.es, [&](auto tag) {
-      using T = decltype(tag);
-      auto make = [&]<int NB>() {
-        r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in,
-                                                void* const* out) -> Status {
-          RunFewColumns<T, NB>(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
-          return Status::Ok();
-        });
-      };
-      if (nb == 2) make.template operator()<2>();
-      else if (nb == 3) make.template operator()<3>();
-      else make.template operator()<4>();
-    });
-    return MadeOr(std::move(r), c.op, "element size");
-  }
-  DispatchBySize(plan.es, [&](auto tag) {
+  const int k = static_cast<int>(p.out_dims.size());
+  const int64_t nb = p.out_dims.back();
+  const bool few = p.a == k - 2 && p.dst[p.a] == nb && nb >= 2 && nb <= 4;
+  return DispatchBySize(p.es, [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([plan = std::move(plan)](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-      RunTiles(ctx, plan, static_cast<const T*>(in[0]), static_cast<T*>(out[0]));
+    const T* x = static_cast<const T*>(in);
+    T* y = static_cast<T*>(out);
+    if (!few) RunTiles(ctx, p, x, y);
+    else if (nb == 2) RunFewColumns<T, 2>(ctx, p, x, y);
+    else if (nb == 3) RunFewColumns<T, 3>(ctx, p, x, y);
+    else RunFewColumns<T, 4>(ctx, p, x, y);
+  });
+}
+
+Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
+  std::vector<int64_t> parsed;
+  FCB_RETURN_IF_ERROR(ParsePerm(AsInfer(c), &parsed));
+  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
+  if (!DispatchBySize(es, [](auto) {})) return OpUnsupported(c.op, "element size");
+  TransposePlan made;
+  FCB_RETURN_IF_ERROR(MakePlan(c.op, c.inputs[0].shape, parsed, es, &made));
+  if (parsed.size() > static_cast<size_t>(kMaxRank)) {  // collapsed to kMaxRank dims or fewer, but not kept
+    return MakeKernel([made](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      RunPlan(ctx, made, in[0], out[0]);
       return Status::Ok();
     });
+  }
+  PlanDims perm;
+  perm.assign(parsed.data(), parsed.data() + parsed.size());
+  return MakeAdaptingKernel([made, perm](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    TransposePlan at;
+    if (ctx.shapes) FCB_RETURN_IF_ERROR(MakePlan("Transpose", *ctx.shapes[0], perm, made.es, &at));
+    RunPlan(ctx, ctx.shapes ? at : made, in[0], out[0]);
+    return Status::Ok();
   });
-  return MadeOr(std::move(r), c.op, "element size");
 }
 
 }  // namespace

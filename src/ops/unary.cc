@@ -194,14 +194,16 @@ Result<std::unique_ptr<Kernel>> CreateUnary(const CreateContext& c) {
   const int64_t n = c.inputs[0].numel();
   Epilogue ep;
   if (t == DType::kF32 && KernelAct(p, &ep)) {
-    return MakeKernel([ep, n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    return MakeAdaptingKernel([ep, made_n = n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : made_n;
       const float* x = static_cast<const float*>(in[0]);
       float* y = static_cast<float*>(out[0]);
       ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) { ctx.k->f32.unary(ep, x, y, b, e); });
       return Status::Ok();
     });
   }
-  return MakeKernel([p, n, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  return MakeAdaptingKernel([p, made_n = n, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : made_n;
     switch (t) {
       case DType::kF32:
         RunFloat(ctx, p, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), n);
@@ -279,10 +281,11 @@ Result<std::unique_ptr<Kernel>> CreateClip(const CreateContext& c) {
   const float attr_hi = c.attrs.GetFloat("max", std::numeric_limits<float>::infinity());
   const int64_t n = c.inputs[0].numel();
   const DType t = c.inputs[0].dtype;
-  return MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  return MakeAdaptingKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const int64_t count = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : n;
     Status s = Internal("Clip dtype");
     DispatchNumeric(t, [&](auto tag) {
-      s = RunClip<decltype(tag)>(ctx, in, out[0], n, has_lo, has_hi, attr_lo, attr_hi);
+      s = RunClip<decltype(tag)>(ctx, in, out[0], count, has_lo, has_hi, attr_lo, attr_hi);
     });
     return s;
   });
@@ -389,9 +392,9 @@ Result<std::unique_ptr<Kernel>> CreateCast(const CreateContext& c) {
   const DType from = c.inputs[0].dtype, to = c.outputs[0].dtype;
   const int64_t n = c.inputs[0].numel();
   if (from == to) {
-    const size_t bytes = static_cast<size_t>(c.inputs[0].bytes());
-    return MakeKernel([bytes](const RunContext&, const void* const* in, void* const* out) -> Status {
-      CopyBytes(out[0], in[0], bytes);
+    const size_t elem = ir::DTypeSize(from);
+    return MakeAdaptingKernel([n, elem](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      CopyBytes(out[0], in[0], static_cast<size_t>(ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : n) * elem);
       return Status::Ok();
     });
   }
@@ -401,8 +404,8 @@ Result<std::unique_ptr<Kernel>> CreateCast(const CreateContext& c) {
     DispatchCast(from, [&](auto stag) { fn = &CastLoop<decltype(dtag), decltype(stag)>; });
   });
   if (!fn) return OpUnsupported(c.op, "cast");
-  return MakeKernel([fn, n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    fn(ctx, in[0], out[0], n);
+  return MakeAdaptingKernel([fn, n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    fn(ctx, in[0], out[0], ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : n);
     return Status::Ok();
   });
 }

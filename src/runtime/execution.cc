@@ -103,9 +103,21 @@ class ExecutionImpl {
     std::vector<std::vector<int64_t>> shapes;
     std::unique_ptr<ResolvedMethod> method;
     uint64_t last_used = 0;
+    bool specialized = false;  // SpecializeMethod done (on the second run at these sizes)
   };
   std::vector<CacheEntry> cache;
+  int current = -1;  // the entry `resolved` is, or -1 (the bound)
+  std::vector<int64_t> symbol_value;  // Resolve's, per symbol
+  std::vector<std::pair<size_t, size_t>> symbol_first;
   uint64_t clock = 0;
+  // A second run at the current sizes: kernels made for exactly them replace
+  // the adapting ones (SpecializeMethod), whose per-run walks repeated runs
+  // need not pay; a first run at new sizes does not wait for them.
+  Status SpecializeCurrent() {
+    if (current < 0 || cache[current].specialized) return Status::Ok();
+    cache[current].specialized = true;
+    return SpecializeMethod(*method, cache[current].method.get());
+  }
   static constexpr size_t kCacheEntries = 16;
 
   const ops::Kernel& kernel(size_t step) const {
@@ -123,6 +135,11 @@ class ExecutionImpl {
           if (const ir::TensorData* v = sv.values[outs[k]]) std::memcpy(step_out[i][k], v->bytes.data(), v->bytes.size());
       }
       return Status::Ok();
+    }
+    if (resolved && resolved->shapes_at[i] >= 0) {  // the bound's kernel, at these sizes
+      ops::RunContext at = ctx;
+      at.shapes = resolved->shapes.data() + resolved->shapes_at[i];
+      return kernel(i).Run(at, step_in[i].data(), step_out[i].data());
     }
     return kernel(i).Run(ctx, step_in[i].data(), step_out[i].data());
   }
@@ -188,8 +205,10 @@ Status ExecutionImpl::CheckStateCapacity() const {
 Status ExecutionImpl::Resolve() {
   const PreparedMethod& m = *method;
   const auto& syms = m.context->symbols;
-  std::vector<int64_t> value(syms.size(), -1);
-  std::vector<std::pair<size_t, size_t>> first(syms.size());  // (input, dim) that set each symbol
+  std::vector<int64_t>& value = symbol_value;  // members: a change of sizes allocates nothing here
+  std::vector<std::pair<size_t, size_t>>& first = symbol_first;  // (input, dim) that set each symbol
+  value.assign(syms.size(), -1);
+  first.assign(syms.size(), {0, 0});
   bool at_bound = true;
   for (size_t i = 0; i < input_shapes.size(); ++i)
     for (size_t d = 0; d < input_shapes[i].size(); ++d) {
@@ -211,6 +230,7 @@ Status ExecutionImpl::Resolve() {
     }
   sizes_changed = false;
   ++clock;
+  current = -1;
   if (at_bound) {
     resolved = nullptr;
     return Status::Ok();
@@ -219,7 +239,8 @@ Status ExecutionImpl::Resolve() {
     if (e.shapes == input_shapes) {
       e.last_used = clock;
       resolved = e.method.get();
-      return Status::Ok();
+      current = static_cast<int>(&e - cache.data());
+      return SpecializeCurrent();
     }
   resolved = nullptr;
   // A full cache: the least recently used entry is resolved over (its
@@ -239,8 +260,10 @@ Status ExecutionImpl::Resolve() {
   }
   entry->shapes = input_shapes;  // copy-assigned: the entry's vectors keep their storage
   entry->method = std::move(r).value();
+  entry->specialized = false;
   entry->last_used = clock;
   resolved = entry->method.get();
+  current = static_cast<int>(entry - cache.data());
   return Status::Ok();
 }
 
@@ -448,7 +471,7 @@ Status Execution::Run() {
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
   if (!m.state.empty()) impl_->SyncStateLengths();
-  if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
+  FCB_RETURN_IF_ERROR(impl_->sizes_changed ? impl_->Resolve() : impl_->SpecializeCurrent());
   if (!m.state.empty()) FCB_RETURN_IF_ERROR(impl_->CheckStateCapacity());
   for (size_t i = 0; i < m.steps.size(); ++i) {
     Status s = impl_->RunStep(ctx, i);
@@ -468,7 +491,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
   ops::RunContext ctx{ProgramAccess::Of(*impl_->program).kernels, impl_->pool.get(), impl_->scratch,
                       impl_->scratch_stride};
   if (!m.state.empty()) impl_->SyncStateLengths();
-  if (impl_->sizes_changed) FCB_RETURN_IF_ERROR(impl_->Resolve());
+  FCB_RETURN_IF_ERROR(impl_->sizes_changed ? impl_->Resolve() : impl_->SpecializeCurrent());
   if (!m.state.empty()) FCB_RETURN_IF_ERROR(impl_->CheckStateCapacity());
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -487,7 +510,7 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
       t.output_dtype = c.tensors[sd.outputs[0]].dtype;
       t.output_shape = impl_->resolved ? impl_->resolved->step_output0(i) : c.tensors[sd.outputs[0]].shape;
     }
-    t.flops = impl_->resolved ? impl_->resolved->flops[i] : m.steps[i].flops;
+    t.flops = impl_->resolved ? ResolvedStepFlops(m, *impl_->resolved, i) : m.steps[i].flops;
     for (size_t k = 0; k < sd.outputs.size(); ++k) {
       const auto& td = c.tensors[sd.outputs[k]];
       const uint64_t elem = DTypeSize(td.dtype);

@@ -230,24 +230,28 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
   std::vector<ops::TensorInfo> inputs;  // one step's operands, reused (create keeps nothing of them)
   std::vector<const ir::TensorData*> constants;
   r->kernels.resize(ns);
-  r->flops.resize(ns);
+  r->shapes_at.assign(ns, -1);
+  r->shapes.clear();
   for (size_t si = 0; si < ns; ++si) {
-    // A step computed from the shapes never runs its kernel (ShapeValues), nor one guarded off.
-    if (p.computed_steps[si] || p.guarded_off[si]) {
-      r->kernels[si] = m.steps[si].kernel.get();
-      r->flops[si] = 0;
+    const ops::Kernel* bound = m.steps[si].kernel.get();
+    // The bound's kernel where none of its operands' shapes or values from
+    // the shapes changed (kernels are immutable), or a step computed from the
+    // shapes (never runs its kernel: ShapeValues) or guarded off.
+    if (!p.changed(si) || p.computed_steps[si] || p.guarded_off[si]) {
+      r->kernels[si] = bound;
       continue;
     }
-    // The bound's kernel where none of its operands' shapes or values from the shapes changed.
-    if (!p.changed(si)) {
-      r->kernels[si] = m.steps[si].kernel.get();
-      r->flops[si] = m.steps[si].flops;
+    // A kernel that adapts runs at these sizes given its operands' shapes.
+    if (bound && bound->adapts()) {
+      const format::StepDesc& s = c.steps[si];
+      r->shapes_at[si] = static_cast<int32_t>(r->shapes.size());
+      for (int32_t t : s.inputs) r->shapes.push_back(t >= 0 ? &p.info(t).shape : nullptr);
+      for (const ops::TensorInfo& o : p.outputs(si)) r->shapes.push_back(&o.shape);
+      r->kernels[si] = bound;
       continue;
     }
     const ops::OpDef& def = *m.bound_plan->steps[si].def;
-    const ops::CreateContext ctx = p.create_context(c.steps[si], si, &inputs, &constants);
-    r->flops[si] = def.flops ? def.flops(ctx) : 0;
-    auto kernel = def.create(ctx);
+    auto kernel = def.create(p.create_context(c.steps[si], si, &inputs, &constants));
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
     r->made.push_back(std::move(kernel).value());
     r->kernels[si] = r->made.back().get();
@@ -259,6 +263,33 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
   }
   r->shape_values.Fill(c, p);
   return r;
+}
+
+Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r) {
+  const format::ContextDesc& c = *m.context;
+  std::vector<ops::TensorInfo> inputs;
+  std::vector<const ir::TensorData*> constants;
+  for (size_t si = 0; si < r->shapes_at.size(); ++si) {
+    if (r->shapes_at[si] < 0) continue;
+    const ops::OpDef& def = *m.bound_plan->steps[si].def;
+    auto kernel = def.create(r->plan.create_context(c.steps[si], si, &inputs, &constants));
+    if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
+    r->made.push_back(std::move(kernel).value());
+    r->kernels[si] = r->made.back().get();
+    r->shapes_at[si] = -1;
+  }
+  return Status::Ok();
+}
+
+uint64_t ResolvedStepFlops(const PreparedMethod& m, const ResolvedMethod& r, size_t step) {
+  const ops::ResolvedPlan& p = r.plan;
+  if (p.computed_steps[step] || p.guarded_off[step]) return 0;
+  if (!p.changed(step)) return m.steps[step].flops;
+  const ops::OpDef& def = *m.bound_plan->steps[step].def;
+  if (!def.flops) return 0;
+  std::vector<ops::TensorInfo> inputs;
+  std::vector<const ir::TensorData*> constants;
+  return def.flops(p.create_context(m.context->steps[step], step, &inputs, &constants));
 }
 
 namespace {

@@ -77,8 +77,12 @@ struct ResolvedMethod {
   // one of `made`.
   std::vector<const ops::Kernel*> kernels;
   std::vector<std::unique_ptr<ops::Kernel>> made;
+  // Per step: where its kernel is the bound's run at these sizes (one that
+  // adapts, ops::Kernel::adapts), the index in `shapes` of its operands'
+  // shapes (ops::RunContext::shapes), else -1.
+  std::vector<int32_t> shapes_at;
+  std::vector<const ir::Shape*> shapes;
   std::vector<std::vector<int64_t>> output_shapes;    // per method output
-  std::vector<uint64_t> flops;                        // per step at these sizes (profiles)
   // Per step: its first output's shape at these sizes (profiles; empty for a step without outputs).
   const std::vector<int64_t>& step_output0(size_t step) const {
     static const std::vector<int64_t> kNone;
@@ -171,6 +175,15 @@ std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t
 Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl& program, const PreparedMethod& m,
                                                       const std::vector<ir::Shape>& shapes,
                                                       std::unique_ptr<ResolvedMethod> reuse = nullptr);
+
+// Makes kernels for exactly a resolution's sizes where it runs the bound's
+// kernels that adapt (shapes_at): an adapting kernel works out its walk at
+// each run, which a second run at the same sizes no longer pays for.
+Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r);
+
+// Arithmetic operations of step `step` at a resolution's sizes (profiles):
+// its kernel's create context there, through its op's flops.
+uint64_t ResolvedStepFlops(const PreparedMethod& m, const ResolvedMethod& r, size_t step);
 
 // Loads, verifies and prepares; used by Program::Load.
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);

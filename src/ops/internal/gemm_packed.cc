@@ -75,24 +75,28 @@ class GemmPackedKernel : public Kernel {
     const float* b = widened_.empty() ? static_cast<const float*>(in[1]) : widened_.data();
     const float* bias = g_.has_bias ? static_cast<const float*>(in[2]) : nullptr;
     float* y = static_cast<float*>(out[0]);
+    // At other shapes (adapts): the rows are every dim of A but the last.
+    const int64_t m = ctx.shapes ? SafeProduct(*ctx.shapes[0], 0, ctx.shapes[0]->size() - 1) : g_.m;
     const int64_t threads = ctx.pool->num_threads();
-    if (threads > 1 && g_.m < g_.n && g_.n >= 2 * kColumnUnit * threads) {
-      RunColumnSplit(ctx, a, b, bias, y);
+    if (threads > 1 && m < g_.n && g_.n >= 2 * kColumnUnit * threads) {
+      RunColumnSplit(ctx, m, a, b, bias, y);
       return Status::Ok();
     }
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g_.n * g_.k));
     // Several row chunks per thread when each still holds 256 rows or more
     // (as ConvNhwc's pixel split: a slowed thread hands over its later rows).
-    const int per_thread = ctx.pool->ChunksPerThreadFor(g_.m, 256);
+    const int per_thread = ctx.pool->ChunksPerThreadFor(m, 256);
     ctx.pool->ParallelForThreads(
-        g_.m, grain,
+        m, grain,
         [&](int t, int64_t b0, int64_t e0) {
-          ctx.k->f32.gemm(g_.m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
+          ctx.k->f32.gemm(m, g_.n, g_.k, a, g_.k, b, bias, y, g_.n, g_.ep, b0, e0,
                           static_cast<float*>(ctx.ThreadScratch(t)));
         },
         per_thread);
     return Status::Ok();
   }
+  // The packed weights, bias and epilogue serve any row count.
+  bool adapts() const override { return true; }
 
  private:
   // With fewer rows than columns (a classifier runs one row), splitting rows
@@ -100,14 +104,15 @@ class GemmPackedKernel : public Kernel {
   // the columns in whole panels instead: packed B is [panel][k][16], so
   // panels [p0, p1) are a GEMM of their own starting at panel p0, written
   // with the full tensor's row stride.
-  void RunColumnSplit(const RunContext& ctx, const float* a, const float* b, const float* bias, float* y) const {
+  void RunColumnSplit(const RunContext& ctx, int64_t m, const float* a, const float* b, const float* bias,
+                      float* y) const {
     const int64_t units = (g_.n + kColumnUnit - 1) / kColumnUnit;
-    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g_.m * g_.k * kColumnUnit));
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, m * g_.k * kColumnUnit));
     ctx.pool->ParallelForThreads(units, grain, [&](int t, int64_t begin, int64_t end) {
       const int64_t c0 = begin * kColumnUnit;
       const int64_t n = std::min(g_.n, end * kColumnUnit) - c0;
-      ctx.k->f32.gemm(g_.m, n, g_.k, a, g_.k, b + (c0 / kPanel) * g_.k * kPanel, bias ? bias + c0 : nullptr,
-                      y + c0, g_.n, g_.ep, 0, g_.m, static_cast<float*>(ctx.ThreadScratch(t)));
+      ctx.k->f32.gemm(m, n, g_.k, a, g_.k, b + (c0 / kPanel) * g_.k * kPanel, bias ? bias + c0 : nullptr,
+                      y + c0, g_.n, g_.ep, 0, m, static_cast<float*>(ctx.ThreadScratch(t)));
     });
   }
 

@@ -1,0 +1,191 @@
+// Kernels that adapt (Kernel::adapts): made at one set of shapes, run at
+// others through RunContext::shapes, they must give exactly what a kernel made
+// for those other shapes on the same target gives (whose own tests compare it
+// with references), on every runnable target with 1 and 3 threads. The
+// shapes differ the ways a plan resolved at a run's sizes sees: a dim
+// growing, shrinking to 1 (a broadcast or a collapse that was not there) or
+// to 0, and operand values (indices, a Clip's bounds) that differ from those
+// seen at creation.
+#include <gtest/gtest.h>
+
+#include "core/half.h"
+#include "ops/ops_test_util.h"
+
+namespace fcb::ops::testing {
+namespace {
+
+// Infer and create `op` at `inputs` (every input given as a constant).
+struct Made {
+  std::vector<TensorInfo> in, out;
+  std::unique_ptr<Kernel> kernel;
+};
+Made Make(const std::string& op, const Attrs& attrs, const std::vector<TensorPtr>& inputs, int num_outputs) {
+  Made m;
+  const OpDef* def = FindOp(op);
+  EXPECT_NE(def, nullptr) << op;
+  if (!def) return m;
+  std::vector<const ir::TensorData*> consts;
+  for (const auto& t : inputs) {
+    m.in.push_back(t ? TensorInfo{t->dtype, t->shape} : TensorInfo{});
+    consts.push_back(t.get());
+  }
+  InferContext ictx{op, attrs, m.in, consts, num_outputs};
+  const Status st = InferOutputs(*def, ictx, &m.out);
+  EXPECT_TRUE(st.ok()) << op << ": " << st.ToString();
+  if (!st.ok()) return m;
+  auto k = def->create(CreateContext{op, attrs, m.in, m.out, consts});
+  EXPECT_TRUE(k.ok()) << op << ": " << k.status().ToString();
+  if (k.ok()) m.kernel = std::move(k).value();
+  return m;
+}
+
+// `op` made at `made` adapts, and run at `run`'s shapes and contents gives
+// exactly what a kernel made for those shapes on the same target gives, on
+// every target and thread count.
+void CheckAdapts(const std::string& op, const Attrs& attrs, const std::vector<TensorPtr>& made,
+                 const std::vector<TensorPtr>& run, int num_outputs = 1) {
+  SCOPED_TRACE(op);
+  const Made at = Make(op, attrs, made, num_outputs);
+  ASSERT_TRUE(at.kernel);
+  ASSERT_TRUE(at.kernel->adapts());
+  std::vector<const void*> in_ptrs;
+  for (const auto& t : run) in_ptrs.push_back(t ? t->bytes.data() : nullptr);
+  for (TargetId target : fcb::testing::RunnableTargetIds()) {
+    for (int threads : {1, 3}) {
+      auto want = RunWith(op, attrs, run, num_outputs, kernels::GetKernelTable(target), threads);
+      ASSERT_TRUE(want.ok()) << TargetName(target) << ": " << want.status().ToString();
+      std::vector<const ir::Shape*> shapes;
+      for (const auto& t : run) shapes.push_back(t ? &t->shape : nullptr);
+      for (const auto& w : *want) shapes.push_back(&w->shape);
+      ThreadPool pool(threads);
+      RunContext ctx{&kernels::GetKernelBundle(target), &pool};
+      ctx.shapes = shapes.data();
+      std::vector<TensorPtr> outs;
+      std::vector<void*> out_ptrs;
+      for (const auto& w : *want) {
+        outs.push_back(ir::TensorData::Make(w->dtype, w->shape));
+        if (!outs.back()->bytes.empty()) std::memset(outs.back()->bytes.data(), 0xA5, outs.back()->bytes.size());
+        out_ptrs.push_back(outs.back()->bytes.data());
+      }
+      const Status st = at.kernel->Run(ctx, in_ptrs.data(), out_ptrs.data());
+      ASSERT_TRUE(st.ok()) << TargetName(target) << ": " << st.ToString();
+      for (size_t i = 0; i < outs.size(); ++i)
+        EXPECT_TRUE(Same(*outs[i], *(*want)[i], 0)) << TargetName(target) << " threads=" << threads << " output " << i;
+    }
+  }
+}
+
+TensorPtr F(Shape s, uint32_t seed) { return F32(s, Rand(ir::NumElements(s), seed)); }
+TensorPtr Ints(Shape s, int64_t mod, uint32_t seed) {
+  std::vector<int64_t> v(static_cast<size_t>(ir::NumElements(s)));
+  uint32_t x = seed;
+  for (auto& e : v) e = static_cast<int64_t>((x = x * 1664525u + 1013904223u) >> 8) % mod;
+  return I64(std::move(s), v);
+}
+TensorPtr Bools(Shape s, uint32_t seed) {
+  std::vector<uint8_t> v(static_cast<size_t>(ir::NumElements(s)));
+  uint32_t x = seed;
+  for (auto& e : v) e = ((x = x * 1664525u + 1013904223u) >> 12) & 1;
+  return Bool(std::move(s), v);
+}
+TensorPtr Half(Shape s, uint32_t seed) {
+  const auto f = Rand(ir::NumElements(s), seed);
+  std::vector<uint16_t> bits(f.size());
+  for (size_t i = 0; i < f.size(); ++i) bits[i] = FloatToHalf(f[i]);
+  return Typed(DType::kF16, std::move(s), bits);
+}
+
+TEST(Adapts, BroadcastArithmetic) {
+  // Growing, a dim shrinking to 1 where it was merged (now a broadcast), and empty.
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Pow"}) {
+    CheckAdapts(op, A(), {F({2, 3, 5}, 1), F({5}, 2)}, {F({2, 7, 5}, 3), F({5}, 4)});
+    CheckAdapts(op, A(), {F({2, 3, 4}, 1), F({2, 3, 4}, 2)}, {F({2, 1, 4}, 3), F({2, 3, 4}, 4)});
+    CheckAdapts(op, A(), {F({1, 4, 1, 9}, 1), F({}, 2)}, {F({1, 4, 1, 0}, 3), F({}, 4)});
+  }
+  CheckAdapts("Add", A(), {Ints({3, 6}, 100, 1), Ints({1, 6}, 100, 2)}, {Ints({5, 2}, 100, 3), Ints({1, 2}, 100, 4)});
+  CheckAdapts("Mean", A(), {F({2, 3}, 1)}, {F({4, 3}, 2)});  // one input: a broadcast copy
+  CheckAdapts("Add", A(), {Half({2, 8}, 1), Half({8}, 2)}, {Half({5, 8}, 3), Half({8}, 4)});
+  CheckAdapts("Less", A(), {Half({2, 8}, 1), Half({8}, 2)}, {Half({1, 8}, 3), Half({8}, 4)});
+}
+
+TEST(Adapts, ComparisonsAndLogic) {
+  CheckAdapts("Equal", A(), {Ints({1, 12}, 3, 1), Ints({}, 3, 2)}, {Ints({1, 40}, 3, 3), Ints({}, 3, 4)});
+  CheckAdapts("LessOrEqual", A(), {F({6, 1}, 1), F({1, 6}, 2)}, {F({9, 1}, 3), F({1, 9}, 4)});
+  CheckAdapts("And", A(), {Bools({1, 1, 1, 8}, 1), Bools({1, 1, 6, 8}, 2)}, {Bools({1, 1, 1, 3}, 3), Bools({1, 1, 1, 3}, 4)});
+  CheckAdapts("Equal", A(), {Bools({4}, 1), Bools({4}, 2)}, {Bools({11}, 3), Bools({11}, 4)});
+  CheckAdapts("Where", A(), {Bools({1, 1, 4, 8}, 1), F({1, 2, 4, 8}, 2), F({}, 3)},
+              {Bools({1, 1, 1, 13}, 4), F({1, 2, 1, 13}, 5), F({}, 6)});
+}
+
+TEST(Adapts, UnaryAndCasts) {
+  CheckAdapts("Not", A(), {Bools({1, 20}, 1)}, {Bools({1, 7}, 2)});
+  CheckAdapts("Relu", A(), {F({3, 16}, 1)}, {F({3, 5}, 2)});
+  CheckAdapts("Exp", A(), {F({3, 16}, 1)}, {F({3, 33}, 2)});
+  CheckAdapts("Neg", A(), {Ints({10}, 50, 1)}, {Ints({3}, 50, 2)});
+  CheckAdapts("Cast", A().I("to", static_cast<int64_t>(DType::kI64)), {F({2, 5}, 1)}, {F({2, 9}, 2)});
+  CheckAdapts("Cast", A().I("to", static_cast<int64_t>(DType::kF32)), {F({2, 5}, 1)}, {F({2, 1}, 2)});
+  // Clip's bounds are read at each run: other values than at creation.
+  CheckAdapts("Clip", A(), {F({8}, 1), F32({}, {-0.5f}), F32({}, {0.5f})}, {F({13}, 2), F32({}, {-1.f}), F32({}, {0.25f})});
+}
+
+TEST(Adapts, SoftmaxAlongAnyAxis) {
+  CheckAdapts("Softmax", A(), {F({1, 4, 1, 9}, 1)}, {F({1, 4, 1, 30}, 2)});
+  CheckAdapts("Softmax", A().I("axis", 1), {F({2, 5, 3}, 1)}, {F({2, 8, 4}, 2)});
+  CheckAdapts("LogSoftmax", A(), {F({3, 7}, 1)}, {F({1, 2}, 2)});
+}
+
+TEST(Adapts, ConcatGatherAndViews) {
+  // A KV cache's Concat along the past, including an empty past.
+  CheckAdapts("Concat", A().I("axis", 2), {F({1, 4, 5, 16}, 1), F({1, 4, 1, 16}, 2)},
+              {F({1, 4, 9, 16}, 3), F({1, 4, 1, 16}, 4)});
+  CheckAdapts("Concat", A().I("axis", 2), {F({1, 4, 5, 16}, 1), F({1, 4, 1, 16}, 2)},
+              {F({1, 4, 0, 16}, 3), F({1, 4, 1, 16}, 4)});
+  CheckAdapts("Concat", A().I("axis", -1), {Ints({2, 3}, 9, 1), Ints({2, 1}, 9, 2), Ints({2, 2}, 9, 3)},
+              {Ints({6, 1}, 9, 4), Ints({6, 4}, 9, 5), Ints({6, 2}, 9, 6)});
+  // Indices are read at each run: other values and counts than at creation.
+  CheckAdapts("Gather", A(), {F({10, 6}, 1), Ints({1, 3}, 10, 2)}, {F({10, 6}, 3), Ints({1, 5}, 10, 4)});
+  CheckAdapts("Gather", A().I("axis", 1), {F({2, 8, 3}, 1), Ints({4}, 8, 2)}, {F({2, 11, 3}, 3), Ints({2}, 11, 4)});
+  CheckAdapts("Unsqueeze", A(), {F({1, 9}, 1), I64({1}, {1})}, {F({1, 4}, 2), I64({1}, {1})});
+  CheckAdapts("Reshape", A(), {F({2, 3, 4}, 1), I64({2}, {0, -1})}, {F({2, 5, 4}, 2), I64({2}, {0, -1})});
+}
+
+TEST(Adapts, MatMulGeometries) {
+  // Attention over a growing past: scores and the weighted sum.
+  CheckAdapts("MatMul", A(), {F({1, 4, 1, 16}, 1), F({1, 4, 16, 9}, 2)}, {F({1, 4, 1, 16}, 3), F({1, 4, 16, 30}, 4)});
+  CheckAdapts("MatMul", A(), {F({1, 4, 1, 9}, 1), F({1, 4, 9, 16}, 2)}, {F({1, 4, 1, 1}, 3), F({1, 4, 1, 16}, 4)});
+  // Rows, batch broadcast, a batch dim shrinking to 1, 1-D operands, integers.
+  CheckAdapts("MatMul", A(), {F({2, 1, 3, 4}, 1), F({5, 4, 2}, 2)}, {F({2, 1, 40, 4}, 3), F({1, 4, 2}, 4)});
+  CheckAdapts("MatMul", A(), {F({7}, 1), F({3, 7, 2}, 2)}, {F({3}, 3), F({3, 3, 2}, 4)});
+  CheckAdapts("MatMul", A(), {Ints({3, 4}, 7, 1), Ints({4, 5}, 7, 2)}, {Ints({6, 2}, 7, 3), Ints({2, 5}, 7, 4)});
+}
+
+TEST(Adapts, TransposeAcrossItsPaths) {
+  // Heads to the front ([B, S, H, D] -> [B, H, S, D]) with S growing and shrinking to 1 (then rows copy).
+  CheckAdapts("Transpose", A().Is("perm", {0, 2, 1, 3}), {F({1, 9, 4, 16}, 1)}, {F({1, 1, 4, 16}, 2)});
+  CheckAdapts("Transpose", A().Is("perm", {0, 2, 1, 3}), {F({1, 1, 4, 16}, 1)}, {F({1, 37, 4, 16}, 2)});
+  // K transposed for the scores: tiles; a few output columns (2 to 4); empty.
+  CheckAdapts("Transpose", A().Is("perm", {0, 1, 3, 2}), {F({1, 4, 9, 16}, 1)}, {F({1, 4, 70, 16}, 2)});
+  CheckAdapts("Transpose", A().Is("perm", {1, 0}), {F({40, 64}, 1)}, {F({3, 100}, 2)});
+  CheckAdapts("Transpose", A().Is("perm", {1, 0}), {F({40, 64}, 1)}, {F({100, 3}, 2)});
+  CheckAdapts("Transpose", A().Is("perm", {1, 0}), {F({40, 64}, 1)}, {F({0, 3}, 2)});
+  CheckAdapts("Transpose", A().Is("perm", {2, 0, 1}), {Ints({2, 3, 4}, 9, 1)}, {Ints({5, 1, 2}, 9, 2)});
+}
+
+TEST(Adapts, NormalizationOverMoreRows) {
+  CheckAdapts("LayerNormalization", A().F("epsilon", 1e-5f), {F({1, 7, 16}, 1), F({16}, 2), F({16}, 3)},
+              {F({1, 30, 16}, 4), F({16}, 5), F({16}, 6)});
+  // Normalized over the last two dims with a trailing Scale: the normalized row grows (the scalar path).
+  CheckAdapts("LayerNormalization", A().I("axis", 1), {F({2, 3, 8}, 1), F({8}, 2)}, {F({2, 5, 8}, 3), F({8}, 4)});
+  CheckAdapts("LayerNormalization", A(), {F({4, 8}, 1), F({8}, 2), F({8}, 3)}, {F({1, 8}, 4), F({8}, 5), F({8}, 6)}, 3);
+  CheckAdapts("SimplifiedLayerNormalization", A(), {F({3, 12}, 1), F({12}, 2)}, {F({9, 12}, 3), F({12}, 4)});
+}
+
+TEST(Adapts, KernelsThatDoNotAdaptSayNot) {
+  // Variadic sums of more than two inputs keep plans per stage made at creation.
+  const Made sum = Make("Sum", A(), {F({2, 3}, 1), F({2, 3}, 2), F({2, 3}, 3)}, 1);
+  ASSERT_TRUE(sum.kernel);
+  EXPECT_FALSE(sum.kernel->adapts());
+}
+
+}  // namespace
+}  // namespace fcb::ops::testing
