@@ -672,10 +672,13 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   if (r.input_infos.size() < c.inputs.size()) r.input_infos.resize(c.inputs.size());
   size_t inputs_changed = 0;
   r.value_slot.assign(nt, -1);
-  // The values of the resolution this one is made over: their storage is reused where no one else holds them.
-  for (auto& v : r.values)
-    if (v && v.use_count() == 1) r.spare.push_back(std::move(v));
+  // The values of the resolution this one is made over, by tensor: their
+  // storage is reused for the same tensors' values where no one else holds them.
+  r.prior.clear();
+  for (size_t k = 0; k < r.values.size() && k < r.value_tensors.size(); ++k)
+    if (r.values[k] && r.values[k].use_count() == 1) r.prior.emplace_back(r.value_tensors[k], std::move(r.values[k]));
   r.values.clear();
+  r.value_tensors.clear();
   r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
   r.computed_tensors = bound.computed_tensors;
@@ -696,6 +699,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     if (r.value_slot[t] < 0) {
       r.value_slot[t] = static_cast<int32_t>(r.values.size());
       r.values.push_back(std::move(v));
+      r.value_tensors.push_back(t);
     } else {
       r.values[r.value_slot[t]] = std::move(v);
     }
@@ -800,6 +804,13 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     }
     if (computed) {
       values.clear();
+      // The storage of this output's value in the resolution made over, if any.
+      r.spare.clear();
+      for (auto& [pt, pv] : r.prior)
+        if (!s.outputs.empty() && pt == s.outputs[0] && pv) {
+          r.spare.push_back(std::move(pv));
+          break;
+        }
       if (s.op == "Shape" || s.op == "Size") {
         const auto v = ShapeOpValues(s.op, b.attrs, inputs[0].shape);
         const size_t k = v.size();

@@ -133,9 +133,13 @@ struct ResolvedPlan {
   std::vector<int32_t> value_slot;
   std::vector<std::shared_ptr<ir::TensorData>> values;
   std::vector<bool> computed_steps, guarded_off, computed_tensors, needed;  // as in CheckedPlan
-  // ResolvePlan's own: per tensor whether it differs from the bound's, and
-  // the tensors of an earlier resolution into this one, reused for values.
+  std::vector<int32_t> value_tensors;  // per entry of `values`: its tensor
+  // ResolvePlan's own: per tensor whether it differs from the bound's; the
+  // values of an earlier resolution into this one by tensor (each tensor's
+  // next value is written into its last one's storage), and the one handed
+  // to the step being evaluated.
   std::vector<uint8_t> changed_tensors;
+  std::vector<std::pair<int32_t, std::shared_ptr<ir::TensorData>>> prior;
   std::vector<std::shared_ptr<ir::TensorData>> spare;
   uint64_t scratch_bytes = 0;
 
