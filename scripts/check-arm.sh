@@ -6,9 +6,11 @@
 # cross-built by scripts/build-cross.sh. Emulation speed is no measure of
 # device speed: the times printed only say what the checks cost.
 #
-# 1. Kernel unit tests (every kernel against its scalar reference) for every
-#    AArch64 target: qemu's `max` CPU at 512-, 256- and 128-bit SVE lengths
-#    (each SVE target runs the code compiled for the length it finds).
+# 1. Kernel unit tests (every kernel against its scalar reference; adapt_test:
+#    kernels made at one shape and run at others against kernels made for
+#    those) for every AArch64 target: qemu's `max` CPU at 512-, 256- and
+#    128-bit SVE lengths (each SVE target runs the code compiled for the
+#    length it finds).
 # 2. One file per model (the float CNNs, the quantized models of
 #    export_quant_models.py, the tiny decoder), compiled once on x86-64 with --target all (four x86
 #    and four ARM contexts): its size against the one-target file, zero unique
@@ -50,7 +52,7 @@ fail=0
 start=$(date +%s)
 
 for f in "$x86/fcb" "$arm/fcb" "$data/resnet18.onnx" "$arm/examples/tiny_decoder_generate" \
-  "$arm/conformance/fcb-conformance-replay" "$arm/tests/kernels_test"; do
+  "$arm/conformance/fcb-conformance-replay" "$arm/tests/kernels_test" "$arm/tests/adapt_test"; do
   if [ ! -e "$f" ]; then
     echo "error: $f is missing (scripts/test.sh builds x86 and its test data; scripts/build-cross.sh aarch64 $arm)" >&2
     exit 1
@@ -59,13 +61,14 @@ done
 rm -rf "$work"
 mkdir -p "$work"
 
-echo "== 1. kernel unit tests on every AArch64 target (qemu -cpu max, SVE at 512/256/128 bits)"
+echo "== 1. kernel unit tests on every AArch64 target (qemu -cpu max, SVE at 512/256/128 bits;"
+echo "   adapt_test: kernels made at one shape and run at others, against kernels made for those)"
 for cpu in max "max,sve-default-vector-length=32" "max,sve-default-vector-length=16"; do
   filter="*"
   # At 128 bits armv8.2-a+sve (SVE at 256 or 512 bits) cannot run: the test
   # that insists every target ran is for the other two lengths.
   case "$cpu" in *=16) filter="-KernelTableTest.TestsCoverEveryTargetOnThisHost" ;; esac
-  for t in kernels_test kernels_eltwise_test kernels_winograd_test int8_kernels_test; do
+  for t in kernels_test kernels_eltwise_test kernels_winograd_test int8_kernels_test adapt_test; do
     if ! out=$("${qemu[@]}" -cpu "$cpu" "$arm/tests/$t" --gtest_filter="$filter" 2>&1); then
       echo "$out" | grep -E "FAILED|Failure" -A3 | head -30
       echo "FAIL: $t on -cpu $cpu"

@@ -256,6 +256,7 @@ Status ExecutionImpl::Resolve() {
   auto r = ResolveMethod(ProgramAccess::Of(*program), m, input_shapes, std::move(entry->method));
   if (!r.ok()) {
     cache.erase(cache.begin() + (entry - cache.data()));
+    sizes_changed = true;  // the next run tries again (and is refused again), never runs the bound's kernels
     return r.TakeStatus();
   }
   entry->shapes = input_shapes;  // copy-assigned: the entry's vectors keep their storage
