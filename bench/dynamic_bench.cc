@@ -45,6 +45,17 @@
 //   build/fcb compile $T/bert_dyn.onnx --input-shape input_ids=1x1..512
 //     --input-shape attention_mask=1x1..512 -o bert.fcb
 //   build/bench/dynamic_bench bert.fcb main $T/bert_dyn.L333.feeds --shapes 60
+//
+// Against a file compiled for exactly the feeds' shapes (--exact), e.g. the
+// decode step at past length P (feeds: the P1023 ones cut to P rows of past
+// and P+1 of attention_mask) and the encoder at length L:
+//
+//   S=; for p in past_key_values.{0,1}.{key,value}; do S="$S --input-shape $p=1x4xPx16"; done
+//   build/fcb compile $T/decoder_merged.onnx --input-value use_cache_branch=t.npy
+//     --input-shape input_ids=1x1 --input-shape attention_mask=1x(P+1) $S -o dec_P.fcb
+//   build/bench/dynamic_bench dec.fcb decode FEEDS_P --shapes 1 --exact dec_P.fcb
+//   build/fcb compile $T/bert_dyn.onnx --input-shape input_ids=1xL --input-shape attention_mask=1xL -o bert_L.fcb
+//   build/bench/dynamic_bench bert.fcb main $T/bert_dyn.LL.feeds --shapes 1 --exact bert_L.fcb
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -69,6 +69,14 @@ Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& wh
 bool ShapeWithinLimits(const ir::Shape& s);
 // Checked product of dims [begin, end); -1 if it would exceed kMaxElements.
 int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end);
+// The rows (dims before `axis`) and the row length (dims from `axis` on) of
+// `s`: what a normalization over the trailing dims reads at a run's shape
+// (the kernels that adapt, Kernel::adapts).
+inline void RowsFromAxis(const ir::Shape& s, int64_t axis, int64_t* rows, int64_t* cols) {
+  const size_t a = static_cast<size_t>(axis);
+  *rows = SafeProduct(s, 0, a);
+  *cols = SafeProduct(s, a, s.size());
+}
 
 // axis in [-rank, rank) -> [0, rank).
 Status NormalizeAxis(std::string_view op, int64_t axis, int64_t rank, int64_t* out);

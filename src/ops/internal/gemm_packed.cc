@@ -167,6 +167,28 @@ Result<bool> Lower(LowerContext& c, int ni) {
     bias.resize(nn);
     for (int64_t j = 0; j < nn; ++j) bias[j] = beta * cc->data<float>()[cn == 1 ? 0 : j];
   }
+  // A MatMul over A of rank > 2 in a graph with ranges keeps its bias Add
+  // (FuseMatMulBias's Reshapes would fix the row count): the Add of a row
+  // bias that alone reads it is claimed here instead, its bias added in the
+  // epilogue, whatever the rows at each run.
+  int out = n.outputs[0];
+  if (!gemm && c.graph().dynamic() && NodeEpilogue(n).act == kernels::Act::kNone) {
+    const int add_i = c.SoleReader(n.outputs[0]);
+    const ir::Node* add = add_i >= 0 ? &c.node(add_i) : nullptr;
+    if (add && add->domain.empty() && add->op_type == "Add" && add->inputs.size() == 2 && add->outputs.size() == 1 &&
+        NodeEpilogue(*add).act == kernels::Act::kNone) {
+      const int other = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
+      const ir::TensorData* row = other >= 0 ? c.value(other).constant.get() : nullptr;
+      bool is_row = row && row->dtype == ir::DType::kF32 && !row->shape.empty() && row->shape.back() == nn &&
+                    c.value(add->outputs[0]).shape == c.value(n.outputs[0]).shape;
+      for (size_t d = 0; is_row && d + 1 < row->shape.size(); ++d) is_row = row->shape[d] == 1;
+      if (is_row) {
+        bias.assign(row->data<float>(), row->data<float>() + nn);
+        out = add->outputs[0];
+        c.Claim(add_i);
+      }
+    }
+  }
   const float alpha = gemm ? n.GetFloat("alpha", 1.f) : 1.f;
   std::vector<float> src(b->data<float>(), b->data<float>() + b->numel());
   if (alpha != 1.f)
@@ -177,7 +199,7 @@ Result<bool> Lower(LowerContext& c, int ni) {
   p.ep = NodeEpilogue(n);
   const int32_t pw = c.PackedWeights(n.name + ".w", kernels::PackGemmB(src.data(), k, nn, ldb, ldcol));
   const int32_t pb = bias.empty() ? -1 : c.Floats(n.name + ".b", bias);
-  c.Emit(kOp, n.name, {c.Value(n.inputs[0]), pw, pb}, {c.Value(n.outputs[0])}, EncodeParams(p));
+  c.Emit(kOp, n.name, {c.Value(n.inputs[0]), pw, pb}, {c.Value(out)}, EncodeParams(p));
   return true;
 }
 
