@@ -95,18 +95,16 @@ Status BroadcastPlan::Make(std::string_view op, std::initializer_list<const ir::
   return Status::Ok();
 }
 
-Status BroadcastPlan::AtRun(const RunContext& ctx, const BroadcastPlan& made, std::initializer_list<int> ins,
-                            int out, BroadcastPlan* at, const BroadcastPlan** plan) {
+Status BroadcastPlan::AtRun(const RunContext& ctx, const BroadcastPlan& made, BroadcastPlan* at,
+                            const BroadcastPlan** plan) {
   *plan = &made;
   if (!ctx.shapes) return Status::Ok();
-  const ir::Shape* s[kMaxInputs] = {};
-  int n = 0;
-  for (int i : ins) s[n++] = ctx.shapes[i];
-  const ir::Shape& y = *ctx.shapes[out];
+  const ir::Shape* const* s = ctx.shapes;
+  const ir::Shape& y = *s[made.num_inputs];
   *plan = at;
-  return n == 1 ? Make("broadcast", {s[0]}, y, at)
-       : n == 2 ? Make("broadcast", {s[0], s[1]}, y, at)
-                : Make("broadcast", {s[0], s[1], s[2]}, y, at);
+  return made.num_inputs == 1 ? Make("broadcast", {s[0]}, y, at)
+       : made.num_inputs == 2 ? Make("broadcast", {s[0], s[1]}, y, at)
+                              : Make("broadcast", {s[0], s[1], s[2]}, y, at);
 }
 
 }  // namespace fcb::ops

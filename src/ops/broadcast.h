@@ -37,11 +37,11 @@ struct BroadcastPlan {
                      BroadcastPlan* plan);
   // The plan of a kernel that adapts (Kernel::adapts) at a run: `made` where
   // the run is at the shapes it was made for, else the plan of the run's
-  // shapes of operands `ins` into operand `out` (RunContext::shapes indices),
-  // made in `*at`. Those shapes passed the op's infer, so it does not fail
-  // unless the plan was corrupted.
-  static Status AtRun(const RunContext& ctx, const BroadcastPlan& made, std::initializer_list<int> ins, int out,
-                      BroadcastPlan* at, const BroadcastPlan** plan);
+  // shapes of the same operands (RunContext::shapes: inputs 0 to
+  // made.num_inputs - 1 into the output after them), made in `*at`. Those
+  // shapes passed the op's infer, so it does not fail unless the plan was
+  // corrupted.
+  static Status AtRun(const RunContext& ctx, const BroadcastPlan& made, BroadcastPlan* at, const BroadcastPlan** plan);
 
   // Calls f(off, y_off, n) for work items [begin, end): off[i] is the element
   // offset of input i, y_off the output's, n the piece length.

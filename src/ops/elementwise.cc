@@ -287,13 +287,12 @@ Result<std::unique_ptr<Kernel>> ArithKernel(const CreateContext& c, Bin k) {
     auto f = ArithFn<T>(k, fmod);
     // At other shapes (adapts with one or two inputs only): stage 0's plan made for them.
     BroadcastPlan at;
-    const BroadcastPlan* first = &plans[0];
+    const BroadcastPlan* first = nullptr;
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, plans[0], &at, &first));
     if (count == 1) {
-      FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, plans[0], {0}, 1, &at, &first));
       BroadcastCopy(ctx, *first, static_cast<const T*>(in[0]), y);
       return Status::Ok();
     }
-    if (count == 2) FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, plans[0], {0, 1}, 2, &at, &first));
     for (int64_t s = 0; s < count - 1; ++s) {
       const T* a = s == 0 ? static_cast<const T*>(in[0]) : y;
       const T* b = static_cast<const T*>(in[s + 1]);
@@ -328,7 +327,7 @@ Result<std::unique_ptr<Kernel>> PowKernel(const CreateContext& c) {
                                                      void* const* out) -> Status {
     BroadcastPlan at;
     const BroadcastPlan* p = nullptr;
-    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1}, 2, &at, &p));
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, &at, &p));
     const BroadcastPlan& plan = *p;
     const A* a = static_cast<const A*>(in[0]);
     const B* b = static_cast<const B*>(in[1]);
@@ -360,11 +359,8 @@ Result<std::unique_ptr<Kernel>> HalfKernel(const CreateContext& c, Bin k) {
                  const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     // At other shapes (adapts with one or two inputs only): stage 0's plan made for them.
     BroadcastPlan at;
-    const BroadcastPlan* first = &plans[0];
-    if (count <= 2) {
-      FCB_RETURN_IF_ERROR(count == 1 ? BroadcastPlan::AtRun(ctx, plans[0], {0}, 1, &at, &first)
-                                     : BroadcastPlan::AtRun(ctx, plans[0], {0, 1}, 2, &at, &first));
-    }
+    const BroadcastPlan* first = nullptr;
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, plans[0], &at, &first));
     if (IsCompare(k)) {
       const auto* a = static_cast<const uint16_t*>(in[0]);
       const auto* b = static_cast<const uint16_t*>(in[1]);
@@ -416,7 +412,7 @@ Result<std::unique_ptr<Kernel>> CompareKernel(const CreateContext& c, Bin k) {
                                                         void* const* out) -> Status {
     BroadcastPlan at;
     const BroadcastPlan* plan = nullptr;
-    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1}, 2, &at, &plan));
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, &at, &plan));
     const T* a = static_cast<const T*>(in[0]);
     const T* b = static_cast<const T*>(in[1]);
     uint8_t* y = static_cast<uint8_t*>(out[0]);
@@ -441,7 +437,7 @@ Result<std::unique_ptr<Kernel>> LogicKernel(const CreateContext& c, Bin k) {
                                                         void* const* out) -> Status {
     BroadcastPlan at;
     const BroadcastPlan* plan = nullptr;
-    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1}, 2, &at, &plan));
+    FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, &at, &plan));
     // Bools are bytes; any nonzero byte is true.
     const uint8_t* a = static_cast<const uint8_t*>(in[0]);
     const uint8_t* b = static_cast<const uint8_t*>(in[1]);
@@ -513,7 +509,7 @@ Result<std::unique_ptr<Kernel>> CreateWhere(const CreateContext& c) {
                                                     void* const* out) -> Status {
       BroadcastPlan at;
       const BroadcastPlan* p = nullptr;
-      FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, {0, 1, 2}, 3, &at, &p));
+      FCB_RETURN_IF_ERROR(BroadcastPlan::AtRun(ctx, made, &at, &p));
       const BroadcastPlan& plan = *p;
       const uint8_t* cond = static_cast<const uint8_t*>(in[0]);
       const T* x = static_cast<const T*>(in[1]);
