@@ -6,6 +6,7 @@
 
 #include "fcb/limits.h"
 #include "ops/conv_geom.h"
+#include "ops/matmul_geom.h"
 #include "ops/names.h"
 #include "ops/op_util.h"
 
@@ -97,17 +98,31 @@ struct BroadcastWalk {
     }
     return true;
   }
-  // f(output element, offsets of the operands) for every output element.
+  // f(output element, offsets of the operands) for every output element
+  // (n of them, the product of the dims), a row of the last dim at a time.
   template <typename F>
   void ForEach(int64_t n, F&& f) const {
-    int64_t idx[kMaxRank] = {};
     int64_t off[3] = {0, 0, 0};
-    for (int64_t i = 0; i < n; ++i) {
-      f(i, off);
-      for (int d = rank - 1; d >= 0; --d) {
-        for (int k = 0; k < n_in; ++k) off[k] += strides[k][d];
+    if (n <= 0) return;
+    if (rank == 0) {
+      f(0, off);
+      return;
+    }
+    const int64_t inner = dims[rank - 1];
+    const int64_t s0 = strides[0][rank - 1], s1 = strides[1][rank - 1], s2 = strides[2][rank - 1];
+    int64_t idx[kMaxRank] = {};
+    int64_t base[3] = {0, 0, 0};
+    for (int64_t i = 0; i < n; i += inner) {
+      for (int64_t j = 0; j < inner; ++j) {
+        off[0] = base[0] + j * s0;
+        off[1] = base[1] + j * s1;
+        off[2] = base[2] + j * s2;
+        f(i + j, off);
+      }
+      for (int d = rank - 2; d >= 0; --d) {
+        for (int k = 0; k < n_in; ++k) base[k] += strides[k][d];
         if (++idx[d] < dims[d]) break;
-        for (int k = 0; k < n_in; ++k) off[k] -= idx[d] * strides[k][d];
+        for (int k = 0; k < n_in; ++k) base[k] -= idx[d] * strides[k][d];
         idx[d] = 0;
       }
     }
@@ -337,6 +352,91 @@ bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<cons
   return true;
 }
 
+FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const std::vector<const void*>& weights,
+                      std::vector<int64_t>* params, int32_t* at) {
+  if (s.outputs.size() != 1 || cs.outputs.size() != 1 || s.inputs.empty() || s.inputs[0] < 0 ||
+      cs.inputs.empty())
+    return FastShape::kNone;
+  const std::string& op = s.op;
+  const int64_t rank = static_cast<int64_t>(cs.inputs[0].shape.size());
+  static constexpr std::string_view kUnary[] = {"Abs", "Cast", "Ceil", "Erf", "Exp", "Floor", "Gelu", "IsInf",
+                                                "IsNaN", "Log", "LogSoftmax", "Neg", "Not", "Reciprocal", "Relu",
+                                                "Round", "Sigmoid", "Sign", "Softmax", "Sqrt", "Tanh"};
+  static constexpr std::string_view kBroadcast[] = {"Add", "And", "Div", "Equal", "Greater", "GreaterOrEqual",
+                                                    "Less", "LessOrEqual", "Max", "Min", "Mod", "Mul", "Or",
+                                                    "Pow", "Sub", "Sum", "Where", "Xor"};
+  if (s.inputs.size() == 1)
+    for (std::string_view n : kUnary)
+      if (op == n) return cs.outputs[0].shape == cs.inputs[0].shape ? FastShape::kSameAsInput0 : FastShape::kNone;
+  for (std::string_view n : kBroadcast)
+    if (op == n) {
+      for (int32_t t : s.inputs)
+        if (t < 0) return FastShape::kNone;
+      return FastShape::kBroadcast;
+    }
+  if (op == "Transpose") {
+    std::vector<int64_t> perm;
+    if (cs.attrs.Has("perm")) {
+      perm = cs.attrs.GetInts("perm");
+    } else {
+      for (int64_t i = rank; i-- > 0;) perm.push_back(i);
+    }
+    if (static_cast<int64_t>(perm.size()) != rank) return FastShape::kNone;
+    for (auto& d : perm) {
+      if (d < -rank || d >= rank) return FastShape::kNone;
+      if (d < 0) d += rank;
+    }
+    *at = static_cast<int32_t>(params->size());
+    params->insert(params->end(), perm.begin(), perm.end());
+    return FastShape::kTranspose;
+  }
+  if (op == "LayerNormalization") {
+    int64_t axis = cs.attrs.GetInt("axis", -1);
+    if (axis < -rank || axis >= rank) return FastShape::kNone;
+    if (axis < 0) axis += rank;
+    *at = static_cast<int32_t>(params->size());
+    params->push_back(axis);
+    return FastShape::kLayerNorm;
+  }
+  if (op == opname::GemmPacked && rank >= 1 && !cs.outputs[0].shape.empty()) return FastShape::kGemmPacked;
+  if (op == "MatMul" && s.inputs.size() == 2 && s.inputs[1] >= 0) return FastShape::kMatMul;
+  if (op == "Reshape" && s.inputs.size() == 2 && s.inputs[1] >= 0 && cs.attrs.GetInt("allowzero", 0) == 0)
+    return FastShape::kReshape;
+  if (op == "Unsqueeze" && (s.inputs.size() == 1 || (s.inputs.size() == 2 && s.inputs[1] >= 0 && weights[s.inputs[1]]))) {
+    // The axes are an attribute or a weight: the same at every size.
+    std::vector<int64_t> axes;
+    bool present = false;
+    const InferContext ictx{op, cs.attrs, cs.inputs, cs.constants, 1};
+    if (!IntsParam(ictx, 1, "axes", &axes, &present).ok() || !present || axes.empty() || axes.size() > 64 ||
+        !NormalizeAxes(op, axes, rank + static_cast<int64_t>(axes.size()), &axes).ok())
+      return FastShape::kNone;
+    *at = static_cast<int32_t>(params->size());
+    params->push_back(static_cast<int64_t>(axes.size()));
+    params->insert(params->end(), axes.begin(), axes.end());
+    return FastShape::kUnsqueeze;
+  }
+  return FastShape::kNone;
+}
+
+namespace {
+
+// Resizes `out` to the broadcast of itself and `b` (what BroadcastShapes
+// gives); false when they do not broadcast.
+bool BroadcastInto(ir::Shape* out, const ir::Shape& b) {
+  if (b.size() > out->size()) out->insert(out->begin(), b.size() - out->size(), 1);
+  const size_t r = out->size(), lead = r - b.size();
+  for (size_t i = lead; i < r; ++i) {
+    int64_t& da = (*out)[i];
+    const int64_t db = b[i - lead];
+    if (da == db || db == 1) continue;
+    if (da != 1) return false;
+    da = db;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
   if (guard.size() != 3 || out0.size() != 4) return true;
   const int64_t tile = guard[1];
@@ -558,9 +658,32 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       p.reach_steps.push_back(static_cast<int32_t>(si));
       p.reach_inputs.insert(p.reach_inputs.end(), s.inputs.begin(), s.inputs.end());
       p.reach_offsets.push_back(static_cast<int32_t>(p.reach_inputs.size()));
+      p.reach_shape_deps.push_back(s.op == "Shape" || s.op == "Size" ? CheckedPlan::kShapeOfRank
+                                                                      : ValueShapedInputs(s.op));
+      p.reach_param_at.push_back(-1);
+      p.reach_fast.push_back(static_cast<uint8_t>(FastShapeOf(s, p.steps[si], p.weights, &p.reach_params, &p.reach_param_at.back())));
     }
   }
   return p;
+}
+
+uint32_t ValueShapedInputs(std::string_view op) {
+  // Output shapes from the input shapes and attributes alone.
+  static constexpr std::string_view kNone[] = {
+      "Abs", "Add", "And", "BitShift", "Cast", "Ceil", "Concat", "Div", "Equal", "Erf", "Exp", "Floor", "Gelu",
+      "Greater", "GreaterOrEqual", "Identity", "IsInf", "IsNaN", "LayerNormalization", "Less", "LessOrEqual", "Log",
+      "LogSoftmax", "MatMul", "Max", "Mean", "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "Relu",
+      "Round", "Shape", "Sigmoid", "Sign", "Size", "Softmax", "Sqrt", "Sub", "Sum", "Tanh", "Transpose", "Where",
+      "Xor"};
+  for (std::string_view n : kNone)
+    if (op == n) return 0;
+  // Gather's indices are checked against the data's dims when known.
+  if (op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Expand" || op == "Tile" ||
+      op == "Split")
+    return 1u << 1;
+  if (op == "Slice") return 0b11110;
+  if (op == "ConstantOfShape") return 1u << 0;
+  return ~CheckedPlan::kShapeOfRank;
 }
 
 std::string CheckStateBinding(const format::ContextDesc& c, const format::ContextDesc::StateDesc& b,
@@ -649,6 +772,105 @@ std::string CheckStateBinding(const format::ContextDesc& c, const format::Contex
 }  // namespace fcb::ops
 
 namespace fcb::ops {
+bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
+                     const std::vector<const ir::TensorData*>& constants, const CheckedStep& b,
+                     std::vector<TensorInfo>* outs) {
+  if (kind == FastShape::kNone) return false;
+  const ir::Shape& x = in[0].shape;
+  outs->resize(1);
+  TensorInfo& o = (*outs)[0];
+  o.dtype = b.outputs[0].dtype;
+  switch (kind) {
+    case FastShape::kSameAsInput0:
+      o.shape.assign(x.begin(), x.end());
+      return true;
+    case FastShape::kBroadcast:
+      o.shape.assign(x.begin(), x.end());
+      for (size_t i = 1; i < in.size(); ++i)
+        if (!BroadcastInto(&o.shape, in[i].shape)) return false;
+      return true;
+    case FastShape::kTranspose:
+      if (x.size() != b.inputs[0].shape.size()) return false;
+      o.shape.resize(x.size());
+      for (size_t d = 0; d < x.size(); ++d) o.shape[d] = x[static_cast<size_t>(params[d])];
+      return true;
+    case FastShape::kLayerNorm: {
+      const ir::Shape& was = b.inputs[0].shape;
+      const size_t axis = static_cast<size_t>(params[0]);
+      if (x.size() != was.size() || axis > x.size() || !std::equal(x.begin() + axis, x.end(), was.begin() + axis))
+        return false;
+      o.shape.assign(x.begin(), x.end());
+      return true;
+    }
+    case FastShape::kGemmPacked:
+      if (x.empty() || x.size() != b.inputs[0].shape.size() || x.back() != b.inputs[0].shape.back()) return false;
+      o.shape.assign(x.begin(), x.end());
+      o.shape.back() = b.outputs[0].shape.back();
+      return true;
+    case FastShape::kMatMul: {
+      MatMulDims d;
+      const ir::Shape& y = in[1].shape;
+      if (!MatMulGeometry(b.def->name, x, y, &d).ok()) return false;
+      o.shape.assign(d.batch.v.begin(), d.batch.v.begin() + static_cast<std::ptrdiff_t>(d.batch.size()));
+      if (x.size() != 1) o.shape.push_back(d.M);
+      if (y.size() != 1) o.shape.push_back(d.N);
+      return true;
+    }
+    case FastShape::kUnsqueeze: {
+      const size_t n = static_cast<size_t>(params[0]), r = x.size() + n;
+      if (r != b.outputs[0].shape.size()) return false;
+      o.shape.resize(r);
+      size_t next_in = 0, next_axis = 0;
+      for (size_t i = 0; i < r; ++i) {
+        if (next_axis < n && params[1 + next_axis] == static_cast<int64_t>(i)) {
+          o.shape[i] = 1;
+          ++next_axis;
+        } else {
+          o.shape[i] = x[next_in++];
+        }
+      }
+      return next_in == x.size();
+    }
+    case FastShape::kReshape: {
+      // Reshape's inference (allowzero 0) where it succeeds; anything else
+      // goes to it for its refusal.
+      const ir::TensorData* target = constants[1];
+      if (!target || target->dtype != ir::DType::kI64) return false;
+      const int64_t n = target->numel();
+      if (n < 0 || static_cast<size_t>(n) != b.outputs[0].shape.size()) return false;
+      const int64_t* v = target->data<int64_t>();
+      o.shape.resize(static_cast<size_t>(n));
+      int64_t known = 1, infer_at = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t d = v[i];
+        if (d == -1) {
+          if (infer_at >= 0) return false;
+          infer_at = i;
+          continue;
+        }
+        if (d < -1) return false;
+        if (d == 0) {
+          if (static_cast<size_t>(i) >= x.size()) return false;
+          d = x[static_cast<size_t>(i)];
+        }
+        if (d > kMaxElements || (d && known > kMaxElements / d)) return false;
+        known *= d;
+        o.shape[static_cast<size_t>(i)] = d;
+      }
+      const int64_t numel = ir::NumElements(x);
+      if (infer_at >= 0) {
+        if (known == 0 || numel % known != 0) return false;
+        o.shape[static_cast<size_t>(infer_at)] = numel / known;
+      } else if (known != numel) {
+        return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out) {
   ResolvedPlan& r = *out;
@@ -686,14 +908,19 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // in one flat array: a resolution runs with cold caches, and the steps' own vectors are scattered);
   // the others keep the bound's everything, their scratch is the bound's unreached_scratch.
   const bool indexed = bound.reach_offsets.size() == bound.reach_steps.size() + 1 &&
+                       bound.reach_shape_deps.size() == bound.reach_steps.size() &&
+                       bound.reach_fast.size() == bound.reach_steps.size() &&
+                       bound.reach_param_at.size() == bound.reach_steps.size() &&
                        bound.unreached_needed.size() == nt;
   r.scratch_bytes = indexed ? bound.unreached_scratch : 0;
-  // Per tensor: its shape or its value computed from the shapes differs from the bound's.
+  // Per tensor: its shape (kShape) or its value computed from the shapes
+  // (kValue) differs from the bound's.
+  constexpr uint8_t kShape = 1, kValue = 2;
   std::vector<uint8_t>& changed = r.changed_tensors;
   changed.assign(nt, 0);
   auto set_info = [&](int32_t t, const TensorInfo* info) {
     r.info_at[t] = info;
-    changed[t] = 1;
+    changed[t] |= kShape;
   };
   auto set_value = [&](int32_t t, std::shared_ptr<ir::TensorData> v) {
     if (r.value_slot[t] < 0) {
@@ -729,10 +956,19 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   for (size_t k = 0; k < walked; ++k) {
     const size_t si = indexed ? static_cast<size_t>(bound.reach_steps[k]) : k;
     bool touched = false;
+    // Whether its outputs' shapes can differ from the bound's: an input's
+    // shape differs, or the value of an input its output shapes depend on.
+    bool reshaped = true;
     if (indexed) {
+      const uint32_t deps = bound.reach_shape_deps[k];
+      reshaped = false;
       for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
         const int32_t t = bound.reach_inputs[j];
-        touched = touched || (t >= 0 && changed[t]);
+        if (t < 0 || !changed[t]) continue;
+        touched = true;
+        const uint32_t i = static_cast<uint32_t>(j - bound.reach_offsets[k]);
+        reshaped = reshaped || (!(deps & CheckedPlan::kShapeOfRank) &&
+                                ((changed[t] & kShape) || i >= 31 || ((deps >> i) & 1)));
       }
     } else {
       for (int32_t t : c.steps[si].inputs) touched = touched || (t >= 0 && changed[t]);
@@ -760,10 +996,20 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     }
     ResolvedPlan::Step& rs = r.steps[used];
     rs.scratch = 0;
-    InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
-    Status st = InferOutputs(*b.def, ictx, &rs.outputs);
-    if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
-    for (size_t i = 0; i < rs.outputs.size(); ++i) {
+    if (!reshaped) {  // the bound's output shapes (its check inferred them)
+      rs.outputs.resize(b.outputs.size());
+      for (size_t i = 0; i < b.outputs.size(); ++i) {
+        rs.outputs[i].dtype = b.outputs[i].dtype;
+        rs.outputs[i].shape.assign(b.outputs[i].shape.begin(), b.outputs[i].shape.end());
+      }
+    } else if (!indexed || !FastOutputShape(static_cast<FastShape>(bound.reach_fast[k]),
+                                            bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
+                                            inputs, constants, b, &rs.outputs)) {
+      InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
+      Status st = InferOutputs(*b.def, ictx, &rs.outputs);
+      if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
+    }
+    for (size_t i = 0; reshaped && i < rs.outputs.size(); ++i) {
       const int32_t t = s.outputs[i];
       const TensorInfo& declared = bound.infos[t];  // the bound's check made them equal to what it infers
       if (rs.outputs[i].dtype != declared.dtype || rs.outputs[i].shape.size() != declared.shape.size())
@@ -786,7 +1032,9 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     }
     // ComputedFromShapes over the resolution's values.
     bool computed = false;
-    if (s.op == "Shape" || s.op == "Size") {
+    const bool shape_op = indexed ? (bound.reach_shape_deps[k] & CheckedPlan::kShapeOfRank) != 0
+                                  : (s.op == "Shape" || s.op == "Size");
+    if (shape_op) {
       computed = s.inputs.size() == 1 && s.inputs[0] >= 0;
     } else {
       bool all_known = true, any_computed = false;
@@ -811,7 +1059,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
           r.spare.push_back(std::move(pv));
           break;
         }
-      if (s.op == "Shape" || s.op == "Size") {
+      if (shape_op) {
         const auto v = ShapeOpValues(s.op, b.attrs, inputs[0].shape);
         const size_t k = v.size();
         const int64_t dim = static_cast<int64_t>(k);  // Shape: [k]; Size: a scalar
@@ -829,7 +1077,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
           return InvalidArgument(b.where + ": its value from the shapes disagrees with its inferred output");
         const int32_t t = s.outputs[i];
         const ir::TensorData* was = bound.computed_tensors[t] ? bound.small_constants[t].get() : nullptr;
-        if (!was || was->bytes != values[i]->bytes) changed[t] = 1;
+        if (!was || was->bytes != values[i]->bytes) changed[t] |= kValue;
         set_value(t, std::move(values[i]));
         r.computed_tensors[t] = true;
       }
@@ -839,7 +1087,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         for (int32_t t : s.outputs) {
           r.computed_tensors[t] = false;
           set_value(t, nullptr);
-          changed[t] = 1;
+          changed[t] |= kValue;
         }
       }
     }

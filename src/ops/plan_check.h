@@ -67,6 +67,21 @@ struct CheckedPlan {
   // others, the largest scratch (rounded up to 64 bytes) and, per tensor,
   // whether one of them not computed from the shapes reads it.
   std::vector<int32_t> reach_steps, reach_offsets, reach_inputs;
+  // Per reached step (as reach_steps): which of its inputs' values, where
+  // they are computed from the shapes, can change its output shapes (bit i:
+  // input i; ValueShapedInputs), and kShapeOfRank where its output shapes
+  // depend on its input's rank alone (Shape, Size). A step whose changed
+  // operands are none of these and whose inputs keep their shapes keeps its
+  // outputs' shapes: ResolvePlan does not infer it again.
+  static constexpr uint32_t kShapeOfRank = 1u << 31;
+  std::vector<uint32_t> reach_shape_deps;
+  // Per reached step: how ResolvePlan may work out its output shapes without
+  // the op's generic inference (FastShape, as uint8_t; kNone: it may not),
+  // and where its parameters start in reach_params (a Transpose's
+  // permutation, a LayerNormalization's axis), or -1.
+  std::vector<uint8_t> reach_fast;
+  std::vector<int32_t> reach_param_at;
+  std::vector<int64_t> reach_params;
   uint64_t unreached_scratch = 0;
   std::vector<bool> unreached_needed;
 };
@@ -197,6 +212,43 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
 // from the shapes and their bytes, which steps are computed, guarded off or
 // needed, and the scratch. Empty when they agree. The compiler checks this
 // at the sizes it probes, and tests at many more.
+// The inputs of an op whose values (where a plan computes them from the
+// shapes) can change its output shapes: bit i for input i (Reshape's shape,
+// Slice's starts and ends, Range's operands); every bit for an op not known
+// to ignore them. Elementwise ops, Gather, Concat, Cast, MatMul, Transpose,
+// the normalizations: none (their outputs' shapes follow their inputs' shapes
+// and attributes alone).
+uint32_t ValueShapedInputs(std::string_view op);
+
+// Ops whose output shapes a resolution works out in place (no allocation, no
+// generic inference) from the operands' shapes at the run and the bound's
+// check, with exactly their inference's result; where that would not hold
+// (operands that do not broadcast, a normalized or reduced dim that changed)
+// the generic inference runs and gives its refusal.
+enum class FastShape : uint8_t {
+  kNone = 0,
+  kSameAsInput0,  // one output shaped like input 0 (unary elementwise, Cast, Softmax)
+  kBroadcast,     // one output, every input broadcast (binary, variadic, Where)
+  kTranspose,     // the permutation in reach_params
+  kLayerNorm,     // one output; the axis in reach_params; the normalized dims as at the bound
+  kGemmPacked,    // A's dims but the last (unchanged), then the bound's columns
+  kMatMul,        // NumPy matmul of the two inputs (MatMulGeometry)
+  kUnsqueeze,     // axes constant: reach_params holds their count, then them normalized
+  kReshape,       // allowzero 0; the target is input 1's value at these sizes
+};
+// Which way step `s`, checked at the bound as `cs`, is shaped (`weights`: per
+// tensor, non-null for a weight); its parameters are appended to `params`,
+// their start written to *at.
+FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const std::vector<const void*>& weights,
+                      std::vector<int64_t>* params, int32_t* at);
+// The step's output shapes from its operands at a run (`in`, and the values
+// known then in `constants`), written over `outs` (its storage reused):
+// exactly what its inference gives where this returns true; false where the
+// inference must run (it may then refuse).
+bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
+                     const std::vector<const ir::TensorData*>& constants, const CheckedStep& b,
+                     std::vector<TensorInfo>* outs);
+
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r);
 
 // A value computed from shapes, evaluated directly (what ops::ResolvePlan
