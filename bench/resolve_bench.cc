@@ -10,7 +10,8 @@
 // ResolveMethod (ops::ResolvePlan + the kernels it remakes) at many sizes:
 // per size the best of N (default 7) resolutions, then the median over the
 // sizes. Also prints the median of ResolvePlan alone, the steps inferred again
-// and the kernels remade, the allocations, and the same resolution made over
+// (and how: shapes kept, FastShape, the op's inference) and the kernels
+// remade, the allocations, and the same resolution made over
 // the one of the size before (its storage reused, as an execution's full
 // cache does).
 #include <algorithm>
@@ -89,7 +90,7 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
   for (const PreparedMethod& m : p.methods) {
     const format::ContextDesc& c = *m.context;
     std::vector<double> whole, plan_only;
-    std::vector<double> inferred, remade, news, plan_news, over, recycled_news;
+    std::vector<double> inferred, remade, news, plan_news, over, recycled_news, kept, fast, generic;
     std::unique_ptr<ResolvedMethod> recycled;
     for (const auto& values : sizes_of(c)) {
       std::vector<ir::Shape> shapes;
@@ -113,6 +114,9 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
           const auto& slots = resolved.value()->plan.step_slot;
           inferred.push_back(static_cast<double>(std::count_if(slots.begin(), slots.end(), [](int32_t k) { return k >= 0; })));
           remade.push_back(static_cast<double>(resolved.value()->made.size()));
+          kept.push_back(resolved.value()->plan.shapes_kept);
+          fast.push_back(resolved.value()->plan.shapes_fast);
+          generic.push_back(resolved.value()->plan.shapes_inferred);
         }
         // Over the resolution of the size before, as an execution's full
         // cache resolves over its least recently used entry.
@@ -143,6 +147,9 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
                 label.c_str(), m.info.name.c_str(), c.steps.size(), Median(whole), Median(plan_only),
                 Median(inferred), Median(remade), Median(news), Median(plan_news), Median(over), Median(recycled_news),
                 whole.size(), reps);
+    std::printf("%-8s %-8s   of the steps inferred again: %.0f kept the bound's shapes, %.0f shaped in place (FastShape), "
+                "%.0f by their op's inference\n",
+                label.c_str(), m.info.name.c_str(), Median(kept), Median(fast), Median(generic));
   }
   std::filesystem::remove(out);
 }

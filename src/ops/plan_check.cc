@@ -913,6 +913,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                        bound.reach_param_at.size() == bound.reach_steps.size() &&
                        bound.unreached_needed.size() == nt;
   r.scratch_bytes = indexed ? bound.unreached_scratch : 0;
+  r.shapes_kept = r.shapes_fast = r.shapes_inferred = 0;
   // Per tensor: its shape (kShape) or its value computed from the shapes
   // (kValue) differs from the bound's.
   constexpr uint8_t kShape = 1, kValue = 2;
@@ -997,6 +998,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     ResolvedPlan::Step& rs = r.steps[used];
     rs.scratch = 0;
     if (!reshaped) {  // the bound's output shapes (its check inferred them)
+      ++r.shapes_kept;
       rs.outputs.resize(b.outputs.size());
       for (size_t i = 0; i < b.outputs.size(); ++i) {
         rs.outputs[i].dtype = b.outputs[i].dtype;
@@ -1005,9 +1007,12 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     } else if (!indexed || !FastOutputShape(static_cast<FastShape>(bound.reach_fast[k]),
                                             bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
                                             inputs, constants, b, &rs.outputs)) {
+      ++r.shapes_inferred;
       InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
       Status st = InferOutputs(*b.def, ictx, &rs.outputs);
       if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
+    } else {
+      ++r.shapes_fast;
     }
     for (size_t i = 0; reshaped && i < rs.outputs.size(); ++i) {
       const int32_t t = s.outputs[i];

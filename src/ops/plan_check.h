@@ -157,6 +157,9 @@ struct ResolvedPlan {
   std::vector<std::pair<int32_t, std::shared_ptr<ir::TensorData>>> prior;
   std::vector<std::shared_ptr<ir::TensorData>> spare;
   uint64_t scratch_bytes = 0;
+  // How the steps walked again got their output shapes: the bound's kept
+  // (only values they ignore changed), FastShape, the op's inference.
+  uint32_t shapes_kept = 0, shapes_fast = 0, shapes_inferred = 0;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
   const TensorInfo& info(int32_t t) const { return info_at[t] ? *info_at[t] : bound->infos[t]; }
