@@ -400,6 +400,16 @@ FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const st
   }
   if (op == opname::GemmPacked && rank >= 1 && !cs.outputs[0].shape.empty()) return FastShape::kGemmPacked;
   if (op == "MatMul" && s.inputs.size() == 2 && s.inputs[1] >= 0) return FastShape::kMatMul;
+  if (((op == "Concat" && cs.attrs.Has("axis")) || (op == "Gather" && s.inputs.size() == 2)) && rank >= 1) {
+    for (int32_t t : s.inputs)
+      if (t < 0) return FastShape::kNone;
+    int64_t axis = cs.attrs.GetInt("axis", 0);
+    if (axis < -rank || axis >= rank) return FastShape::kNone;
+    if (axis < 0) axis += rank;
+    *at = static_cast<int32_t>(params->size());
+    params->push_back(axis);
+    return op == "Concat" ? FastShape::kConcat : FastShape::kGather;
+  }
   if (op == "Reshape" && s.inputs.size() == 2 && s.inputs[1] >= 0 && cs.attrs.GetInt("allowzero", 0) == 0)
     return FastShape::kReshape;
   if (op == "Unsqueeze" && (s.inputs.size() == 1 || (s.inputs.size() == 2 && s.inputs[1] >= 0 && weights[s.inputs[1]]))) {
@@ -830,6 +840,29 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
         }
       }
       return next_in == x.size();
+    }
+    case FastShape::kConcat: {
+      const size_t axis = static_cast<size_t>(params[0]);
+      if (axis >= x.size()) return false;
+      o.shape.assign(x.begin(), x.end());
+      o.shape[axis] = 0;
+      for (const TensorInfo& t : in) {
+        if (t.shape.size() != x.size()) return false;
+        for (size_t d = 0; d < x.size(); ++d)
+          if (d != axis && t.shape[d] != x[d]) return false;
+        o.shape[axis] += t.shape[axis];
+        if (o.shape[axis] > kMaxElements) return false;
+      }
+      return true;
+    }
+    case FastShape::kGather: {
+      const size_t axis = static_cast<size_t>(params[0]);
+      const ir::Shape& idx = in[1].shape;
+      if (axis >= x.size()) return false;
+      o.shape.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
+      o.shape.insert(o.shape.end(), idx.begin(), idx.end());
+      o.shape.insert(o.shape.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
+      return true;
     }
     case FastShape::kReshape: {
       // Reshape's inference (allowzero 0) where it succeeds; anything else

@@ -238,6 +238,8 @@ enum class FastShape : uint8_t {
   kMatMul,        // NumPy matmul of the two inputs (MatMulGeometry)
   kUnsqueeze,     // axes constant: reach_params holds their count, then them normalized
   kReshape,       // allowzero 0; the target is input 1's value at these sizes
+  kConcat,        // the axis in reach_params; every input present
+  kGather,        // the axis in reach_params
 };
 // Which way step `s`, checked at the bound as `cs`, is shaped (`weights`: per
 // tensor, non-null for a weight); its parameters are appended to `params`,
