@@ -836,6 +836,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
           o.shape[i] = 1;
           ++next_axis;
         } else {
+          if (next_in >= x.size()) return false;
           o.shape[i] = x[next_in++];
         }
       }
