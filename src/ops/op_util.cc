@@ -77,6 +77,61 @@ Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t ran
   return Status::Ok();
 }
 
+Status ParsePerm(const InferContext& c, std::vector<int64_t>* perm) {
+  const int64_t r = static_cast<int64_t>(Input(c, 0).shape.size());
+  if (c.attrs.Has("perm")) {
+    *perm = c.attrs.GetInts("perm");
+    if (static_cast<int64_t>(perm->size()) != r)
+      return OpError(c.op, "perm has " + std::to_string(perm->size()) + " entries for rank " +
+                               std::to_string(r));
+    std::vector<bool> seen(r, false);
+    for (auto& p : *perm) {
+      if (p < -r || p >= r) return OpError(c.op, "perm entry out of range");
+      if (p < 0) p += r;  // tolerated: some exporters write negative axes
+      if (seen[p]) return OpError(c.op, "perm is not a permutation");
+      seen[p] = true;
+    }
+  } else {
+    perm->resize(r);
+    for (int64_t i = 0; i < r; ++i) (*perm)[i] = r - 1 - i;
+  }
+  return Status::Ok();
+}
+
+Status ReshapeTarget(std::string_view op, const ir::Shape& x, const int64_t* t, const int64_t* t_end, bool allowzero,
+                     ir::Shape* out) {
+  out->assign(t, t_end);
+  ir::Shape& shape = *out;
+  int infer_at = -1;
+  bool has_zero = false;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t& d = shape[i];
+    if (d == -1) {
+      if (infer_at >= 0) return OpError(op, "shape has more than one -1");
+      infer_at = static_cast<int>(i);
+      continue;
+    }
+    if (d < -1) return OpError(op, "shape has a negative dim " + std::to_string(d));
+    if (d == 0 && !allowzero) {
+      if (i >= x.size()) return OpError(op, "shape copies a dim the input lacks");
+      d = x[i];
+    }
+    if (d == 0) has_zero = true;
+    if (d > kMaxElements || (d && known > kMaxElements / d)) return OpError(op, "shape too large");
+    known *= d;
+  }
+  if (allowzero && has_zero && infer_at >= 0) return OpError(op, "shape has both 0 and -1 with allowzero=1");
+  const int64_t n = ir::NumElements(x);
+  if (infer_at >= 0) {
+    if (known == 0 || n % known != 0) return OpError(op, "cannot infer -1 reshaping " + ir::ShapeToString(x));
+    shape[infer_at] = n / known;
+  } else if (known != n) {
+    return OpError(op, "cannot reshape " + ir::ShapeToString(x) + " to " + ir::ShapeToString(shape));
+  }
+  return Status::Ok();
+}
+
 Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape& b,
                        ir::Shape* out) {
   const size_t r = std::max(a.size(), b.size());
@@ -93,10 +148,15 @@ Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape&
       return OpError(op, "shapes " + ir::ShapeToString(a) + " and " + ir::ShapeToString(b) +
                              " cannot be broadcast");
   }
-  // Written in place where `out` is neither operand (no temporary: shapes are
-  // inferred again at each new size of a plan with ranges).
+  // Written in place where `out` is not b (no temporary: shapes are inferred
+  // again at each new size of a plan with ranges).
   bool ok;
-  if (out == &a || out == &b) {
+  if (out == &a && &a != &b) {  // in place over a: its dims aligned right, b's folded in
+    out->insert(out->begin(), r - a.size(), 1);
+    const size_t lead = r - b.size();
+    for (size_t i = lead; i < r; ++i)
+      if ((*out)[i] == 1) (*out)[i] = b[i - lead];
+  } else if (out == &b) {
     ir::Shape s(r);
     for (size_t i = 0; i < r; ++i) s[i] = dim(i, &ok);
     *out = std::move(s);

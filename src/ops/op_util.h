@@ -87,6 +87,16 @@ Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, ir::DType* d
 Status NormalizeAxes(std::string_view op, std::vector<int64_t> axes, int64_t rank,
                      std::vector<int64_t>* out);
 
+// Transpose's permutation (attribute perm, negative entries normalized;
+// reversed dims without it) for input 0's rank; errors name c.op.
+Status ParsePerm(const InferContext& c, std::vector<int64_t>* perm);
+
+// Reshape's output shape for input `x` and the target dims [t, t_end) (0
+// copies x's dim unless allowzero, one -1 takes what is left), written over
+// *out; errors name `op`. Messages are built only on failure.
+Status ReshapeTarget(std::string_view op, const ir::Shape& x, const int64_t* t, const int64_t* t_end, bool allowzero,
+                     ir::Shape* out);
+
 // Multidirectional (NumPy) broadcast of a and b.
 Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape& b,
                        ir::Shape* out);

@@ -376,16 +376,7 @@ FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const st
     }
   if (op == "Transpose") {
     std::vector<int64_t> perm;
-    if (cs.attrs.Has("perm")) {
-      perm = cs.attrs.GetInts("perm");
-    } else {
-      for (int64_t i = rank; i-- > 0;) perm.push_back(i);
-    }
-    if (static_cast<int64_t>(perm.size()) != rank) return FastShape::kNone;
-    for (auto& d : perm) {
-      if (d < -rank || d >= rank) return FastShape::kNone;
-      if (d < 0) d += rank;
-    }
+    if (!ParsePerm(InferContext{op, cs.attrs, cs.inputs, cs.constants, 1}, &perm).ok()) return FastShape::kNone;
     *at = static_cast<int32_t>(params->size());
     params->insert(params->end(), perm.begin(), perm.end());
     return FastShape::kTranspose;
@@ -427,25 +418,6 @@ FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const st
   }
   return FastShape::kNone;
 }
-
-namespace {
-
-// Resizes `out` to the broadcast of itself and `b` (what BroadcastShapes
-// gives); false when they do not broadcast.
-bool BroadcastInto(ir::Shape* out, const ir::Shape& b) {
-  if (b.size() > out->size()) out->insert(out->begin(), b.size() - out->size(), 1);
-  const size_t r = out->size(), lead = r - b.size();
-  for (size_t i = lead; i < r; ++i) {
-    int64_t& da = (*out)[i];
-    const int64_t db = b[i - lead];
-    if (da == db || db == 1) continue;
-    if (da != 1) return false;
-    da = db;
-  }
-  return true;
-}
-
-}  // namespace
 
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
   if (guard.size() != 3 || out0.size() != 4) return true;
@@ -797,7 +769,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
     case FastShape::kBroadcast:
       o.shape.assign(x.begin(), x.end());
       for (size_t i = 1; i < in.size(); ++i)
-        if (!BroadcastInto(&o.shape, in[i].shape)) return false;
+        if (!BroadcastShapes(b.def->name, o.shape, in[i].shape, &o.shape).ok()) return false;
       return true;
     case FastShape::kTranspose:
       if (x.size() != b.inputs[0].shape.size()) return false;
@@ -873,32 +845,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
       const int64_t n = target->numel();
       if (n < 0 || static_cast<size_t>(n) != b.outputs[0].shape.size()) return false;
       const int64_t* v = target->data<int64_t>();
-      o.shape.resize(static_cast<size_t>(n));
-      int64_t known = 1, infer_at = -1;
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t d = v[i];
-        if (d == -1) {
-          if (infer_at >= 0) return false;
-          infer_at = i;
-          continue;
-        }
-        if (d < -1) return false;
-        if (d == 0) {
-          if (static_cast<size_t>(i) >= x.size()) return false;
-          d = x[static_cast<size_t>(i)];
-        }
-        if (d > kMaxElements || (d && known > kMaxElements / d)) return false;
-        known *= d;
-        o.shape[static_cast<size_t>(i)] = d;
-      }
-      const int64_t numel = ir::NumElements(x);
-      if (infer_at >= 0) {
-        if (known == 0 || numel % known != 0) return false;
-        o.shape[static_cast<size_t>(infer_at)] = numel / known;
-      } else if (known != numel) {
-        return false;
-      }
-      return true;
+      return ReshapeTarget(b.def->name, x, v, v + n, false, &o.shape).ok();
     }
     default:
       return false;

@@ -31,38 +31,10 @@ Status InferReshape(const InferContext& c, std::vector<TensorInfo>* outs) {
   bool present = false;
   FCB_RETURN_IF_ERROR(IntsParam(c, 1, "shape", &shape, &present));
   if (!present) return OpError(c.op, "shape is missing");
-  const bool allowzero = c.attrs.GetInt("allowzero", 0) != 0;
-  int infer_at = -1;
-  bool has_zero = false;
-  int64_t known = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t& d = shape[i];
-    if (d == -1) {
-      if (infer_at >= 0) return OpError(c.op, "shape has more than one -1");
-      infer_at = static_cast<int>(i);
-      continue;
-    }
-    if (d < -1) return OpError(c.op, "shape has a negative dim " + std::to_string(d));
-    if (d == 0 && !allowzero) {
-      if (i >= x.shape.size()) return OpError(c.op, "shape copies a dim the input lacks");
-      d = x.shape[i];
-    }
-    if (d == 0) has_zero = true;
-    if (d > kMaxElements || (d && known > kMaxElements / d)) return OpError(c.op, "shape too large");
-    known *= d;
-  }
-  if (allowzero && has_zero && infer_at >= 0)
-    return OpError(c.op, "shape has both 0 and -1 with allowzero=1");
-  const int64_t n = x.numel();
-  if (infer_at >= 0) {
-    if (known == 0 || n % known != 0)
-      return OpError(c.op, "cannot infer -1 reshaping " + ir::ShapeToString(x.shape));
-    shape[infer_at] = n / known;
-  } else if (known != n) {
-    return OpError(c.op, "cannot reshape " + ir::ShapeToString(x.shape) + " to " +
-                             ir::ShapeToString(shape));
-  }
-  outs->push_back(TensorInfo{x.dtype, shape});
+  ir::Shape s;
+  FCB_RETURN_IF_ERROR(ReshapeTarget(c.op, x.shape, shape.data(), shape.data() + shape.size(),
+                                    c.attrs.GetInt("allowzero", 0) != 0, &s));
+  outs->push_back(TensorInfo{x.dtype, std::move(s)});
   return Status::Ok();
 }
 

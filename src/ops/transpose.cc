@@ -17,27 +17,6 @@ namespace {
 
 constexpr int64_t kTile = 32;
 
-Status ParsePerm(const InferContext& c, std::vector<int64_t>* perm) {
-  const int64_t r = static_cast<int64_t>(Input(c, 0).shape.size());
-  if (c.attrs.Has("perm")) {
-    *perm = c.attrs.GetInts("perm");
-    if (static_cast<int64_t>(perm->size()) != r)
-      return OpError(c.op, "perm has " + std::to_string(perm->size()) + " entries for rank " +
-                               std::to_string(r));
-    std::vector<bool> seen(r, false);
-    for (auto& p : *perm) {
-      if (p < -r || p >= r) return OpError(c.op, "perm entry out of range");
-      if (p < 0) p += r;  // tolerated: some exporters write negative axes
-      if (seen[p]) return OpError(c.op, "perm is not a permutation");
-      seen[p] = true;
-    }
-  } else {
-    perm->resize(r);
-    for (int64_t i = 0; i < r; ++i) (*perm)[i] = r - 1 - i;
-  }
-  return Status::Ok();
-}
-
 Status InferTranspose(const InferContext& c, std::vector<TensorInfo>* outs) {
   const TensorInfo& x = Input(c, 0);
   if (!x.present()) return OpError(c.op, "input is missing");
