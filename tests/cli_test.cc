@@ -180,7 +180,8 @@ TEST(Cli, SymbolicInputWithoutShapeNamesTheFix) {
 
 // --input-shape with ranges: a degenerate range is the fixed size (the same
 // file byte for byte); a range on a dim the model fixes names the model's
-// size; a valid range compiles one method that runs at any batch in it, writes
+// size; a valid range compiles one method that runs at any batch in it (inspect
+// shows its input's range and its output's shape over the batch), writes
 // outputs of the run's shape, and refuses a batch outside it naming input,
 // dim, symbol and range. Messages use the flag's words.
 TEST(Cli, InputShapeRanges) {
@@ -204,6 +205,8 @@ TEST(Cli, InputShapeRanges) {
   r = RunCommand(Fcb("inspect " + tmp.File("x.fcb")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("input 'input' float32 [1..8]x3x64x64 (batch = 1..8)"), std::string::npos) << r.out;
+  // The output's shape over the symbol, worked out from the plan.
+  EXPECT_NE(r.out.find("output 'output' float32 batchx10\n"), std::string::npos) << r.out;
   // A batch of 3 within 1..8, from a .npy file; the output is 3 rows.
   NpyArray x;
   x.dtype = static_cast<int32_t>(DType::kF32);

@@ -345,9 +345,9 @@ TEST(DynamicResolution, ResnetAtManySizesInSequenceMatchesEachResolvedAlone) {
 // same inputs give through the decode method compiled for exactly that length
 // (a plan with no ranges: nothing resolved at run time), on every target; at
 // the bounds they also match ONNX Runtime's reference. Between runs, shapes
-// outside the ranges are refused by SetInput (naming the range) and a past
-// disagreeing with the others is refused by Run, and the execution goes on
-// giving the right outputs.
+// outside the ranges are refused by SetInput (naming the range), a past
+// disagreeing with the others and a mask not one longer than the past are
+// refused by Run, and the execution goes on giving the right outputs.
 TEST(DynamicResolution, DecodeAtRandomPastLengthsMatchesMethodsCompiledForEachLength) {
   const std::string dir = TestDataDir();
   const std::string model = dir + "/decoder_merged.onnx";
@@ -422,6 +422,22 @@ TEST(DynamicResolution, DecodeAtRandomPastLengthsMatchesMethodsCompiledForEachLe
         EXPECT_REFUSED(ex.SetInput("attention_mask", mask.data(), mask.size() * 8, {1, 1025}),
                        StatusCode::kInvalidArgument, "2..1024");
         refused += 3;
+      }
+      if (r % 6 == 1) {
+        // A mask that is not one longer than the past: sizes within their
+        // ranges that the method's steps cannot take together. Run refuses,
+        // naming the relation and the inputs that broke it.
+        ASSERT_NO_FATAL_FAILURE(set(ex, runs[r]));
+        const int64_t total = past + 1 == 1024 ? past : past + 2;
+        const std::vector<int64_t> mask(total, 1);
+        ASSERT_TRUE(ex.SetInput("attention_mask", mask.data(), mask.size() * 8, {1, total}).ok());
+        const Status s = ex.Run();
+        EXPECT_REFUSED(s, StatusCode::kInvalidArgument, "total_sequence_length == past_sequence_length+1");
+        EXPECT_NE(s.message().find("input 'attention_mask' dim 1 (total_sequence_length = " + std::to_string(total) + ")"),
+                  std::string::npos) << s.message();
+        EXPECT_NE(s.message().find("(past_sequence_length = " + std::to_string(past) + ")"), std::string::npos)
+            << s.message();
+        ++refused;
       }
       if (r % 6 == 5) {
         // One past a different length from the others (one symbol, one size per run): Run refuses.

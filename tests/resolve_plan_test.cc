@@ -7,13 +7,21 @@
 // decoder's prefill at 1..64 and decode at past 1..1023, resnet18 on a grid
 // of 64..512 by 64..512. Each size is also resolved over the resolution of
 // the size before (its storage reused, as the runtime's cache does).
+//
+// The same sizes check the methods' symbolic shapes (ops::InferSymbolicPlan):
+// every shape it works out evaluates to the resolution's, every relation it
+// requires holds, BERT's and the decoder's reached tensors are all worked
+// out (resnet18's convolutions over a changing picture are not: none are
+// required), and some outputs read as expected ("1x4x(past_sequence_length+1)x16").
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <map>
 
 #include "fcb/fcb.h"
 #include "ops/plan_check.h"
+#include "ops/symbolic_plan.h"
 #include "runtime/program_impl.h"
 #include "test_util.h"
 
@@ -51,11 +59,21 @@ std::vector<std::vector<int64_t>> Together(const format::ContextDesc& c) {
   return v;
 }
 
+// What a test checks of a method's symbolic plan beyond its agreeing with
+// every resolution: how many of the reached tensors' shapes it must know,
+// and the shapes of some outputs (by name) as SymShapeText writes them.
+struct SymbolicExpectations {
+  double min_known_fraction = 0;
+  std::map<std::string, std::string> outputs;
+};
+
 // Compiles `methods` with `spec` for the generic target and, for each
 // method and each list of symbol values `sizes` gives, compares the
-// incremental resolution with the full check.
+// incremental resolution with the full check, and the method's symbolic
+// plan (ops::InferSymbolicPlan) with the resolution.
 void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& methods, const CompileSpec& spec,
-                                      const SizesFn& sizes_of) {
+                                      const SizesFn& sizes_of,
+                                      const std::map<std::string, SymbolicExpectations>& symbolic = {}) {
   TempDir tmp;
   const std::string out = tmp.File("model.fcb");
   auto report = CompileMethods(methods, spec, out);
@@ -70,6 +88,24 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
   for (const PreparedMethod& m : p.methods) {
     ASSERT_TRUE(m.dynamic() && m.bound_plan) << m.info.name;
     const format::ContextDesc& c = *m.context;
+    const ops::SymbolicPlan sym = ops::InferSymbolicPlan(c, *m.bound_plan);
+    ASSERT_GT(sym.reached, 0u) << m.info.name;
+    std::printf("%s: symbolic shapes of %zu of the %zu tensors a change of size reaches, %zu required equalities\n",
+                m.info.name.c_str(), sym.known, sym.reached, sym.requires_equal.size());
+    if (auto e = symbolic.find(m.info.name); e != symbolic.end()) {
+      EXPECT_GE(static_cast<double>(sym.known), e->second.min_known_fraction * static_cast<double>(sym.reached))
+          << m.info.name;
+      for (const auto& [name, text] : e->second.outputs) {
+        bool found = false;
+        for (int32_t t : c.outputs)
+          if (c.tensors[t].name == name) {
+            found = true;
+            ASSERT_TRUE(sym.shapes[t].has_value()) << name;
+            EXPECT_EQ(ops::SymShapeText(*sym.shapes[t], sym.symbols), text) << name;
+          }
+        EXPECT_TRUE(found) << name;
+      }
+    }
     // One resolution resolved over again at every size, as an execution's
     // cache does with its least recently used entry: the same as a new one.
     ops::ResolvedPlan reused;
@@ -91,6 +127,7 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       Status s = ops::ResolvePlan(c, *m.bound_plan, shapes, &r);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), r), "");
+      EXPECT_EQ(ops::SymbolicDifference(c, sym, values, r), "");
       s = ops::ResolvePlan(c, *m.bound_plan, shapes, &reused);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), reused), "") << "resolved over an earlier resolution";
@@ -107,12 +144,13 @@ TEST(ResolvePlan, BertAtEveryLengthMatchesTheFullCheck) {
   spec.targets = {"generic"};
   spec.input_shapes["main:input_ids"] = {1, {1, 512}};
   spec.input_shapes["main:attention_mask"] = {1, {1, 512}};
-  ExpectResolutionsMatchFullChecks({{"main", model}}, spec, Together);
+  ExpectResolutionsMatchFullChecks({{"main", model}}, spec, Together,
+                                   {{"main", {1.0, {{"last_hidden_state", "1xseqx128"}}}}});
 }
 
-TEST(ResolvePlan, DecoderAtEveryPromptAndPastLengthMatchesTheFullCheck) {
-  const std::string model = TestDataDir() + "/decoder_merged.onnx";
-  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+// The decoder's two methods: prefill (prompt 1..64, no past) and decode
+// (past 1..1023, a mask one longer).
+CompileSpec DecoderSpec() {
   CompileSpec spec;
   spec.targets = {"generic"};
   NpyArray flag;
@@ -131,7 +169,85 @@ TEST(ResolvePlan, DecoderAtEveryPromptAndPastLengthMatchesTheFullCheck) {
     spec.input_shapes[std::string("prefill:") + p] = {1, 4, 1, 16};
     spec.input_shapes[std::string("decode:") + p] = {1, 4, {1, 1023}, 16};
   }
-  ExpectResolutionsMatchFullChecks({{"prefill", model}, {"decode", model}}, spec, Together);
+  return spec;
+}
+
+TEST(ResolvePlan, DecoderAtEveryPromptAndPastLengthMatchesTheFullCheck) {
+  const std::string model = TestDataDir() + "/decoder_merged.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  const CompileSpec spec = DecoderSpec();
+  ExpectResolutionsMatchFullChecks(
+      {{"prefill", model}, {"decode", model}}, spec, Together,
+      {{"prefill", {1.0, {{"logits", "1xsequence_lengthx256"}, {"present.1.value", "1x4xsequence_lengthx16"}}}},
+       {"decode", {1.0, {{"logits", "1x1x256"}, {"present.0.key", "1x4x(past_sequence_length+1)x16"}}}}});
+}
+
+// The relations a symbolic plan requires are required: on a grid of sizes
+// where the decoder's symbols move apart (a mask longer or shorter than the
+// past and the prompt), every combination at which a relation fails is one
+// the full check refuses, and at every combination the full check accepts
+// the symbolic shapes agree with the resolution. (Execution::Run refuses
+// sizes that break a relation before resolving; this is what makes that
+// refusal never wrong.)
+TEST(ResolvePlan, DecoderSymbolicRelationsFailOnlyWhereThePlanRefuses) {
+  const std::string model = TestDataDir() + "/decoder_merged.onnx";
+  ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
+  TempDir tmp;
+  const std::string out = tmp.File("model.fcb");
+  auto report = CompileMethods({{"prefill", model}, {"decode", model}}, DecoderSpec(), out);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  LoadOptions lo;
+  lo.target = "generic";
+  auto program = Program::Load(out, lo);
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  const ProgramImpl& p = ProgramAccess::Of(*program.value());
+  Weights weights(*p.file);
+  int broken = 0, accepted = 0;
+  for (const PreparedMethod& m : p.methods) {
+    const format::ContextDesc& c = *m.context;
+    const ops::SymbolicPlan sym = ops::InferSymbolicPlan(c, *m.bound_plan);
+    EXPECT_EQ(sym.requires_equal.size(), m.requirements.size()) << "the loader keeps them";
+    ASSERT_EQ(c.symbols.size(), 2u) << m.info.name;
+    // About 14 sizes per symbol, from lo to hi, with lo + 1 (next to a
+    // length one apart from the other symbol's).
+    auto grid = [](const format::ContextDesc::Symbol& sym) {
+      std::vector<int64_t> v = {sym.lo};
+      if (sym.lo < sym.hi) v.push_back(sym.lo + 1);
+      for (int64_t x = sym.lo + 2; x < sym.hi; x += std::max<int64_t>(1, (sym.hi - sym.lo) / 12)) v.push_back(x);
+      if (v.back() != sym.hi) v.push_back(sym.hi);
+      return v;
+    };
+    for (int64_t a : grid(c.symbols[0]))
+      for (int64_t b : grid(c.symbols[1])) {
+        const std::vector<int64_t> values = {a, b};
+        std::vector<ir::Shape> shapes;
+        for (size_t i = 0; i < m.info.inputs.size(); ++i) {
+          ir::Shape s = m.info.inputs[i].shape;
+          for (size_t d = 0; d < s.size(); ++d)
+            if (m.input_symbols[i][d] >= 0) s[d] = values[m.input_symbols[i][d]];
+          shapes.push_back(std::move(s));
+        }
+        SCOPED_TRACE(m.info.name + " at " + c.symbols[0].name + "=" + std::to_string(a) + ", " + c.symbols[1].name +
+                     "=" + std::to_string(b));
+        bool holds = true;
+        for (const auto& [x, y] : sym.requires_equal) {
+          auto u = x.Evaluate(values), v = y.Evaluate(values);
+          holds = holds && u.ok() && v.ok() && u.value() == v.value();
+        }
+        auto full = ops::CheckPlan(c, weights, &shapes);
+        if (!holds) {
+          EXPECT_FALSE(full.ok()) << "a relation fails where the plan resolves";
+          ++broken;
+        }
+        if (!full.ok()) continue;
+        ++accepted;
+        ops::ResolvedPlan r;
+        ASSERT_TRUE(ops::ResolvePlan(c, *m.bound_plan, shapes, &r).ok());
+        EXPECT_EQ(ops::SymbolicDifference(c, sym, values, r), "");
+      }
+  }
+  EXPECT_GT(broken, 0);
+  EXPECT_GT(accepted, 0);
 }
 
 TEST(ResolvePlan, ResnetOnAGridOfSizesMatchesTheFullCheck) {

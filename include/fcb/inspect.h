@@ -62,6 +62,13 @@ struct ContextSummary {
   uint64_t scratch_bytes = 0;  // kernel scratch per thread of an execution, beside its arena
   WeightShare share;
   std::vector<TensorSpec> inputs, outputs;
+  // Methods with dims chosen at each run: each output's shape over the
+  // inputs' symbols as the runs see it ("1x4x(past_sequence_length+1)x16";
+  // "" where it is not worked out), and the relations between the symbols
+  // that every run must meet, as the method's steps require them
+  // ("total_sequence_length == past_sequence_length+1"). Empty otherwise.
+  std::vector<std::string> output_shapes;
+  std::vector<std::string> requirements;
 };
 
 struct WeightPoolSummary {

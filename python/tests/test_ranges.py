@@ -93,3 +93,16 @@ def test_out_of_range_names_the_input_the_dim_and_the_range_and_the_session_runs
     got = session.run(feeds)["last_hidden_state"]
     assert got.shape == want.shape
     assert rel_l2(got, want) <= 1e-4
+
+
+def test_inspect_gives_each_output_shape_over_the_symbols(testdata, tmp_path):
+    model = testdata / "bert_dyn.onnx"
+    out = tmp_path / "bert_dyn.fcb"
+    fcb.compile(model, out, targets=["generic"],
+                input_shapes={"input_ids": [1, (1, 512)], "attention_mask": [1, (1, 512)]})
+    (ctx,) = fcb.inspect(out)["contexts"]
+    (o,) = ctx["outputs"]
+    assert o["name"] == "last_hidden_state"
+    assert o["shape"] == [1, 512, 128]
+    assert o["symbolic_shape"] == "1xseqx128"
+    assert "requirements" not in ctx  # one symbol: nothing relates it to another

@@ -12,6 +12,7 @@
 #include "format/fcb_header.h"
 #include "format/metadata.h"
 #include "ops/op.h"
+#include "runtime/program_impl.h"
 
 namespace fcb {
 namespace {
@@ -78,6 +79,9 @@ ordered_json SummaryJson(const FileSummary& s) {
     cj.update(ShareJson(c.share));
     cj["inputs"] = IoJson(c.inputs);
     cj["outputs"] = IoJson(c.outputs);
+    for (size_t i = 0; i < c.output_shapes.size() && i < cj["outputs"].size(); ++i)
+      cj["outputs"][i]["symbolic_shape"] = c.output_shapes[i];  // "" where not worked out
+    if (!c.requirements.empty()) cj["requirements"] = c.requirements;
     j["contexts"].push_back(cj);
   }
   ordered_json per_target = ordered_json::object(), per_method = ordered_json::object();
@@ -177,7 +181,7 @@ Result<FileSummary> InspectFile(const std::string& path) {
     std::vector<TensorSpec> v;
     for (int32_t t : ids)
       if (t >= 0 && static_cast<size_t>(t) < ctx.tensors.size())
-        v.push_back({ctx.tensors[t].name, static_cast<DType>(ctx.tensors[t].dtype), ctx.tensors[t].shape});
+        v.push_back({ctx.tensors[t].name, static_cast<DType>(ctx.tensors[t].dtype), ctx.tensors[t].shape, {}, {}});
     return v;
   };
   for (size_t c = 0; c < d.contexts.size(); ++c) {
@@ -211,6 +215,20 @@ Result<FileSummary> InspectFile(const std::string& path) {
       }
     }
     cs.outputs = specs(ctx, ctx.outputs);
+    if (ctx.dynamic()) {
+      // A plan that does not check (a load refuses it, naming why) is
+      // described without them.
+      auto sym = SymbolicPlanOf(f, ctx);
+      if (sym.ok()) {
+      const ops::SymbolicPlan& p = sym.value();
+      for (int32_t t : ctx.outputs) {
+        const bool known = t >= 0 && static_cast<size_t>(t) < p.shapes.size() && p.shapes[t];
+        cs.output_shapes.push_back(known ? ops::SymShapeText(*p.shapes[t], p.symbols) : "");
+      }
+      for (const auto& [a, b] : p.requires_equal)
+        cs.requirements.push_back(a.ToString(&p.symbols) + " == " + b.ToString(&p.symbols));
+      }
+    }
     referenced += cs.share.weight_bytes_referenced;
     s.contexts.push_back(std::move(cs));
   }

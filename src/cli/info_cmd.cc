@@ -16,6 +16,13 @@ namespace {
 
 unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return "scalar";
+  std::string s;
+  for (size_t d = 0; d < shape.size(); ++d) s += (d ? "x" : "") + std::to_string(shape[d]);
+  return s;
+}
+
 void PrintShares(const char* what, const std::vector<std::pair<std::string, WeightShare>>& groups) {
   std::printf("\n%-12s %12s %14s %12s %14s\n", what, "plan", "weights ref.", "unique", "sharing saved");
   for (const auto& [name, g] : groups)
@@ -70,6 +77,16 @@ int CmdInspect(const std::string& file, bool as_json) {
       std::printf("  input '%s' %s %s%s\n", Shown(in.name).c_str(), DTypeName(in.dtype), dims.c_str(),
                   syms.empty() ? "" : (" (" + syms + ")").c_str());
     }
+    // The outputs' shapes over those symbols, where worked out (else the
+    // shape at the upper bounds), and what every run must meet.
+    for (size_t i = 0; i < c.outputs.size() && i < c.output_shapes.size(); ++i) {
+      const auto& out = c.outputs[i];
+      const std::string& sym = c.output_shapes[i];
+      std::printf("  output '%s' %s %s\n", Shown(out.name).c_str(), DTypeName(out.dtype),
+                  sym.empty() ? ("not worked out symbolically, " + ShapeText(out.shape) + " at the upper bounds").c_str()
+                              : Shown(sym).c_str());
+    }
+    for (const auto& r : c.requirements) std::printf("  every run needs %s\n", Shown(r).c_str());
   }
   PrintShares("per target", s.per_target);
   PrintShares("per method", s.per_method);

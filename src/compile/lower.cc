@@ -13,6 +13,7 @@
 #include "ops/lowering.h"
 #include "ops/op.h"
 #include "ops/plan_check.h"
+#include "ops/symbolic_plan.h"
 
 namespace fcb::compile {
 namespace {
@@ -363,6 +364,10 @@ class Lowerer final : public ops::LowerContext {
     // that cannot take those sizes, or outgrows what was planned at the
     // bound, is refused now rather than at run time. Scratch is the most any
     // of them needs.
+    // The shapes the loader works out symbolically (ops::InferSymbolicPlan:
+    // what inspect shows, the relations a run is checked against) must
+    // agree with every resolution too.
+    const ops::SymbolicPlan symbolic = ops::InferSymbolicPlan(ctx_, checked.value());
     for (int probe = 0; probe < 2; ++probe) {
       std::vector<int64_t> at;
       std::string where;
@@ -379,6 +384,8 @@ class Lowerer final : public ops::LowerContext {
       Status st = ops::ResolvePlan(ctx_, checked.value(), probe_shapes_, &incremental);
       const std::string diff = st.ok() ? ops::ResolutionDifference(ctx_, resolved.value(), incremental) : st.message();
       if (!diff.empty()) return Internal("the plan resolved from the bound at " + where + " differs: " + diff);
+      const std::string sdiff = ops::SymbolicDifference(ctx_, symbolic, at, incremental);
+      if (!sdiff.empty()) return Internal("the plan's symbolic shapes disagree at " + where + ": " + sdiff);
       ctx_.scratch_bytes = std::max(ctx_.scratch_bytes, resolved.value().scratch_bytes);
     }
     return Status::Ok();

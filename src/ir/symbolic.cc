@@ -514,6 +514,8 @@ bool DimExpr::valid() const { return !DimBuilder::IsInvalid(*this); }
 
 std::string DimExpr::error() const { return valid() ? std::string() : node_->error; }
 
+int64_t DimExpr::size() const { return node_ ? node_->size : 1; }
+
 size_t DimExpr::Hash() const { return node_ ? node_->hash : ConstantHash(constant_); }
 
 int DimExpr::Compare(const DimExpr& a, const DimExpr& b) {

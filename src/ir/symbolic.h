@@ -119,6 +119,9 @@ class DimExpr {
   bool valid() const;
   // Why it is invalid ("" when valid).
   std::string error() const;
+  // Its nodes counted as a tree (a shared subexpression at each use): 1 for
+  // a constant; what kMaxNodes limits.
+  int64_t size() const;
 
   // The value for the given symbol values (indexed by symbol id).
   // InvalidArgument on a division by zero, an int64 overflow, a symbol id

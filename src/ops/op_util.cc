@@ -323,14 +323,19 @@ double RowSum(const float* x, int64_t n, bool squares, double center) {
   return squares ? RowSumT<true>(x, n, center) : RowSumT<false>(x, n, center);
 }
 
+void ShapeOpSpan(const Attrs& attrs, int64_t r, int64_t* start, int64_t* end) {
+  *start = attrs.GetInt("start", 0);
+  *end = attrs.GetInt("end", r);
+  if (*start < 0) *start += r;
+  if (*end < 0) *end += r;
+  *start = std::clamp<int64_t>(*start, 0, r);
+  *end = std::clamp<int64_t>(*end, 0, r);
+}
+
 std::vector<int64_t> ShapeOpValues(std::string_view op, const Attrs& attrs, const ir::Shape& s) {
   if (op == "Size") return {ir::NumElements(s)};
-  const int64_t r = static_cast<int64_t>(s.size());
-  int64_t start = attrs.GetInt("start", 0), end = attrs.GetInt("end", r);
-  if (start < 0) start += r;
-  if (end < 0) end += r;
-  start = std::clamp<int64_t>(start, 0, r);
-  end = std::clamp<int64_t>(end, 0, r);
+  int64_t start, end;
+  ShapeOpSpan(attrs, static_cast<int64_t>(s.size()), &start, &end);
   return end > start ? std::vector<int64_t>(s.begin() + start, s.begin() + end) : std::vector<int64_t>{};
 }
 

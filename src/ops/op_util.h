@@ -115,6 +115,9 @@ void RotateHead(const float* x, float* y, int64_t head, int64_t rot, bool interl
 // `shape` holds: known from the shape alone, so the import folds it, the
 // kernel writes it and plans with symbols evaluate it per size from this.
 std::vector<int64_t> ShapeOpValues(std::string_view op, const Attrs& attrs, const ir::Shape& shape);
+// Shape's dims [*start, *end) of a tensor of rank `rank` (attributes start,
+// end, clamped), as ShapeOpValues takes them.
+void ShapeOpSpan(const Attrs& attrs, int64_t rank, int64_t* start, int64_t* end);
 const ir::TensorData* Constant(const InferContext& c, size_t i);
 
 // Reads integer input i (scalar or 1-D; int32/int64) into *out. Returns OK with

@@ -243,6 +243,30 @@ Status ExecutionImpl::Resolve() {
       return SpecializeCurrent();
     }
   resolved = nullptr;
+  // Sizes the method's steps cannot take together (a mask one longer than
+  // the past, say): refused naming the relation and the inputs that gave it.
+  for (const auto& [a, b] : m.requirements) {
+    if (std::find(value.begin(), value.end(), -1) != value.end()) break;  // a symbol no input gives
+    auto x = a.Evaluate(value), y = b.Evaluate(value);
+    if (x.ok() && y.ok() && x.value() == y.value()) continue;
+    ir::SymbolTable table;
+    for (const auto& sym : syms) (void)table.Add(sym.name, sym.lo, sym.hi);
+    std::vector<int> ids = a.Symbols();
+    for (int id : b.Symbols())
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    std::string given;
+    for (int id : ids) {
+      const auto [fi, fd] = first[static_cast<size_t>(id)];
+      given += std::string(given.empty() ? "" : ", ") + "input '" + m.info.inputs[fi].name + "' dim " +
+               std::to_string(fd) + " (" + syms[id].name + " = " + std::to_string(value[id]) + ")";
+    }
+    sizes_changed = true;  // the next run is refused again
+    return InvalidArgument("method '" + m.info.name + "': its steps need " + a.ToString(&table) + " == " +
+                           b.ToString(&table) + " at every run, but " + given + (ids.size() == 1 ? " gives " : " give ") +
+                           (x.ok() ? std::to_string(x.value()) : "no value") + " and " +
+                           (y.ok() ? std::to_string(y.value()) : "no value") +
+                           "; give the inputs sizes that meet it");
+  }
   // A full cache: the least recently used entry is resolved over (its
   // storage reused, ResolveMethod) rather than destroyed and made anew.
   CacheEntry* entry = nullptr;

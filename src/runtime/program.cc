@@ -131,7 +131,10 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     ps.outputs = c.steps[si].outputs;
     m->steps.push_back(std::move(ps));
   }
-  if (c.dynamic()) m->bound_plan = std::make_unique<const ops::CheckedPlan>(std::move(plan).value());
+  if (c.dynamic()) {
+    m->bound_plan = std::make_unique<const ops::CheckedPlan>(std::move(plan).value());
+    m->requirements = ops::InferSymbolicPlan(c, *m->bound_plan).requires_equal;
+  }
   return Status::Ok();
 }
 
@@ -263,6 +266,14 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
   }
   r->shape_values.Fill(c, p);
   return r;
+}
+
+Result<ops::SymbolicPlan> SymbolicPlanOf(const format::LoadedFile& file, const format::ContextDesc& c) {
+  if (!c.dynamic()) return InvalidArgument("method '" + c.method + "' has no dims chosen at each run");
+  FileWeights weights(file, nullptr);
+  auto plan = ops::CheckPlan(c, weights);
+  if (!plan.ok()) return plan.TakeStatus().Annotate("method '" + c.method + "' (target " + c.target + ")");
+  return ops::InferSymbolicPlan(c, plan.value());
 }
 
 Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r) {

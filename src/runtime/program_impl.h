@@ -13,6 +13,7 @@
 #include "kernels/bundle.h"
 #include "ops/op.h"
 #include "ops/plan_check.h"
+#include "ops/symbolic_plan.h"
 #include "runtime/pool_check.h"
 
 namespace fcb {
@@ -125,6 +126,11 @@ struct PreparedMethod {
   // attributes), from which a resolution infers again only the steps whose
   // operands change (ops::ResolvePlan) and remakes only their kernels.
   std::unique_ptr<const ops::CheckedPlan> bound_plan;
+  // Plans with symbols: the relations between the symbols every run must
+  // meet (ops::SymbolicPlan::requires_equal, over context->symbols), checked
+  // at each new combination of sizes before the plan is resolved, so that
+  // inputs that disagree are refused naming the inputs and the relation.
+  std::vector<std::pair<ir::DimExpr, ir::DimExpr>> requirements;
   bool dynamic() const { return context && context->dynamic(); }
   const format::ContextDesc* context = nullptr;
   std::vector<PreparedStep> steps;
@@ -184,6 +190,11 @@ Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r);
 // Arithmetic operations of step `step` at a resolution's sizes (profiles):
 // its kernel's create context there, through its op's flops.
 uint64_t ResolvedStepFlops(const PreparedMethod& m, const ResolvedMethod& r, size_t step);
+
+// Context `c` of `file` (a plan with symbols) read symbolically: its plan
+// checked at the bound as a load checks it (blobs not verified again), then
+// ops::InferSymbolicPlan. What `fcb inspect` shows of a method's ranges.
+Result<ops::SymbolicPlan> SymbolicPlanOf(const format::LoadedFile& file, const format::ContextDesc& c);
 
 // Loads, verifies and prepares; used by Program::Load.
 Result<std::unique_ptr<ProgramImpl>> LoadProgram(const std::string& path, const LoadOptions& options);
