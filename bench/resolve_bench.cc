@@ -93,13 +93,7 @@ void Bench(const std::string& label, const std::map<std::string, std::string>& m
     std::vector<double> inferred, remade, news, plan_news, over, recycled_news, kept, fast, generic;
     std::unique_ptr<ResolvedMethod> recycled;
     for (const auto& values : sizes_of(c)) {
-      std::vector<ir::Shape> shapes;
-      for (size_t i = 0; i < m.info.inputs.size(); ++i) {
-        ir::Shape s = m.info.inputs[i].shape;
-        for (size_t d = 0; d < s.size(); ++d)
-          if (m.input_symbols[i][d] >= 0) s[d] = values[m.input_symbols[i][d]];
-        shapes.push_back(std::move(s));
-      }
+      const std::vector<ir::Shape> shapes = m.InputShapesAt(values);
       double best = 1e30, best_plan = 1e30, best_recycled = 1e30;
       for (int r = 0; r < reps; ++r) {
         const uint64_t n0 = g_news;

@@ -59,6 +59,16 @@ std::vector<std::vector<int64_t>> Together(const format::ContextDesc& c) {
   return v;
 }
 
+// `methods` compiled with `spec` into `out`, loaded for the generic target.
+Result<std::shared_ptr<const Program>> CompileForGeneric(const std::map<std::string, std::string>& methods,
+                                                          const CompileSpec& spec, const std::string& out) {
+  auto report = CompileMethods(methods, spec, out);
+  if (!report.ok()) return report.TakeStatus();
+  LoadOptions lo;
+  lo.target = "generic";
+  return Program::Load(out, lo);
+}
+
 // What a test checks of a method's symbolic plan beyond its agreeing with
 // every resolution: how many of the reached tensors' shapes it must know,
 // and the shapes of some outputs (by name) as SymShapeText writes them.
@@ -75,12 +85,7 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
                                       const SizesFn& sizes_of,
                                       const std::map<std::string, SymbolicExpectations>& symbolic = {}) {
   TempDir tmp;
-  const std::string out = tmp.File("model.fcb");
-  auto report = CompileMethods(methods, spec, out);
-  ASSERT_TRUE(report.ok()) << report.status().message();
-  LoadOptions lo;
-  lo.target = "generic";
-  auto program = Program::Load(out, lo);
+  auto program = CompileForGeneric(methods, spec, tmp.File("model.fcb"));
   ASSERT_TRUE(program.ok()) << program.status().message();
   const ProgramImpl& p = ProgramAccess::Of(*program.value());
   Weights weights(*p.file);
@@ -111,14 +116,8 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
     ops::ResolvedPlan reused;
     for (const auto& values : sizes_of(c)) {
       ASSERT_EQ(values.size(), c.symbols.size());
-      std::vector<ir::Shape> shapes;
+      const std::vector<ir::Shape> shapes = m.InputShapesAt(values);
       std::string sizes;
-      for (size_t i = 0; i < m.info.inputs.size(); ++i) {
-        ir::Shape s = m.info.inputs[i].shape;
-        for (size_t d = 0; d < s.size(); ++d)
-          if (m.input_symbols[i][d] >= 0) s[d] = values[m.input_symbols[i][d]];
-        shapes.push_back(std::move(s));
-      }
       for (size_t k = 0; k < values.size(); ++k) sizes += c.symbols[k].name + "=" + std::to_string(values[k]) + " ";
       SCOPED_TRACE("method " + m.info.name + " at " + sizes);
       auto full = ops::CheckPlan(c, weights, &shapes);
@@ -193,12 +192,7 @@ TEST(ResolvePlan, DecoderSymbolicRelationsFailOnlyWhereThePlanRefuses) {
   const std::string model = TestDataDir() + "/decoder_merged.onnx";
   ASSERT_TRUE(testing::FileExists(model)) << model << " is missing: run scripts/prepare_testdata.sh";
   TempDir tmp;
-  const std::string out = tmp.File("model.fcb");
-  auto report = CompileMethods({{"prefill", model}, {"decode", model}}, DecoderSpec(), out);
-  ASSERT_TRUE(report.ok()) << report.status().message();
-  LoadOptions lo;
-  lo.target = "generic";
-  auto program = Program::Load(out, lo);
+  auto program = CompileForGeneric({{"prefill", model}, {"decode", model}}, DecoderSpec(), tmp.File("model.fcb"));
   ASSERT_TRUE(program.ok()) << program.status().message();
   const ProgramImpl& p = ProgramAccess::Of(*program.value());
   Weights weights(*p.file);
@@ -220,13 +214,7 @@ TEST(ResolvePlan, DecoderSymbolicRelationsFailOnlyWhereThePlanRefuses) {
     for (int64_t a : grid(c.symbols[0]))
       for (int64_t b : grid(c.symbols[1])) {
         const std::vector<int64_t> values = {a, b};
-        std::vector<ir::Shape> shapes;
-        for (size_t i = 0; i < m.info.inputs.size(); ++i) {
-          ir::Shape s = m.info.inputs[i].shape;
-          for (size_t d = 0; d < s.size(); ++d)
-            if (m.input_symbols[i][d] >= 0) s[d] = values[m.input_symbols[i][d]];
-          shapes.push_back(std::move(s));
-        }
+        const std::vector<ir::Shape> shapes = m.InputShapesAt(values);
         SCOPED_TRACE(m.info.name + " at " + c.symbols[0].name + "=" + std::to_string(a) + ", " + c.symbols[1].name +
                      "=" + std::to_string(b));
         bool holds = true;

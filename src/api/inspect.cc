@@ -220,13 +220,13 @@ Result<FileSummary> InspectFile(const std::string& path) {
       // described without them.
       auto sym = SymbolicPlanOf(f, ctx);
       if (sym.ok()) {
-      const ops::SymbolicPlan& p = sym.value();
-      for (int32_t t : ctx.outputs) {
-        const bool known = t >= 0 && static_cast<size_t>(t) < p.shapes.size() && p.shapes[t];
-        cs.output_shapes.push_back(known ? ops::SymShapeText(*p.shapes[t], p.symbols) : "");
-      }
-      for (const auto& [a, b] : p.requires_equal)
-        cs.requirements.push_back(a.ToString(&p.symbols) + " == " + b.ToString(&p.symbols));
+        const ops::SymbolicPlan& p = sym.value();
+        for (int32_t t : ctx.outputs) {
+          const bool known = t >= 0 && static_cast<size_t>(t) < p.shapes.size() && p.shapes[t];
+          cs.output_shapes.push_back(known ? ops::SymShapeText(*p.shapes[t], p.symbols) : "");
+        }
+        for (const auto& [a, b] : p.requires_equal)
+          cs.requirements.push_back(a.ToString(&p.symbols) + " == " + b.ToString(&p.symbols));
       }
     }
     referenced += cs.share.weight_bytes_referenced;

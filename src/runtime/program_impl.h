@@ -132,6 +132,18 @@ struct PreparedMethod {
   // inputs that disagree are refused naming the inputs and the relation.
   std::vector<std::pair<ir::DimExpr, ir::DimExpr>> requirements;
   bool dynamic() const { return context && context->dynamic(); }
+  // The inputs' shapes at the bound with each symbol's dims at
+  // symbol_values[symbol] (one value per symbol of context->symbols).
+  std::vector<ir::Shape> InputShapesAt(const std::vector<int64_t>& symbol_values) const {
+    std::vector<ir::Shape> shapes;
+    for (size_t i = 0; i < info.inputs.size(); ++i) {
+      ir::Shape s = info.inputs[i].shape;
+      for (size_t d = 0; d < s.size() && i < input_symbols.size() && d < input_symbols[i].size(); ++d)
+        if (input_symbols[i][d] >= 0) s[d] = symbol_values.at(static_cast<size_t>(input_symbols[i][d]));
+      shapes.push_back(std::move(s));
+    }
+    return shapes;
+  }
   const format::ContextDesc* context = nullptr;
   std::vector<PreparedStep> steps;
   std::vector<const void*> weights;  // per tensor: mapped bytes for weights, null for arena tensors
