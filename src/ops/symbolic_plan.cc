@@ -466,7 +466,7 @@ class Walker {
           for (int64_t d = 0; d < r; ++d) {
             bool squeezed = false;
             if (present) {
-              for (int64_t a : axes) squeezed = squeezed || a == d || a + r == d;
+              for (int64_t a : axes) squeezed = squeezed || a == d || (a < 0 && a + r == d);
             } else {
               squeezed = (*x)[static_cast<size_t>(d)].AsConstant() == 1;
             }
