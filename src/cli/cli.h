@@ -73,6 +73,8 @@ void Warn(const std::string& msg);
 // A name from a file (method, input, output, target) made safe to print
 // (fcb::EscapeForDisplay): control bytes and invalid UTF-8 as \xNN.
 std::string Shown(const std::string& name);
+// "1x3x64x64"; "scalar" for rank 0.
+std::string ShapeText(const std::vector<int64_t>& s);
 // JSON text that never throws on invalid UTF-8 in strings from files.
 std::string Json(const nlohmann::ordered_json& j, int indent = -1);
 

@@ -33,6 +33,13 @@ Result<std::pair<std::string, std::string>> SplitAssign(const std::string& s, co
   return std::make_pair(s.substr(0, eq), s.substr(eq + 1));
 }
 
+std::string ShapeText(const std::vector<int64_t>& s) {
+  if (s.empty()) return "scalar";
+  std::string t;
+  for (int64_t d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
+  return t;
+}
+
 Result<std::vector<InputDim>> ParseDims(const std::string& s, const std::string& flag) {
   const std::string what = flag + " dims '" + s + "'";
   const std::string form = "must be positive integers joined by 'x', e.g. 1x3x224x224, where a bounded dim is "

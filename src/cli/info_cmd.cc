@@ -16,13 +16,6 @@ namespace {
 
 unsigned long long U(uint64_t v) { return static_cast<unsigned long long>(v); }
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  if (shape.empty()) return "scalar";
-  std::string s;
-  for (size_t d = 0; d < shape.size(); ++d) s += (d ? "x" : "") + std::to_string(shape[d]);
-  return s;
-}
-
 void PrintShares(const char* what, const std::vector<std::pair<std::string, WeightShare>>& groups) {
   std::printf("\n%-12s %12s %14s %12s %14s\n", what, "plan", "weights ref.", "unique", "sharing saved");
   for (const auto& [name, g] : groups)

@@ -20,13 +20,6 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-std::string ShapeText(const std::vector<int64_t>& s) {
-  if (s.empty()) return "scalar";
-  std::string t;
-  for (int64_t d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
-  return t;
-}
-
 // The trace-event format's "complete" events (ph X, microseconds), one
 // process, one thread track, the profiled runs one after another.
 nlohmann::ordered_json Trace(const std::vector<std::vector<StepTiming>>& runs, const std::string& title) {

@@ -161,6 +161,17 @@ class Walker {
     return o;
   }
 
+  // The broadcast of step s's present operands (input 0 known).
+  std::optional<SymShape> BroadcastOperands(const format::StepDesc& s) {
+    std::optional<SymShape> o = *Shape(s.inputs[0]);
+    for (size_t i = 1; i < s.inputs.size() && o; ++i) {
+      if (s.inputs[i] < 0) continue;
+      const SymShape* y = Shape(s.inputs[i]);
+      o = y ? Broadcast(*o, *y) : std::nullopt;
+    }
+    return o;
+  }
+
   // Elementwise integer arithmetic over known values (same count, or one of one element).
   template <typename F>
   std::optional<Values> ValueOp(const Values& a, const Values& b, F f) {
@@ -273,11 +284,7 @@ class Walker {
           v = *xv;
         break;
       case FastShape::kBroadcast: {
-        o = *x;
-        for (size_t i = 1; i < s.inputs.size() && o; ++i) {
-          const SymShape* y = in(i);
-          o = y ? Broadcast(*o, *y) : std::nullopt;
-        }
+        o = BroadcastOperands(s);
         const Values *av = value(0), *bv = value(1);
         if (o && av && bv && s.inputs.size() == 2 && IsIntType(b.outputs[0].dtype)) {
           if (op == "Add") v = ValueOp(*av, *bv, [](const DimExpr& p, const DimExpr& q) { return p + q; });
@@ -422,12 +429,7 @@ class Walker {
     if (fast == FastShape::kNone && x && (b.def->traits & kTraitElementwise) && s.outputs.size() == 1) {
       o = *x;  // every output shaped like input 0
     } else if (fast == FastShape::kNone && x && (b.def->traits & kTraitBroadcast) && s.outputs.size() == 1) {
-      o = *x;
-      for (size_t i = 1; i < s.inputs.size() && o; ++i) {
-        if (s.inputs[i] < 0) continue;
-        const SymShape* y = in(i);
-        o = y ? Broadcast(*o, *y) : std::nullopt;
-      }
+      o = BroadcastOperands(s);
     } else if (fast == FastShape::kNone) {
       if ((op == "Squeeze" || op == "Flatten" || op == "Identity") && x) {
         // Dims of the bound that stay 1 are the squeezed ones: the output
