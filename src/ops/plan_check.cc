@@ -438,7 +438,7 @@ bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& comp
   }
   uint64_t bytes = 0;
   for (const auto& o : outputs) bytes += static_cast<uint64_t>(o.bytes());
-  return any_computed && bytes <= kMaxInferConstantBytes;
+  return any_computed && bytes <= kMaxShapeValueBytes;
 }
 
 Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
@@ -1034,7 +1034,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       }
       uint64_t bytes = 0;
       for (const auto& o : rs.outputs) bytes += static_cast<uint64_t>(o.bytes());
-      computed = all_known && any_computed && bytes <= kMaxInferConstantBytes;
+      computed = all_known && any_computed && bytes <= kMaxShapeValueBytes;
     }
     if (computed) {
       values.clear();

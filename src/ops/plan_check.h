@@ -278,6 +278,15 @@ std::shared_ptr<ir::TensorData> SpareTensor(std::vector<std::shared_ptr<ir::Tens
 // its output 0 has shape `out0`.
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
 
+// The largest value (all outputs of a step, in bytes) a plan with symbols
+// computes from the shapes at load and at each new size: the values shape
+// inference reads (a Reshape's target, a Slice's ends, a Range's limit) are a
+// few dims. Larger ones (a Range over the sequence, a mask made from it, a
+// ConstantOfShape of the sequence's length) are made by their steps' kernels
+// at each run, which costs a run what copying them in cost, and a change of
+// sizes nothing.
+inline constexpr uint64_t kMaxShapeValueBytes = 512;
+
 // Whether step `s` of a plan with symbols is one of the values computed from
 // shapes alone (see CheckPlan), given which of its inputs are.
 bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
