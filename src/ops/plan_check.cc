@@ -428,7 +428,7 @@ bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
 
 bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
                         const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
-                        const std::vector<TensorInfo>& outputs) {
+                        const std::vector<uint64_t>& planned_bytes) {
   if (s.op == "Shape" || s.op == "Size") return s.inputs.size() == 1 && s.inputs[0] >= 0;
   bool any_computed = false;
   for (int32_t t : s.inputs) {
@@ -437,7 +437,7 @@ bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& comp
     any_computed = any_computed || computed[t];
   }
   uint64_t bytes = 0;
-  for (const auto& o : outputs) bytes += static_cast<uint64_t>(o.bytes());
+  for (int32_t t : s.outputs) bytes += t >= 0 ? std::min<uint64_t>(planned_bytes[t], kMaxShapeValueBytes + 1) : 0;
   return any_computed && bytes <= kMaxShapeValueBytes;
 }
 
@@ -584,7 +584,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
         return InvalidArgument(cs.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
       p.guarded_off[si] = !GuardHolds(s.guard, cs.outputs[0].shape);
     }
-    if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, cs.outputs)) {
+    if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, p.bytes)) {
       std::vector<std::shared_ptr<ir::TensorData>> values;
       if (s.op == "Shape" || s.op == "Size") {
         const auto v = ShapeOpValues(s.op, cs.attrs, cs.inputs[0].shape);
@@ -623,7 +623,6 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     // inputs' sizes can reach, their operands in one flat array.
     std::vector<uint8_t> reach(c.tensors.size(), 0);
     for (int32_t t : c.inputs) reach[t] = 1;
-    p.unreached_needed.assign(c.tensors.size(), false);
     p.reach_offsets.push_back(0);
     for (size_t si = 0; si < c.steps.size(); ++si) {
       const auto& s = c.steps[si];
@@ -631,9 +630,6 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       for (int32_t t : s.inputs) reached = reached || (t >= 0 && reach[t]);
       if (!reached) {
         p.unreached_scratch = std::max(p.unreached_scratch, (p.steps[si].scratch + 63) / 64 * 64);
-        if (!p.computed_steps[si])
-          for (int32_t t : s.inputs)
-            if (t >= 0) p.unreached_needed[t] = true;
         continue;
       }
       for (int32_t t : s.outputs) reach[t] = 1;
@@ -882,17 +878,19 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     if (r.values[k] && r.values[k].use_count() == 1) r.prior.emplace_back(r.value_tensors[k], std::move(r.values[k]));
   r.values.clear();
   r.value_tensors.clear();
+  // The same steps are computed from the shapes at every size
+  // (ComputedFromShapes), so the same tensors are needed.
   r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
   r.computed_tensors = bound.computed_tensors;
+  r.needed = bound.needed;
   // Only the steps a change of sizes can reach are walked (CheckedPlan::reach_steps, their operands
   // in one flat array: a resolution runs with cold caches, and the steps' own vectors are scattered);
   // the others keep the bound's everything, their scratch is the bound's unreached_scratch.
   const bool indexed = bound.reach_offsets.size() == bound.reach_steps.size() + 1 &&
                        bound.reach_shape_deps.size() == bound.reach_steps.size() &&
                        bound.reach_fast.size() == bound.reach_steps.size() &&
-                       bound.reach_param_at.size() == bound.reach_steps.size() &&
-                       bound.unreached_needed.size() == nt;
+                       bound.reach_param_at.size() == bound.reach_steps.size();
   r.scratch_bytes = indexed ? bound.unreached_scratch : 0;
   r.shapes_kept = r.shapes_fast = r.shapes_inferred = 0;
   // Per tensor: its shape (kShape) or its value computed from the shapes
@@ -1016,27 +1014,11 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         return InvalidArgument(b.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
       r.guarded_off[si] = !GuardHolds(s.guard, rs.outputs[0].shape);
     }
-    // ComputedFromShapes over the resolution's values.
-    bool computed = false;
+    // Which steps are computed from the shapes does not depend on the sizes
+    // (ComputedFromShapes: the bytes planned at the bound).
     const bool shape_op = indexed ? (bound.reach_shape_deps[k] & CheckedPlan::kShapeOfRank) != 0
                                   : (s.op == "Shape" || s.op == "Size");
-    if (shape_op) {
-      computed = s.inputs.size() == 1 && s.inputs[0] >= 0;
-    } else {
-      bool all_known = true, any_computed = false;
-      for (int32_t t : s.inputs) {
-        if (t < 0) continue;
-        if (!r.value(t)) {
-          all_known = false;
-          break;
-        }
-        any_computed = any_computed || r.computed_tensors[t];
-      }
-      uint64_t bytes = 0;
-      for (const auto& o : rs.outputs) bytes += static_cast<uint64_t>(o.bytes());
-      computed = all_known && any_computed && bytes <= kMaxShapeValueBytes;
-    }
-    if (computed) {
+    if (bound.computed_steps[si]) {
       values.clear();
       // The storage of this output's value in the resolution made over, if any.
       r.spare.clear();
@@ -1057,7 +1039,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         if (!ev.ok()) return InvalidArgument(b.where + ": evaluating it from the shapes: " + ev.status().message());
         values = std::move(ev).value();
       }
-      r.computed_steps[si] = true;
       for (size_t i = 0; i < s.outputs.size() && i < values.size(); ++i) {
         if (values[i]->dtype != rs.outputs[i].dtype || values[i]->shape != rs.outputs[i].shape)
           return InvalidArgument(b.where + ": its value from the shapes disagrees with its inferred output");
@@ -1065,16 +1046,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         const ir::TensorData* was = bound.computed_tensors[t] ? bound.small_constants[t].get() : nullptr;
         if (!was || was->bytes != values[i]->bytes) changed[t] |= kValue;
         set_value(t, std::move(values[i]));
-        r.computed_tensors[t] = true;
-      }
-    } else {
-      if (r.computed_steps[si]) {  // computed at the bound, not at these sizes
-        r.computed_steps[si] = false;
-        for (int32_t t : s.outputs) {
-          r.computed_tensors[t] = false;
-          set_value(t, nullptr);
-          changed[t] |= kValue;
-        }
       }
     }
     if (b.def->scratch) {
@@ -1088,20 +1059,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     r.scratch_bytes = std::max(r.scratch_bytes, (rs.scratch + 63) / 64 * 64);
     r.step_slot[si] = static_cast<int32_t>(used++);
   }
-  if (indexed) {  // a step never reached is computed exactly where it is at the bound
-    r.needed = bound.unreached_needed;
-    for (size_t k = 0; k < bound.reach_steps.size(); ++k)
-      if (!r.computed_steps[bound.reach_steps[k]])
-        for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j)
-          if (bound.reach_inputs[j] >= 0) r.needed[bound.reach_inputs[j]] = true;
-  } else {
-    r.needed.assign(nt, false);
-    for (size_t si = 0; si < ns; ++si)
-      if (!r.computed_steps[si])
-        for (int32_t t : c.steps[si].inputs)
-          if (t >= 0) r.needed[t] = true;
-  }
-  for (int32_t t : c.outputs) r.needed[t] = true;
   return Status::Ok();
 }
 

@@ -64,8 +64,7 @@ struct CheckedPlan {
   // inputs' sizes can reach (reading a method input or a reached step's
   // output), in order, with their input tensors flat (step reach_steps[k]'s
   // are reach_inputs[reach_offsets[k] .. reach_offsets[k + 1]]); of the
-  // others, the largest scratch (rounded up to 64 bytes) and, per tensor,
-  // whether one of them not computed from the shapes reads it.
+  // others, the largest scratch (rounded up to 64 bytes).
   std::vector<int32_t> reach_steps, reach_offsets, reach_inputs;
   // Per reached step (as reach_steps): which of its inputs' values, where
   // they are computed from the shapes, can change its output shapes (bit i:
@@ -83,7 +82,6 @@ struct CheckedPlan {
   std::vector<int32_t> reach_param_at;
   std::vector<int64_t> reach_params;
   uint64_t unreached_scratch = 0;
-  std::vector<bool> unreached_needed;
 };
 
 // Checks every tensor (dtype, element count, arena bounds and alignment,
@@ -101,9 +99,10 @@ struct CheckedPlan {
 // rank and fit the bytes planned at the bound, and `infos` holds the shapes
 // of this run. In such a plan the small values computed from shapes alone
 // (a Shape or Size step, and steps whose inputs are all such values or small
-// weights and whose outputs are small) are evaluated here, so that the steps
-// reading them (a Reshape's shape, a Slice's ends) infer and create as if
-// they were constants; they still run as steps.
+// weights and whose outputs are planned at most kMaxShapeValueBytes at the
+// bound) are evaluated here, so that the steps reading them (a Reshape's
+// shape, a Slice's ends) infer and create as if they were constants; they
+// still run as steps. Which steps those are does not depend on the sizes.
 //
 // `weight_constants` (per tensor, as a CheckedPlan of the same plan holds in
 // small_constants) lets a resolution share the small weights' contents read
@@ -278,8 +277,10 @@ std::shared_ptr<ir::TensorData> SpareTensor(std::vector<std::shared_ptr<ir::Tens
 // its output 0 has shape `out0`.
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
 
-// The largest value (all outputs of a step, in bytes) a plan with symbols
-// computes from the shapes at load and at each new size: the values shape
+// The largest value (all outputs of a step, in bytes planned at the bound) a
+// plan with symbols computes from the shapes at load and at each new size
+// (planned, not at the sizes of a run: the same steps are computed at every
+// size, and none is larger at a run than at the bound): the values shape
 // inference reads (a Reshape's target, a Slice's ends, a Range's limit) are a
 // few dims. Larger ones (a Range over the sequence, a mask made from it, a
 // ConstantOfShape of the sequence's length) are made by their steps' kernels
@@ -288,10 +289,11 @@ bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
 inline constexpr uint64_t kMaxShapeValueBytes = 512;
 
 // Whether step `s` of a plan with symbols is one of the values computed from
-// shapes alone (see CheckPlan), given which of its inputs are.
+// shapes alone (see CheckPlan), given which of its inputs are and the bytes
+// planned per tensor.
 bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
                         const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
-                        const std::vector<TensorInfo>& outputs);
+                        const std::vector<uint64_t>& planned_bytes);
 
 // State binding `b` of plan `c` (format::ContextDesc::StateDesc; its indices
 // and shapes already checked by the metadata checks): the output is written
