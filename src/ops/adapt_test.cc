@@ -149,6 +149,25 @@ TEST(Adapts, ConcatGatherAndViews) {
   CheckAdapts("Reshape", A(), {F({2, 3, 4}, 1), I64({2}, {0, -1})}, {F({2, 5, 4}, 2), I64({2}, {0, -1})});
 }
 
+TEST(Adapts, RangeAndFillsOverOtherCounts) {
+  // Positions over a past that grew or shrank (to none), other starts and steps than at creation.
+  CheckAdapts("Range", A(), {I64({}, {0}), I64({}, {9}), I64({}, {1})}, {I64({}, {3}), I64({}, {40}), I64({}, {1})});
+  CheckAdapts("Range", A(), {I64({}, {0}), I64({}, {9}), I64({}, {1})}, {I64({}, {5}), I64({}, {5}), I64({}, {1})});
+  CheckAdapts("Range", A(), {I64({}, {10}), I64({}, {0}), I64({}, {-3})}, {I64({}, {7}), I64({}, {-20}), I64({}, {-2})});
+  CheckAdapts("Range", A(), {F32({}, {0.5f}), F32({}, {3.f}), F32({}, {0.5f})}, {F32({}, {-1.f}), F32({}, {4.f}), F32({}, {0.25f})});
+  CheckAdapts("Range", A(), {Typed(DType::kI32, {}, std::vector<int32_t>{1}), Typed(DType::kI32, {}, std::vector<int32_t>{4}),
+                             Typed(DType::kI32, {}, std::vector<int32_t>{1})},
+              {Typed(DType::kI32, {}, std::vector<int32_t>{2}), Typed(DType::kI32, {}, std::vector<int32_t>{70}),
+               Typed(DType::kI32, {}, std::vector<int32_t>{3})});
+  // A mask's zeros and ones over more (or no) elements; each fill width.
+  CheckAdapts("ConstantOfShape", A(), {I64({2}, {1, 9})}, {I64({2}, {3, 40})});
+  CheckAdapts("ConstantOfShape", A(), {I64({2}, {1, 9})}, {I64({2}, {1, 0})});
+  CheckAdapts("ConstantOfShape", A().Is("value", {1}).I("value.dtype", static_cast<int64_t>(DType::kI64)),
+              {I64({1}, {4})}, {I64({1}, {200000})});
+  CheckAdapts("ConstantOfShape", A().Is("value", {1}).I("value.dtype", static_cast<int64_t>(DType::kBool)),
+              {I64({3}, {1, 2, 2})}, {I64({3}, {1, 5, 7})});
+}
+
 TEST(Adapts, MatMulGeometries) {
   // Attention over a growing past: scores and the weighted sum.
   CheckAdapts("MatMul", A(), {F({1, 4, 1, 16}, 1), F({1, 4, 16, 9}, 2)}, {F({1, 4, 1, 16}, 3), F({1, 4, 16, 30}, 4)});

@@ -166,13 +166,15 @@ Result<std::unique_ptr<Kernel>> CreateConstantOfShape(const CreateContext& c) {
   DType dtype;
   uint64_t bits;
   FCB_RETURN_IF_ERROR(ParseFill(AsInfer(c), &dtype, &bits));
-  const int64_t n = c.outputs[0].numel();
+  // Adapts: the count is the output's (operand 1) at each run.
+  const ir::Shape made = c.outputs[0].shape;
   Result<std::unique_ptr<Kernel>> r = Internal("fill size");
   DispatchBySize(ir::DTypeSize(dtype), [&](auto tag) {
     using T = decltype(tag);
     T v;
     std::memcpy(&v, &bits, sizeof(T));
-    r = MakeKernel([v, n](const RunContext& ctx, const void* const*, void* const* out) -> Status {
+    r = MakeAdaptingKernel([v, made](const RunContext& ctx, const void* const*, void* const* out) -> Status {
+      const int64_t n = ir::NumElements(ctx.ShapeOf(1, made));
       T* y = static_cast<T*>(out[0]);
       ctx.pool->ParallelFor(n, 65536, [&](int64_t b, int64_t e) { std::fill(y + b, y + e, v); });
       return Status::Ok();
@@ -221,7 +223,7 @@ Status RunRange(const void* const* in, void* out, int64_t n) {
   const T delta = *static_cast<const T*>(in[2]);
   T* y = static_cast<T*>(out);
   if constexpr (std::is_integral_v<T>) {
-    // Wrapping arithmetic: the count was bounded at create time.
+    // Wrapping arithmetic: the count was bounded by the inference.
     using U = std::make_unsigned_t<T>;
     for (int64_t i = 0; i < n; ++i)
       y[i] = static_cast<T>(static_cast<U>(start) + static_cast<U>(i) * static_cast<U>(delta));
@@ -232,9 +234,12 @@ Status RunRange(const void* const* in, void* out, int64_t n) {
 }
 
 Result<std::unique_ptr<Kernel>> CreateRange(const CreateContext& c) {
-  const int64_t n = c.outputs[0].numel();
+  // Adapts: the count is the output's (operand 3) at each run, which the
+  // inference bounded; start and delta are read from the inputs.
+  const ir::Shape made = c.outputs[0].shape;
   const DType t = c.outputs[0].dtype;
-  return MakeKernel([n, t](const RunContext&, const void* const* in, void* const* out) -> Status {
+  return MakeAdaptingKernel([made, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const int64_t n = ir::NumElements(ctx.ShapeOf(3, made));
     switch (t) {
       case DType::kF32: return RunRange<float>(in, out[0], n);
       case DType::kF64: return RunRange<double>(in, out[0], n);
