@@ -367,7 +367,11 @@ class Lowerer final : public ops::LowerContext {
     // The shapes the loader works out symbolically (ops::InferSymbolicPlan:
     // what inspect shows, the relations a run is checked against) must
     // agree with every resolution too.
+    // The loader compiles the values computed from the shapes from them
+    // (ops::CompileComputedValues): the resolutions here take those values
+    // from that program, as a run's do.
     const ops::SymbolicPlan symbolic = ops::InferSymbolicPlan(ctx_, checked.value());
+    ops::CompileComputedValues(ctx_, symbolic, &checked.value());
     for (int probe = 0; probe < 2; ++probe) {
       std::vector<int64_t> at;
       std::string where;

@@ -927,6 +927,33 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       set_info(t, &slot);
     }
   }
+  // The values compiled from the symbolic plan (CheckedPlan::value_program)
+  // at these sizes, where the inputs give every symbol one value within its
+  // range and the program evaluates (no division by zero, no overflow);
+  // else every computed step is evaluated as the step.
+  bool program_ready = indexed && bound.reach_value_at.size() == bound.reach_steps.size() &&
+                       bound.value_program.num_outputs() > 0 &&
+                       bound.value_program.num_symbols() == c.symbols.size();
+  if (program_ready) {
+    r.symbol_values.assign(c.symbols.size(), -1);
+    size_t k = 0;
+    for (size_t i = 0; program_ready && i < c.inputs.size(); ++i)
+      for (size_t d = 0; program_ready && d < input_shapes[i].size(); ++d, ++k) {
+        const int32_t id = k < c.input_symbols.size() ? c.input_symbols[k] : -2;
+        if (id == -1) continue;
+        const int64_t v = input_shapes[i][d];
+        program_ready = id >= 0 && static_cast<size_t>(id) < c.symbols.size() && v >= c.symbols[id].lo &&
+                        v <= c.symbols[id].hi && (r.symbol_values[id] < 0 || r.symbol_values[id] == v);
+        if (program_ready) r.symbol_values[id] = v;
+      }
+    program_ready = program_ready && k == c.input_symbols.size() &&
+                    std::find(r.symbol_values.begin(), r.symbol_values.end(), -1) == r.symbol_values.end();
+    if (program_ready) {
+      r.program_slots.resize(bound.value_program.num_slots());
+      program_ready = bound.value_program.Evaluate(r.symbol_values, r.program_slots).ok();
+    }
+  }
+  r.values_compiled = 0;
   // One step's operands, reused from step to step (their shapes' storage
   // too); kernel creation gathers them again (ResolvedPlan::create_context).
   std::vector<TensorInfo> inputs;
@@ -954,6 +981,31 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       for (int32_t t : c.steps[si].inputs) touched = touched || (t >= 0 && changed[t]);
     }
     if (!touched) {  // the same operands as at the bound: the same outputs, values and scratch
+      r.scratch_bytes = std::max(r.scratch_bytes, (bound.steps[si].scratch + 63) / 64 * 64);
+      continue;
+    }
+    if (program_ready && bound.reach_value_at[k] >= 0) {
+      // A computed step whose values the program gave: its outputs keep the
+      // bound's shapes (the same at every size) and it needs no scratch.
+      size_t at = static_cast<size_t>(bound.reach_value_at[k]);
+      for (int32_t t : c.steps[si].outputs) {
+        const ir::Shape& shape = bound.infos[t].shape;
+        const size_t n = static_cast<size_t>(ir::NumElements(shape));
+        r.spare.clear();
+        for (auto& [pt, pv] : r.prior)
+          if (pt == t && pv) {
+            r.spare.push_back(std::move(pv));
+            break;
+          }
+        auto v = SpareTensor(&r.spare, ir::DType::kI64, shape.data(), shape.data() + shape.size(), n * sizeof(int64_t));
+        int64_t* e = v->mutable_data<int64_t>();
+        for (size_t j = 0; j < n; ++j) e[j] = r.program_slots[bound.value_program.output_slot(at + j)];
+        at += n;
+        const ir::TensorData* was = bound.small_constants[t].get();
+        if (!was || was->bytes != v->bytes) changed[t] |= kValue;
+        set_value(t, std::move(v));
+      }
+      ++r.values_compiled;
       r.scratch_bytes = std::max(r.scratch_bytes, (bound.steps[si].scratch + 63) / 64 * 64);
       continue;
     }

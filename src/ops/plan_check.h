@@ -11,6 +11,7 @@
 
 #include "fcb/status.h"
 #include "format/file_desc.h"
+#include "ir/symbolic.h"
 #include "ops/op.h"
 
 namespace fcb::ops {
@@ -82,6 +83,15 @@ struct CheckedPlan {
   std::vector<int32_t> reach_param_at;
   std::vector<int64_t> reach_params;
   uint64_t unreached_scratch = 0;
+  // Where CompileComputedValues ran (the runtime's loader): the elements of
+  // the values computed from the shapes that the symbolic plan knows, as one
+  // program over the method's symbols; per reached step (as reach_steps),
+  // where its outputs' elements start among the program's outputs (each
+  // output row-major, in order), or -1: ResolvePlan evaluates the program
+  // once at each new size and takes those steps' values from it instead of
+  // evaluating the steps.
+  ir::DimProgram value_program;
+  std::vector<int32_t> reach_value_at;
 };
 
 // Checks every tensor (dtype, element count, arena bounds and alignment,
@@ -157,8 +167,13 @@ struct ResolvedPlan {
   std::vector<std::shared_ptr<ir::TensorData>> spare;
   uint64_t scratch_bytes = 0;
   // How the steps walked again got their output shapes: the bound's kept
-  // (only values they ignore changed), FastShape, the op's inference.
-  uint32_t shapes_kept = 0, shapes_fast = 0, shapes_inferred = 0;
+  // (only values they ignore changed), FastShape, the op's inference; and
+  // how many computed steps took their values from the bound's
+  // value_program.
+  uint32_t shapes_kept = 0, shapes_fast = 0, shapes_inferred = 0, values_compiled = 0;
+  // ResolvePlan's own: the symbols' values at these sizes and the value
+  // program's slots.
+  std::vector<int64_t> symbol_values, program_slots;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
   const TensorInfo& info(int32_t t) const { return info_at[t] ? *info_at[t] : bound->infos[t]; }

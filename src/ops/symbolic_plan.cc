@@ -613,6 +613,39 @@ std::string SymbolicDifference(const format::ContextDesc& c, const SymbolicPlan&
   return "";
 }
 
+void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym, CheckedPlan* bound) {
+  CheckedPlan& b = *bound;
+  b.value_program = ir::DimProgram();
+  b.reach_value_at.clear();
+  if (sym.values.size() != c.tensors.size() || sym.shapes.size() != c.tensors.size() ||
+      b.computed_steps.size() != c.steps.size() || b.steps.size() != c.steps.size())
+    return;
+  std::vector<DimExpr> exprs;
+  std::vector<int32_t> at(b.reach_steps.size(), -1);
+  for (size_t k = 0; k < b.reach_steps.size(); ++k) {
+    const size_t si = static_cast<size_t>(b.reach_steps[k]);
+    const format::StepDesc& s = c.steps[si];
+    if (!b.computed_steps[si] || b.steps[si].def->scratch || !s.guard.empty() || s.outputs.empty()) continue;
+    bool known = true;
+    size_t elements = 0;
+    for (int32_t t : s.outputs) {
+      const auto& shape = t >= 0 ? sym.shapes[t] : std::nullopt;
+      const auto fixed = shape ? ir::StaticShape(*shape) : std::nullopt;
+      known = known && t >= 0 && b.infos[t].dtype == ir::DType::kI64 && fixed && *fixed == b.infos[t].shape &&
+              sym.values[t] && static_cast<int64_t>(sym.values[t]->size()) == ir::NumElements(*fixed);
+      if (known) elements += sym.values[t]->size();
+    }
+    if (!known || exprs.size() + elements > ir::DimProgram::kMaxOutputs) continue;
+    at[k] = static_cast<int32_t>(exprs.size());
+    for (int32_t t : s.outputs) exprs.insert(exprs.end(), sym.values[t]->begin(), sym.values[t]->end());
+  }
+  if (exprs.empty()) return;
+  auto program = ir::DimProgram::Compile(exprs, c.symbols.size());
+  if (!program.ok()) return;
+  b.value_program = std::move(program).value();
+  b.reach_value_at = std::move(at);
+}
+
 std::string SymShapeText(const ir::SymShape& s, const ir::SymbolTable& symbols) {
   if (s.empty()) return "scalar";
   std::string out;

@@ -49,6 +49,14 @@ struct SymbolicPlan {
 // the bound. Never fails: what it cannot work out stays unknown.
 SymbolicPlan InferSymbolicPlan(const format::ContextDesc& c, const CheckedPlan& bound);
 
+// Compiles into `bound` (the check at the bound `sym` was inferred from) the
+// values plan `c` computes from the shapes that `sym` knows: every computed
+// step reached by a change of sizes whose outputs are int64 tensors of one
+// shape at every size with every element known, and that needs no scratch,
+// gets its elements from CheckedPlan::value_program (see there). Leaves the
+// plan as it was where none does or the expressions do not compile.
+void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym, CheckedPlan* bound);
+
 // Where `sym` disagrees with resolution `r` of the same plan at symbol
 // values `values` (one per symbol): a known shape that evaluates to another
 // shape than r's, or a required equality that does not hold. Empty when

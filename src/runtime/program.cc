@@ -132,8 +132,12 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     m->steps.push_back(std::move(ps));
   }
   if (c.dynamic()) {
+    // The relations every run must meet, and the values computed from the
+    // shapes compiled into one program that each new size evaluates.
+    ops::SymbolicPlan sym = ops::InferSymbolicPlan(c, p);
+    ops::CompileComputedValues(c, sym, &plan.value());
+    m->requirements = std::move(sym.requires_equal);
     m->bound_plan = std::make_unique<const ops::CheckedPlan>(std::move(plan).value());
-    m->requirements = ops::InferSymbolicPlan(c, *m->bound_plan).requires_equal;
   }
   return Status::Ok();
 }
