@@ -168,6 +168,30 @@ TEST(Adapts, RangeAndFillsOverOtherCounts) {
               {I64({3}, {1, 2, 2})}, {I64({3}, {1, 5, 7})});
 }
 
+TEST(Adapts, SlicesSplitsAndExpands) {
+  // A Slice's bounds read at each run (constants at creation, values computed from the shapes later):
+  // the last rows of a growing past, a negative step, ends past the dim, an empty result, int32 bounds.
+  CheckAdapts("Slice", A(), {F({1, 4, 9, 16}, 1), I64({1}, {-1}), I64({1}, {INT64_MAX}), I64({1}, {2})},
+              {F({1, 4, 30, 16}, 2), I64({1}, {-5}), I64({1}, {INT64_MAX}), I64({1}, {2})});
+  CheckAdapts("Slice", A(), {F({6, 5}, 1), I64({2}, {0, 1}), I64({2}, {3, 4}), I64({2}, {0, 1}), I64({2}, {1, 1})},
+              {F({9, 7}, 2), I64({2}, {8, 6}), I64({2}, {-100, 0}), I64({2}, {0, 1}), I64({2}, {-2, -3})});
+  CheckAdapts("Slice", A(), {F({6, 5}, 1), I64({1}, {1}), I64({1}, {3})}, {F({2, 5}, 2), I64({1}, {1}), I64({1}, {1})});
+  CheckAdapts("Slice", A(), {Ints({8}, 9, 1), Typed(DType::kI32, {1}, std::vector<int32_t>{2}),
+                             Typed(DType::kI32, {1}, std::vector<int32_t>{6})},
+              {Ints({20}, 9, 2), Typed(DType::kI32, {1}, std::vector<int32_t>{3}),
+               Typed(DType::kI32, {1}, std::vector<int32_t>{17})});
+  // Opset 1's attributes: the input's shape alone changes.
+  CheckAdapts("Slice", A().Is("starts", {1}).Is("ends", {-1}).Is("axes", {1}), {F({2, 6}, 1)}, {F({3, 11}, 2)});
+  // Split along a growing dim: pieces by the split input, even pieces, opset 18's last smaller piece.
+  CheckAdapts("Split", A().I("axis", 1), {F({2, 6, 3}, 1), I64({2}, {2, 4})}, {F({2, 9, 3}, 2), I64({2}, {5, 4})}, 2);
+  CheckAdapts("Split", A().I("axis", -1), {F({3, 8}, 1)}, {F({5, 4}, 2)}, 2);
+  CheckAdapts("Split", A().I("axis", 0).I("num_outputs", 3), {F({7, 2}, 1)}, {F({11, 2}, 2)}, 3);
+  // Expand to a mask's shape that grew, shrank and lost a broadcast dim.
+  CheckAdapts("Expand", A(), {F({1, 1, 1, 9}, 1), I64({4}, {1, 4, 9, 9})}, {F({1, 1, 1, 30}, 2), I64({4}, {1, 4, 30, 30})});
+  CheckAdapts("Expand", A(), {F({3, 1}, 1), I64({2}, {3, 5})}, {F({3, 1}, 2), I64({2}, {1, 1})});
+  CheckAdapts("Expand", A(), {Bools({1, 9}, 1), I64({3}, {2, 1, 9})}, {Bools({1, 2}, 2), I64({3}, {2, 3, 2})});
+}
+
 TEST(Adapts, MatMulGeometries) {
   // Attention over a growing past: scores and the weighted sum.
   CheckAdapts("MatMul", A(), {F({1, 4, 1, 16}, 1), F({1, 4, 16, 9}, 2)}, {F({1, 4, 1, 16}, 3), F({1, 4, 16, 30}, 4)});

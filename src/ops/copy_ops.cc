@@ -74,8 +74,9 @@ void ConcatRows(const RunContext& ctx, const void* const* in, uint8_t* y, int64_
   });
 }
 
-// Concats of at most this many inputs adapt to other shapes (Kernel::adapts:
-// their blocks are worked out on the stack at such a run).
+// Concats of at most this many inputs, and Splits of at most this many
+// outputs, adapt to other shapes (Kernel::adapts: their blocks are worked
+// out on the stack at such a run).
 constexpr size_t kAdaptingConcatInputs = 16;
 
 Result<std::unique_ptr<Kernel>> CreateConcat(const CreateContext& c) {
@@ -167,24 +168,47 @@ Status InferSplit(const InferContext& c, std::vector<TensorInfo>* outs) {
   return Status::Ok();
 }
 
+// Per outer index o, piece i's block[i] bytes at x + o * row_bytes +
+// offset[i] go to out[i] + o * block[i] (Concat's rows the other way).
+void SplitRows(const RunContext& ctx, const uint8_t* x, void* const* out, int64_t outer, size_t row_bytes,
+               const size_t* block, const size_t* offset, size_t pieces) {
+  ctx.pool->ParallelFor(outer, GrainFor(static_cast<int64_t>(row_bytes), 1 << 16), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o)
+      for (size_t i = 0; i < pieces; ++i)
+        if (block[i]) std::memcpy(static_cast<uint8_t*>(out[i]) + o * block[i], x + o * row_bytes + offset[i], block[i]);
+  });
+}
+
 Result<std::unique_ptr<Kernel>> CreateSplit(const CreateContext& c) {
   int64_t axis;
   std::vector<int64_t> sizes;
   FCB_RETURN_IF_ERROR(SplitSizes(AsInfer(c), &axis, &sizes));
-  BlockPlan p = MakeBlocks(c.inputs[0].shape, axis, sizes, ir::DTypeSize(c.inputs[0].dtype));
-  return MakeKernel([p = std::move(p)](const RunContext& ctx, const void* const* in,
-                                       void* const* out) -> Status {
+  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
+  BlockPlan p = MakeBlocks(c.inputs[0].shape, axis, sizes, es);
+  // At other shapes (Kernel::adapts) each piece's size is its output's dim
+  // along the axis (operands after the inputs), whatever gave it.
+  auto run = [p = std::move(p), axis, es, first_out = c.inputs.size()](const RunContext& ctx, const void* const* in,
+                                                                         void* const* out) -> Status {
     const uint8_t* x = static_cast<const uint8_t*>(in[0]);
-    ctx.pool->ParallelFor(p.outer, GrainFor(static_cast<int64_t>(p.row_bytes), 1 << 16),
-                          [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o)
-        for (size_t i = 0; i < p.block.size(); ++i)
-          if (p.block[i])
-            std::memcpy(static_cast<uint8_t*>(out[i]) + o * p.block[i],
-                        x + o * p.row_bytes + p.offset[i], p.block[i]);
-    });
+    const size_t pieces = p.block.size();
+    if (!ctx.shapes) {
+      SplitRows(ctx, x, out, p.outer, p.row_bytes, p.block.data(), p.offset.data(), pieces);
+      return Status::Ok();
+    }
+    const ir::Shape& whole = *ctx.shapes[0];
+    const size_t a = static_cast<size_t>(axis);
+    const size_t inner = static_cast<size_t>(SafeProduct(whole, a + 1, whole.size())) * es;
+    size_t block[kAdaptingConcatInputs], offset[kAdaptingConcatInputs], off = 0;
+    for (size_t i = 0; i < pieces; ++i) {
+      block[i] = static_cast<size_t>((*ctx.shapes[first_out + i])[a]) * inner;
+      offset[i] = off;
+      off += block[i];
+    }
+    SplitRows(ctx, x, out, SafeProduct(whole, 0, a), off, block, offset, pieces);
     return Status::Ok();
-  });
+  };
+  if (sizes.size() <= kAdaptingConcatInputs) return MakeAdaptingKernel(std::move(run));
+  return MakeKernel(std::move(run));
 }
 
 // --- Gather --------------------------------------------------------------------------
@@ -262,39 +286,60 @@ struct SliceAxis {
   int64_t start = 0, step = 1, count = 0;
 };
 
-// Per input dim: first element, step and element count, by ONNX's clamping rules.
+// Per dim of an input of shape `x`: first element, step and element count,
+// by ONNX's clamping rules.
+Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<int64_t>& starts,
+                   const std::vector<int64_t>& ends, std::vector<int64_t> axes, bool has_axes,
+                   std::vector<int64_t> steps, bool has_steps, std::vector<SliceAxis>* out);
+
+// Slice's starts, ends, axes and steps (inputs 1 to 4, or the attributes of
+// opsets before 10), and the axes they give at the input's shape.
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool has_starts = false, has_ends = false, has_axes = false, has_steps = false;
+};
+Status SliceParamsOf(const InferContext& c, SliceParams* p) {
+  FCB_RETURN_IF_ERROR(IntsParam(c, 1, "starts", &p->starts, &p->has_starts));
+  FCB_RETURN_IF_ERROR(IntsParam(c, 2, "ends", &p->ends, &p->has_ends));
+  FCB_RETURN_IF_ERROR(IntsParam(c, 3, "axes", &p->axes, &p->has_axes));
+  return ConstIntsInput(c, 4, "steps", &p->steps, &p->has_steps);
+}
+
 Status ParseSlice(const InferContext& c, std::vector<SliceAxis>* out) {
   const TensorInfo& x = Input(c, 0);
   if (!x.present()) return OpError(c.op, "data input is missing");
-  const int64_t r = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> starts, ends, axes, steps;
-  bool has_starts, has_ends, has_axes, has_steps;
-  FCB_RETURN_IF_ERROR(IntsParam(c, 1, "starts", &starts, &has_starts));
-  FCB_RETURN_IF_ERROR(IntsParam(c, 2, "ends", &ends, &has_ends));
-  FCB_RETURN_IF_ERROR(IntsParam(c, 3, "axes", &axes, &has_axes));
-  FCB_RETURN_IF_ERROR(ConstIntsInput(c, 4, "steps", &steps, &has_steps));
-  if (!has_starts || !has_ends) return OpError(c.op, "starts and ends are required");
+  SliceParams p;
+  FCB_RETURN_IF_ERROR(SliceParamsOf(c, &p));
+  if (!p.has_starts || !p.has_ends) return OpError(c.op, "starts and ends are required");
+  return SliceAxesOf(c.op, x.shape, p.starts, p.ends, std::move(p.axes), p.has_axes, std::move(p.steps), p.has_steps,
+                     out);
+}
+
+Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<int64_t>& starts,
+                   const std::vector<int64_t>& ends, std::vector<int64_t> axes, bool has_axes,
+                   std::vector<int64_t> steps, bool has_steps, std::vector<SliceAxis>* out) {
+  const int64_t r = static_cast<int64_t>(x.size());
   const size_t n = starts.size();
-  if (ends.size() != n) return OpError(c.op, "starts and ends differ in length");
+  if (ends.size() != n) return OpError(op, "starts and ends differ in length");
   if (!has_axes) {
-    if (static_cast<int64_t>(n) > r) return OpError(c.op, "more starts than dims");
+    if (static_cast<int64_t>(n) > r) return OpError(op, "more starts than dims");
     axes.resize(n);
     for (size_t i = 0; i < n; ++i) axes[i] = static_cast<int64_t>(i);
   }
   if (!has_steps) steps.assign(n, 1);
   if (axes.size() != n || steps.size() != n)
-    return OpError(c.op, "axes/steps differ in length from starts");
+    return OpError(op, "axes/steps differ in length from starts");
   out->assign(r, SliceAxis{});
   std::vector<bool> seen(r, false);
-  for (int64_t d = 0; d < r; ++d) (*out)[d] = SliceAxis{0, 1, x.shape[d]};
+  for (int64_t d = 0; d < r; ++d) (*out)[d] = SliceAxis{0, 1, x[d]};
   for (size_t i = 0; i < n; ++i) {
     int64_t a;
-    FCB_RETURN_IF_ERROR(NormalizeAxis(c.op, axes[i], r, &a));
-    if (seen[a]) return OpError(c.op, "axes contain a duplicate");
+    FCB_RETURN_IF_ERROR(NormalizeAxis(op, axes[i], r, &a));
+    if (seen[a]) return OpError(op, "axes contain a duplicate");
     seen[a] = true;
-    const int64_t dim = x.shape[a], step = steps[i];
-    if (step == 0) return OpError(c.op, "step is zero");
-    if (step == INT64_MIN) return OpError(c.op, "step out of range");
+    const int64_t dim = x[a], step = steps[i];
+    if (step == 0) return OpError(op, "step is zero");
+    if (step == INT64_MIN) return OpError(op, "step out of range");
     if (dim == 0) {
       (*out)[a] = SliceAxis{0, step, 0};
       continue;
@@ -328,47 +373,101 @@ Status InferSlice(const InferContext& c, std::vector<TensorInfo>* outs) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
-  std::vector<SliceAxis> ax;
-  FCB_RETURN_IF_ERROR(ParseSlice(AsInfer(c), &ax));
-  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
-  const int64_t total = c.outputs[0].numel();
-  if (total == 0 || ax.empty()) {
-    const size_t bytes = static_cast<size_t>(total) * es;
-    return MakeKernel([bytes](const RunContext&, const void* const* in, void* const* out) -> Status {
-      CopyBytes(out[0], in[0], bytes);
-      return Status::Ok();
-    });
-  }
-  if (ax.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(c.op, "rank too high");
-  const std::vector<int64_t> in_st = DenseStrides(c.inputs[0].shape);
-  int64_t base = 0;
-  std::vector<int64_t> dims, src;  // outer dims (all but the last) and their source strides
+// A slice of an input as row copies: the output's elements, the first
+// source element, rows of `run` elements `run_step` apart, and the outer
+// dims (all but the last) with their source strides.
+struct SlicePlan {
+  int64_t total = 0, base = 0, run = 0, run_step = 1;
+  std::vector<int64_t> dims, src;
+};
+Status MakeSlicePlan(std::string_view op, const std::vector<SliceAxis>& ax, const ir::Shape& in, SlicePlan* p) {
+  p->total = 1;
+  for (const auto& a : ax) p->total *= a.count;
+  p->dims.clear();
+  p->src.clear();
+  p->base = 0;
+  if (p->total == 0 || ax.empty()) return Status::Ok();
+  if (ax.size() > static_cast<size_t>(kMaxRank)) return OpUnsupported(op, "rank too high");
+  const std::vector<int64_t> in_st = DenseStrides(in);
   for (size_t d = 0; d < ax.size(); ++d) {
-    base += ax[d].start * in_st[d];
+    p->base += ax[d].start * in_st[d];
     if (d + 1 < ax.size()) {
-      dims.push_back(ax[d].count);
-      src.push_back(ax[d].step * in_st[d]);
+      p->dims.push_back(ax[d].count);
+      p->src.push_back(ax[d].step * in_st[d]);
     }
   }
-  const int64_t run = ax.back().count, run_step = ax.back().step;
-  // Made below; an error only if nothing was (not built up front: kernels are remade at each new size).
+  p->run = ax.back().count;
+  p->run_step = ax.back().step;
+  return Status::Ok();
+}
+
+template <typename T>
+void RunSlicePlan(const RunContext& ctx, const SlicePlan& p, bool empty_rank, const void* in, void* out) {
+  if (p.total == 0 || empty_rank) {
+    CopyBytes(out, in, static_cast<size_t>(p.total) * sizeof(T));
+    return;
+  }
+  const T* x = static_cast<const T*>(in) + p.base;
+  T* y = static_cast<T*>(out);
+  ctx.pool->ParallelFor(p.total / p.run, GrainFor(p.run), [&](int64_t b, int64_t e) {
+    Odometer<1> od(p.dims, {&p.src});
+    od.Seek(b);
+    for (int64_t row = b; row < e; ++row, od.Next()) {
+      const T* xs = x + od.off[0];
+      T* ys = y + row * p.run;
+      if (p.run_step == 1) std::memcpy(ys, xs, static_cast<size_t>(p.run) * sizeof(T));
+      else for (int64_t i = 0; i < p.run; ++i) ys[i] = xs[i * p.run_step];
+    }
+  });
+}
+
+// Operand i (1 to 4) of a Slice at a run: its int64 or int32 elements.
+std::vector<int64_t> SliceOperandAt(const RunContext& ctx, const void* const* in, size_t i, DType dtype) {
+  const int64_t n = ir::NumElements(*ctx.shapes[i]);
+  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = dtype == DType::kI64 ? static_cast<const int64_t*>(in[i])[k] : static_cast<const int32_t*>(in[i])[k];
+  return v;
+}
+
+Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
+  const InferContext ic = AsInfer(c);
+  SliceParams params;
+  FCB_RETURN_IF_ERROR(SliceParamsOf(ic, &params));
+  std::vector<SliceAxis> ax;
+  FCB_RETURN_IF_ERROR(ParseSlice(ic, &ax));
+  SlicePlan plan;
+  FCB_RETURN_IF_ERROR(MakeSlicePlan(c.op, ax, c.inputs[0].shape, &plan));
+  const size_t es = ir::DTypeSize(c.inputs[0].dtype);
+  // At other shapes (Kernel::adapts) the slice is worked out again from the
+  // input's shape at the run and starts, ends, axes and steps read from the
+  // operands (what the inference read as constants) or the attributes.
+  std::array<DType, 5> from;  // per operand 1 to 4: its dtype, kUndefined for an attribute or absent
+  from.fill(DType::kUndefined);
+  for (size_t i = 1; i < 5 && i < c.inputs.size(); ++i)
+    if (c.inputs[i].present()) from[i] = c.inputs[i].dtype;
+  for (size_t i = 1; i < 5; ++i)
+    if (from[i] != DType::kUndefined && from[i] != DType::kI64 && from[i] != DType::kI32)
+      return OpError(c.op, "starts, ends, axes and steps must be int64 or int32");
+  const bool empty_rank = c.inputs[0].shape.empty();
   Result<std::unique_ptr<Kernel>> r = std::unique_ptr<Kernel>();
   DispatchBySize(es, [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-      const T* x = static_cast<const T*>(in[0]) + base;
-      T* y = static_cast<T*>(out[0]);
-      ctx.pool->ParallelFor(total / run, GrainFor(run), [&](int64_t b, int64_t e) {
-        Odometer<1> od(dims, {&src});
-        od.Seek(b);
-        for (int64_t row = b; row < e; ++row, od.Next()) {
-          const T* xs = x + od.off[0];
-          T* ys = y + row * run;
-          if (run_step == 1) std::memcpy(ys, xs, static_cast<size_t>(run) * sizeof(T));
-          else for (int64_t i = 0; i < run; ++i) ys[i] = xs[i * run_step];
-        }
-      });
+    r = MakeAdaptingKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      if (!ctx.shapes) {
+        RunSlicePlan<T>(ctx, plan, empty_rank, in[0], out[0]);
+        return Status::Ok();
+      }
+      SliceParams at = params;
+      std::vector<int64_t>* lists[5] = {nullptr, &at.starts, &at.ends, &at.axes, &at.steps};
+      for (size_t i = 1; i < 5; ++i)
+        if (from[i] != DType::kUndefined) *lists[i] = SliceOperandAt(ctx, in, i, from[i]);
+      std::vector<SliceAxis> axes_at;
+      SlicePlan p;
+      FCB_RETURN_IF_ERROR(SliceAxesOf("Slice", *ctx.shapes[0], at.starts, at.ends, std::move(at.axes), at.has_axes,
+                                      std::move(at.steps), at.has_steps, &axes_at));
+      FCB_RETURN_IF_ERROR(MakeSlicePlan("Slice", axes_at, *ctx.shapes[0], &p));
+      RunSlicePlan<T>(ctx, p, empty_rank, in[0], out[0]);
       return Status::Ok();
     });
   });

@@ -35,7 +35,16 @@ Result<std::unique_ptr<Kernel>> CreateExpand(const CreateContext& c) {
   Result<std::unique_ptr<Kernel>> r = OpUnsupported(c.op, "element size");
   DispatchBySize(ir::DTypeSize(c.inputs[0].dtype), [&](auto tag) {
     using T = decltype(tag);
-    r = MakeKernel([plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    // At other shapes (Kernel::adapts) the input broadcast into the output
+    // (operand 2: the shape input's values gave it) is planned at the run.
+    r = MakeAdaptingKernel([made = plan](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+      BroadcastPlan at;
+      const BroadcastPlan* p = &made;
+      if (ctx.shapes) {
+        FCB_RETURN_IF_ERROR(BroadcastPlan::Make("Expand", {ctx.shapes[0]}, *ctx.shapes[2], &at));
+        p = &at;
+      }
+      const BroadcastPlan& plan = *p;
       const T* x = static_cast<const T*>(in[0]);
       T* y = static_cast<T*>(out[0]);
       ctx.pool->ParallelFor(plan.items(), GrainFor(plan.piece), [&](int64_t s, int64_t e) {
