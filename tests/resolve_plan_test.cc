@@ -14,8 +14,10 @@
 // out (resnet18's convolutions over a changing picture are not: none are
 // required), and some outputs read as expected ("1x4x(past_sequence_length+1)x16").
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <map>
 
@@ -263,6 +265,99 @@ TEST(ResolvePlan, ResnetOnAGridOfSizesMatchesTheFullCheck) {
     grid.push_back({511, 512});
     return grid;
   });
+}
+
+// A value computed from the shapes that is larger than kMaxShapeValueBytes
+// but that an output's shape depends on stays computed at every size (here
+// a Range over the sequence that a NonZero reads, whose output's size
+// depends on its operand's contents; a kernel may only make it from a
+// constant operand), while a value as large that no shape depends on (a
+// mask, below the same Range) is made by its kernel at each run.
+TEST(ResolvePlan, LargeValuesFromTheShapesStayComputedWhereAShapeDependsOnThem) {
+  TempDir tmp;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("range_nonzero");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_value(1);
+  tt->mutable_shape()->add_dim()->set_dim_param("seq");
+  auto scalar = [&](const std::string& name, int64_t v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+  };
+  scalar("zero", 0);
+  scalar("one", 1);
+  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    auto* n = g->add_node();
+    n->set_name(out);
+    n->set_op_type(op);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("Shape", {"x"}, "shape");
+  node("Gather", {"shape", "one"}, "len");
+  node("Range", {"zero", "len", "one"}, "positions");     // [seq] int64: 1600 bytes at the bound
+  node("NonZero", {"positions"}, "nonzero");              // [1, seq-1]: its size is data-dependent
+  auto* cast = node("Cast", {"nonzero"}, "found");
+  auto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  node("Cast", {"positions"}, "positions_f")->add_attribute()->CopyFrom(*to);
+  node("Add", {"x", "positions_f"}, "shifted");           // a value no shape depends on
+  for (const char* name : {"found", "shifted"}) {
+    auto* o = g->add_output();
+    o->set_name(name);
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  const std::string model = tmp.File("range_nonzero.onnx");
+  {
+    std::ofstream f(model, std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  CompileSpec spec;
+  spec.targets = {"generic"};
+  spec.input_shapes["main:x"] = {1, {1, 200}};
+  ExpectResolutionsMatchFullChecks({{"main", model}}, spec, Together);
+
+  auto program = CompileForGeneric({{"main", model}}, spec, tmp.File("range_nonzero.fcb"));
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  const PreparedMethod& pm = ProgramAccess::Of(*program.value()).methods.at(0);
+  const format::ContextDesc& c = *pm.context;
+  int range_step = -1, positions_f_step = -1;
+  for (size_t si = 0; si < c.steps.size(); ++si) {
+    if (c.steps[si].op == "Range") range_step = static_cast<int>(si);
+    if (c.steps[si].op == "Cast" && c.tensors[c.steps[si].outputs[0]].name == "positions_f")
+      positions_f_step = static_cast<int>(si);
+  }
+  ASSERT_GE(range_step, 0);
+  EXPECT_TRUE(pm.bound_plan->computed_steps[range_step]) << "a NonZero's size depends on the Range";
+  if (positions_f_step >= 0)
+    EXPECT_FALSE(pm.bound_plan->computed_steps[positions_f_step]) << "no shape depends on the float positions";
+  auto ex = Execution::Create(program.value(), "main", 1);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  for (int64_t seq : {200, 1, 7, 137, 200, 64}) {
+    SCOPED_TRACE("seq " + std::to_string(seq));
+    std::vector<float> in(static_cast<size_t>(seq));
+    for (int64_t i = 0; i < seq; ++i) in[i] = 0.25f * static_cast<float>(i % 5);
+    ASSERT_TRUE(ex.value()->SetInput("x", in.data(), in.size() * 4, {1, seq}).ok());
+    const Status st = ex.value()->Run();
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(ex.value()->output_shape(0), (std::vector<int64_t>{1, seq - 1}));
+    ASSERT_EQ(ex.value()->output_shape(1), (std::vector<int64_t>{1, seq}));
+    const float* found = static_cast<const float*>(ex.value()->output_data(0));
+    const float* shifted = static_cast<const float*>(ex.value()->output_data(1));
+    for (int64_t i = 0; i + 1 < seq; ++i) ASSERT_EQ(found[i], static_cast<float>(i + 1)) << i;
+    for (int64_t i = 0; i < seq; ++i) ASSERT_EQ(shifted[i], in[i] + static_cast<float>(i)) << i;
+  }
 }
 
 }  // namespace

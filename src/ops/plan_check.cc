@@ -428,7 +428,7 @@ bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
 
 bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
                         const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
-                        const std::vector<uint64_t>& planned_bytes) {
+                        const std::vector<uint64_t>& planned_bytes, const std::vector<bool>& shapes_read) {
   if (s.op == "Shape" || s.op == "Size") return s.inputs.size() == 1 && s.inputs[0] >= 0;
   bool any_computed = false;
   for (int32_t t : s.inputs) {
@@ -437,8 +437,13 @@ bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& comp
     any_computed = any_computed || computed[t];
   }
   uint64_t bytes = 0;
-  for (int32_t t : s.outputs) bytes += t >= 0 ? std::min<uint64_t>(planned_bytes[t], kMaxShapeValueBytes + 1) : 0;
-  return any_computed && bytes <= kMaxShapeValueBytes;
+  bool read = false;
+  for (int32_t t : s.outputs) {
+    if (t < 0) continue;
+    bytes += std::min<uint64_t>(planned_bytes[t], kMaxInferConstantBytes + 1);
+    read = read || shapes_read[t];
+  }
+  return any_computed && bytes <= (read ? kMaxInferConstantBytes : kMaxShapeValueBytes);
 }
 
 Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights,
@@ -525,6 +530,24 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   }
   // Per tensor: computed from shapes alone at this size (plans with symbols).
   std::vector<bool> computed(nt, false);
+  // Plans with symbols, per tensor: whether some step's output shapes can
+  // depend on its value, as that step's input (ValueShapedInputs) or through
+  // the steps reading it (ComputedFromShapes: such values are computed up to
+  // the import's kMaxInferConstantBytes, their readers' inference needs them;
+  // others only up to kMaxShapeValueBytes). The step loop below refuses the
+  // indices out of range this skips.
+  std::vector<bool> shapes_read(nt, false);
+  if (c.dynamic())
+    for (size_t si = c.steps.size(); si-- > 0;) {
+      const auto& s = c.steps[si];
+      const uint32_t deps = ValueShapedInputs(s.op);
+      bool feeds = false;
+      for (int32_t t : s.outputs) feeds = feeds || (t >= 0 && static_cast<size_t>(t) < nt && shapes_read[t]);
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        const int32_t t = s.inputs[i];
+        if (t >= 0 && static_cast<size_t>(t) < nt && (feeds || i >= 31 || ((deps >> i) & 1))) shapes_read[t] = true;
+      }
+    }
   p.computed_steps.assign(c.steps.size(), false);
   p.guarded_off.assign(c.steps.size(), false);
   p.needed.assign(nt, false);
@@ -584,7 +607,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
         return InvalidArgument(cs.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
       p.guarded_off[si] = !GuardHolds(s.guard, cs.outputs[0].shape);
     }
-    if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, p.bytes)) {
+    if (c.dynamic() && ComputedFromShapes(s, computed, p.small_constants, p.bytes, shapes_read)) {
       std::vector<std::shared_ptr<ir::TensorData>> values;
       if (s.op == "Shape" || s.op == "Size") {
         const auto v = ShapeOpValues(s.op, cs.attrs, cs.inputs[0].shape);

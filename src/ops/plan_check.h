@@ -109,8 +109,8 @@ struct CheckedPlan {
 // rank and fit the bytes planned at the bound, and `infos` holds the shapes
 // of this run. In such a plan the small values computed from shapes alone
 // (a Shape or Size step, and steps whose inputs are all such values or small
-// weights and whose outputs are planned at most kMaxShapeValueBytes at the
-// bound) are evaluated here, so that the steps reading them (a Reshape's
+// weights and whose outputs are planned small at the bound, see
+// kMaxShapeValueBytes) are evaluated here, so that the steps reading them (a Reshape's
 // shape, a Slice's ends) infer and create as if they were constants; they
 // still run as steps. Which steps those are does not depend on the sizes.
 //
@@ -294,21 +294,23 @@ bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
 
 // The largest value (all outputs of a step, in bytes planned at the bound) a
 // plan with symbols computes from the shapes at load and at each new size
-// (planned, not at the sizes of a run: the same steps are computed at every
-// size, and none is larger at a run than at the bound): the values shape
-// inference reads (a Reshape's target, a Slice's ends, a Range's limit) are a
-// few dims. Larger ones (a Range over the sequence, a mask made from it, a
-// ConstantOfShape of the sequence's length) are made by their steps' kernels
-// at each run, which costs a run what copying them in cost, and a change of
-// sizes nothing.
+// where no step's output shapes depend on it (planned, not at the sizes of a
+// run: the same steps are computed at every size, and none is larger at a run
+// than at the bound). The values shape inference reads (a Reshape's target, a
+// Slice's ends, a Range's limit, and what they are computed from) are
+// computed up to kMaxInferConstantBytes; larger values no shape depends on (a
+// Range over the sequence, a causal mask made from it, a ConstantOfShape of
+// the sequence's length) are made by their steps' kernels at each run, which
+// costs a run what copying them in cost, and a change of sizes nothing.
 inline constexpr uint64_t kMaxShapeValueBytes = 512;
 
 // Whether step `s` of a plan with symbols is one of the values computed from
-// shapes alone (see CheckPlan), given which of its inputs are and the bytes
-// planned per tensor.
+// shapes alone (see CheckPlan), given which of its inputs are, the bytes
+// planned per tensor and which tensors' values some step's output shapes
+// depend on (those are computed up to kMaxInferConstantBytes).
 bool ComputedFromShapes(const format::StepDesc& s, const std::vector<bool>& computed,
                         const std::vector<std::shared_ptr<ir::TensorData>>& small_constants,
-                        const std::vector<uint64_t>& planned_bytes);
+                        const std::vector<uint64_t>& planned_bytes, const std::vector<bool>& shapes_read);
 
 // State binding `b` of plan `c` (format::ContextDesc::StateDesc; its indices
 // and shapes already checked by the metadata checks): the output is written
