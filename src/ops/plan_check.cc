@@ -532,22 +532,42 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   std::vector<bool> computed(nt, false);
   // Plans with symbols, per tensor: whether some step's output shapes can
   // depend on its value, as that step's input (ValueShapedInputs) or through
-  // the steps reading it (ComputedFromShapes: such values are computed up to
-  // the import's kMaxInferConstantBytes, their readers' inference needs them;
-  // others only up to kMaxShapeValueBytes). The step loop below refuses the
-  // indices out of range this skips.
+  // the steps computed from it (ComputedFromShapes: such values are computed
+  // up to the import's kMaxInferConstantBytes, their readers' inference needs
+  // them; others only up to kMaxShapeValueBytes). Only what can be computed
+  // from the shapes at all counts (`maybe`: a Shape or Size, or a step reading
+  // only small weights and such values, within the import's limit), so the
+  // activations an op not listed there reads, and what they are made from,
+  // are not. The step loop below refuses the indices out of range skipped here.
   std::vector<bool> shapes_read(nt, false);
-  if (c.dynamic())
+  if (c.dynamic()) {
+    std::vector<bool> maybe(nt, false);
+    auto in_range = [nt](int32_t t) { return t >= 0 && static_cast<size_t>(t) < nt; };
+    for (const auto& s : c.steps) {
+      const bool shape_op = s.op == "Shape" || s.op == "Size";
+      bool all = true, any = shape_op;
+      for (int32_t t : s.inputs) {
+        if (t == -1 || shape_op) continue;
+        all = all && in_range(t) && (maybe[t] || p.small_constants[t]);
+        any = any || (in_range(t) && maybe[t]);
+      }
+      uint64_t bytes = 0;
+      for (int32_t t : s.outputs) bytes += in_range(t) ? std::min<uint64_t>(p.bytes[t], kMaxInferConstantBytes + 1) : 0;
+      if (any && all && bytes <= kMaxInferConstantBytes)
+        for (int32_t t : s.outputs)
+          if (in_range(t)) maybe[t] = true;
+    }
     for (size_t si = c.steps.size(); si-- > 0;) {
       const auto& s = c.steps[si];
       const uint32_t deps = ValueShapedInputs(s.op);
       bool feeds = false;
-      for (int32_t t : s.outputs) feeds = feeds || (t >= 0 && static_cast<size_t>(t) < nt && shapes_read[t]);
+      for (int32_t t : s.outputs) feeds = feeds || (in_range(t) && shapes_read[t]);
       for (size_t i = 0; i < s.inputs.size(); ++i) {
         const int32_t t = s.inputs[i];
-        if (t >= 0 && static_cast<size_t>(t) < nt && (feeds || i >= 31 || ((deps >> i) & 1))) shapes_read[t] = true;
+        if (in_range(t) && maybe[t] && (feeds || i >= 31 || ((deps >> i) & 1))) shapes_read[t] = true;
       }
     }
+  }
   p.computed_steps.assign(c.steps.size(), false);
   p.guarded_off.assign(c.steps.size(), false);
   p.needed.assign(nt, false);
