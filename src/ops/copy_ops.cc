@@ -288,56 +288,25 @@ struct SliceAxis {
 
 // Per dim of an input of shape `x`: first element, step and element count,
 // by ONNX's clamping rules.
+// Without axes, starts apply to the first dims; without steps, every step is 1.
 Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<int64_t>& starts,
-                   const std::vector<int64_t>& ends, std::vector<int64_t> axes, bool has_axes,
-                   std::vector<int64_t> steps, bool has_steps, std::vector<SliceAxis>* out);
-
-// Slice's starts, ends, axes and steps (inputs 1 to 4, or the attributes of
-// opsets before 10), and the axes they give at the input's shape.
-struct SliceParams {
-  std::vector<int64_t> starts, ends, axes, steps;
-  bool has_starts = false, has_ends = false, has_axes = false, has_steps = false;
-};
-Status SliceParamsOf(const InferContext& c, SliceParams* p) {
-  FCB_RETURN_IF_ERROR(IntsParam(c, 1, "starts", &p->starts, &p->has_starts));
-  FCB_RETURN_IF_ERROR(IntsParam(c, 2, "ends", &p->ends, &p->has_ends));
-  FCB_RETURN_IF_ERROR(IntsParam(c, 3, "axes", &p->axes, &p->has_axes));
-  return ConstIntsInput(c, 4, "steps", &p->steps, &p->has_steps);
-}
-
-Status ParseSlice(const InferContext& c, std::vector<SliceAxis>* out) {
-  const TensorInfo& x = Input(c, 0);
-  if (!x.present()) return OpError(c.op, "data input is missing");
-  SliceParams p;
-  FCB_RETURN_IF_ERROR(SliceParamsOf(c, &p));
-  if (!p.has_starts || !p.has_ends) return OpError(c.op, "starts and ends are required");
-  return SliceAxesOf(c.op, x.shape, p.starts, p.ends, std::move(p.axes), p.has_axes, std::move(p.steps), p.has_steps,
-                     out);
-}
-
-Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<int64_t>& starts,
-                   const std::vector<int64_t>& ends, std::vector<int64_t> axes, bool has_axes,
-                   std::vector<int64_t> steps, bool has_steps, std::vector<SliceAxis>* out) {
+                   const std::vector<int64_t>& ends, const std::vector<int64_t>& axes, bool has_axes,
+                   const std::vector<int64_t>& steps, bool has_steps, std::vector<SliceAxis>* out) {
   const int64_t r = static_cast<int64_t>(x.size());
   const size_t n = starts.size();
   if (ends.size() != n) return OpError(op, "starts and ends differ in length");
-  if (!has_axes) {
-    if (static_cast<int64_t>(n) > r) return OpError(op, "more starts than dims");
-    axes.resize(n);
-    for (size_t i = 0; i < n; ++i) axes[i] = static_cast<int64_t>(i);
-  }
-  if (!has_steps) steps.assign(n, 1);
-  if (axes.size() != n || steps.size() != n)
+  if (!has_axes && static_cast<int64_t>(n) > r) return OpError(op, "more starts than dims");
+  if ((has_axes && axes.size() != n) || (has_steps && steps.size() != n))
     return OpError(op, "axes/steps differ in length from starts");
   out->assign(r, SliceAxis{});
   std::vector<bool> seen(r, false);
   for (int64_t d = 0; d < r; ++d) (*out)[d] = SliceAxis{0, 1, x[d]};
   for (size_t i = 0; i < n; ++i) {
     int64_t a;
-    FCB_RETURN_IF_ERROR(NormalizeAxis(op, axes[i], r, &a));
+    FCB_RETURN_IF_ERROR(NormalizeAxis(op, has_axes ? axes[i] : static_cast<int64_t>(i), r, &a));
     if (seen[a]) return OpError(op, "axes contain a duplicate");
     seen[a] = true;
-    const int64_t dim = x[a], step = steps[i];
+    const int64_t dim = x[a], step = has_steps ? steps[i] : 1;
     if (step == 0) return OpError(op, "step is zero");
     if (step == INT64_MIN) return OpError(op, "step out of range");
     if (dim == 0) {
@@ -363,6 +332,32 @@ Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<in
   }
   return Status::Ok();
 }
+
+// Slice's starts, ends, axes and steps (inputs 1 to 4, or the attributes of
+// opsets before 10).
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool has_starts = false, has_ends = false, has_axes = false, has_steps = false;
+};
+Status SliceParamsOf(const InferContext& c, SliceParams* p) {
+  FCB_RETURN_IF_ERROR(IntsParam(c, 1, "starts", &p->starts, &p->has_starts));
+  FCB_RETURN_IF_ERROR(IntsParam(c, 2, "ends", &p->ends, &p->has_ends));
+  FCB_RETURN_IF_ERROR(IntsParam(c, 3, "axes", &p->axes, &p->has_axes));
+  return ConstIntsInput(c, 4, "steps", &p->steps, &p->has_steps);
+}
+
+// The axes at the input's shape; `params`, where given, receives what they were read from.
+Status ParseSlice(const InferContext& c, std::vector<SliceAxis>* out, SliceParams* params = nullptr) {
+  const TensorInfo& x = Input(c, 0);
+  if (!x.present()) return OpError(c.op, "data input is missing");
+  SliceParams p;
+  FCB_RETURN_IF_ERROR(SliceParamsOf(c, &p));
+  if (!p.has_starts || !p.has_ends) return OpError(c.op, "starts and ends are required");
+  FCB_RETURN_IF_ERROR(SliceAxesOf(c.op, x.shape, p.starts, p.ends, p.axes, p.has_axes, p.steps, p.has_steps, out));
+  if (params) *params = std::move(p);
+  return Status::Ok();
+}
+
 
 Status InferSlice(const InferContext& c, std::vector<TensorInfo>* outs) {
   std::vector<SliceAxis> ax;
@@ -431,11 +426,9 @@ std::vector<int64_t> SliceOperandAt(const RunContext& ctx, const void* const* in
 }
 
 Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
-  const InferContext ic = AsInfer(c);
   SliceParams params;
-  FCB_RETURN_IF_ERROR(SliceParamsOf(ic, &params));
   std::vector<SliceAxis> ax;
-  FCB_RETURN_IF_ERROR(ParseSlice(ic, &ax));
+  FCB_RETURN_IF_ERROR(ParseSlice(AsInfer(c), &ax, &params));
   SlicePlan plan;
   FCB_RETURN_IF_ERROR(MakeSlicePlan(c.op, ax, c.inputs[0].shape, &plan));
   const size_t es = ir::DTypeSize(c.inputs[0].dtype);
@@ -464,8 +457,8 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
         if (from[i] != DType::kUndefined) *lists[i] = SliceOperandAt(ctx, in, i, from[i]);
       std::vector<SliceAxis> axes_at;
       SlicePlan p;
-      FCB_RETURN_IF_ERROR(SliceAxesOf("Slice", *ctx.shapes[0], at.starts, at.ends, std::move(at.axes), at.has_axes,
-                                      std::move(at.steps), at.has_steps, &axes_at));
+      FCB_RETURN_IF_ERROR(SliceAxesOf("Slice", *ctx.shapes[0], at.starts, at.ends, at.axes, at.has_axes, at.steps,
+                                      at.has_steps, &axes_at));
       FCB_RETURN_IF_ERROR(MakeSlicePlan("Slice", axes_at, *ctx.shapes[0], &p));
       RunSlicePlan<T>(ctx, p, empty_rank, in[0], out[0]);
       return Status::Ok();
