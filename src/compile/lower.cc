@@ -366,10 +366,9 @@ class Lowerer final : public ops::LowerContext {
     // of them needs.
     // The shapes the loader works out symbolically (ops::InferSymbolicPlan:
     // what inspect shows, the relations a run is checked against) must
-    // agree with every resolution too.
-    // The loader compiles the values computed from the shapes from them
-    // (ops::CompileComputedValues): the resolutions here take those values
-    // from that program, as a run's do.
+    // agree with every resolution too; the values computed from the shapes
+    // come from the program the loader compiles from them
+    // (ops::CompileComputedValues), as in a run's resolutions.
     const ops::SymbolicPlan symbolic = ops::InferSymbolicPlan(ctx_, checked.value());
     ops::CompileComputedValues(ctx_, symbolic, &checked.value());
     for (int probe = 0; probe < 2; ++probe) {

@@ -540,7 +540,10 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
   // activations an op not listed there reads, and what they are made from,
   // are not. The step loop below refuses the indices out of range skipped here.
   std::vector<bool> shapes_read(nt, false);
+  std::vector<uint32_t> shape_deps;  // per step, ValueShapedInputs (plans with symbols)
   if (c.dynamic()) {
+    shape_deps.reserve(c.steps.size());
+    for (const auto& s : c.steps) shape_deps.push_back(ValueShapedInputs(s.op));
     std::vector<bool> maybe(nt, false);
     auto in_range = [nt](int32_t t) { return t >= 0 && static_cast<size_t>(t) < nt; };
     for (const auto& s : c.steps) {
@@ -559,7 +562,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     }
     for (size_t si = c.steps.size(); si-- > 0;) {
       const auto& s = c.steps[si];
-      const uint32_t deps = ValueShapedInputs(s.op);
+      const uint32_t deps = shape_deps[si];
       bool feeds = false;
       for (int32_t t : s.outputs) feeds = feeds || (in_range(t) && shapes_read[t]);
       for (size_t i = 0; i < s.inputs.size(); ++i) {
@@ -679,8 +682,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       p.reach_steps.push_back(static_cast<int32_t>(si));
       p.reach_inputs.insert(p.reach_inputs.end(), s.inputs.begin(), s.inputs.end());
       p.reach_offsets.push_back(static_cast<int32_t>(p.reach_inputs.size()));
-      p.reach_shape_deps.push_back(s.op == "Shape" || s.op == "Size" ? CheckedPlan::kShapeOfRank
-                                                                      : ValueShapedInputs(s.op));
+      p.reach_shape_deps.push_back(s.op == "Shape" || s.op == "Size" ? CheckedPlan::kShapeOfRank : shape_deps[si]);
       p.reach_param_at.push_back(-1);
       p.reach_fast.push_back(static_cast<uint8_t>(FastShapeOf(s, p.steps[si], p.weights, &p.reach_params, &p.reach_param_at.back())));
     }
@@ -921,12 +923,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     if (r.values[k] && r.values[k].use_count() == 1) r.prior.emplace_back(r.value_tensors[k], std::move(r.values[k]));
   r.values.clear();
   r.value_tensors.clear();
-  // The same steps are computed from the shapes at every size
-  // (ComputedFromShapes), so the same tensors are needed.
-  r.computed_steps = bound.computed_steps;
   r.guarded_off = bound.guarded_off;
-  r.computed_tensors = bound.computed_tensors;
-  r.needed = bound.needed;
   // Only the steps a change of sizes can reach are walked (CheckedPlan::reach_steps, their operands
   // in one flat array: a resolution runs with cold caches, and the steps' own vectors are scattered);
   // the others keep the bound's everything, their scratch is the bound's unreached_scratch.
@@ -953,6 +950,16 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     } else {
       r.values[r.value_slot[t]] = std::move(v);
     }
+  };
+  // The storage of tensor t's value in the resolution made over, if any,
+  // handed over in r.spare (SpareTensor takes it).
+  auto spare_of = [&](int32_t t) {
+    r.spare.clear();
+    for (auto& [pt, pv] : r.prior)
+      if (pt == t && pv) {
+        r.spare.push_back(std::move(pv));
+        break;
+      }
   };
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const int32_t t = c.inputs[i];
@@ -1034,12 +1041,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       for (int32_t t : c.steps[si].outputs) {
         const ir::Shape& shape = bound.infos[t].shape;
         const size_t n = static_cast<size_t>(ir::NumElements(shape));
-        r.spare.clear();
-        for (auto& [pt, pv] : r.prior)
-          if (pt == t && pv) {
-            r.spare.push_back(std::move(pv));
-            break;
-          }
+        spare_of(t);
         auto v = SpareTensor(&r.spare, ir::DType::kI64, shape.data(), shape.data() + shape.size(), n * sizeof(int64_t));
         int64_t* e = v->mutable_data<int64_t>();
         for (size_t j = 0; j < n; ++j) e[j] = r.program_slots[bound.value_program.output_slot(at + j)];
@@ -1115,13 +1117,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                                   : (s.op == "Shape" || s.op == "Size");
     if (bound.computed_steps[si]) {
       values.clear();
-      // The storage of this output's value in the resolution made over, if any.
-      r.spare.clear();
-      for (auto& [pt, pv] : r.prior)
-        if (!s.outputs.empty() && pt == s.outputs[0] && pv) {
-          r.spare.push_back(std::move(pv));
-          break;
-        }
+      spare_of(s.outputs.empty() ? -1 : s.outputs[0]);  // the storage of its (first) value before
       if (shape_op) {
         const auto v = ShapeOpValues(s.op, b.attrs, inputs[0].shape);
         const size_t k = v.size();
@@ -1172,7 +1168,7 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
     if (a.dtype != b.dtype || a.shape != b.shape)
       return where + " is " + ir::DTypeName(a.dtype) + " " + ir::ShapeToString(a.shape) + " when checked, " +
              ir::DTypeName(b.dtype) + " " + ir::ShapeToString(b.shape) + " when resolved";
-    if (full.computed_tensors[t] != r.computed_tensors[t] || full.needed[t] != r.needed[t])
+    if (full.computed_tensors[t] != r.bound->computed_tensors[t] || full.needed[t] != r.bound->needed[t])
       return where + ": computed from the shapes or needed differs";
     const ir::TensorData* va = full.small_constants[t].get();
     const ir::TensorData* vb = r.value(static_cast<int32_t>(t)).get();
@@ -1181,7 +1177,7 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
       return where + ": its value differs";
   }
   for (size_t si = 0; si < ns; ++si) {
-    if (full.computed_steps[si] != r.computed_steps[si] || full.guarded_off[si] != r.guarded_off[si])
+    if (full.computed_steps[si] != r.bound->computed_steps[si] || full.guarded_off[si] != r.guarded_off[si])
       return full.steps[si].where + ": computed from the shapes or guarded off differs";
     const auto& a = full.steps[si].outputs;
     const auto& b = r.outputs(si);

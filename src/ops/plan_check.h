@@ -152,11 +152,14 @@ struct ResolvedPlan {
   std::vector<const TensorInfo*> info_at;
   std::vector<TensorInfo> input_infos;  // one per method input (the first ones used): never reallocated
   // Per tensor: its value computed from the shapes at these sizes where it
-  // differs from the bound's small_constants (index into `values`; a null
-  // value where the bound had one and these sizes have none), else -1.
+  // differs from the bound's small_constants (index into `values`), else -1.
   std::vector<int32_t> value_slot;
   std::vector<std::shared_ptr<ir::TensorData>> values;
-  std::vector<bool> computed_steps, guarded_off, computed_tensors, needed;  // as in CheckedPlan
+  // Per step, as in CheckedPlan. Which steps are computed from the shapes,
+  // and so which tensors are needed, does not depend on the sizes
+  // (ComputedFromShapes): those are the bound's (bound->computed_steps,
+  // computed_tensors, needed).
+  std::vector<bool> guarded_off;
   std::vector<int32_t> value_tensors;  // per entry of `values`: its tensor
   // ResolvePlan's own: per tensor whether it differs from the bound's; the
   // values of an earlier resolution into this one by tensor (each tensor's

@@ -95,7 +95,7 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
                        " bytes of scratch per thread; its steps need " + std::to_string(p.scratch_bytes));
   m->weights = p.weights;
   m->bytes = p.bytes;
-  m->shape_values = ShapeValues::From(c, p);
+  m->shape_values.Fill(c, p, p);
   size_t k = 0;
   for (int32_t t : c.inputs) {
     TensorSpec spec{c.tensors[t].name, c.tensors[t].dtype, c.tensors[t].shape, {}, {}};
@@ -244,7 +244,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
     // The bound's kernel where none of its operands' shapes or values from
     // the shapes changed (kernels are immutable), or a step computed from the
     // shapes (never runs its kernel: ShapeValues) or guarded off.
-    if (!p.changed(si) || p.computed_steps[si] || p.guarded_off[si]) {
+    if (!p.changed(si) || p.bound->computed_steps[si] || p.guarded_off[si]) {
       r->kernels[si] = bound;
       continue;
     }
@@ -268,7 +268,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
     const auto& shape = p.info(c.outputs[k]).shape;
     r->output_shapes[k].assign(shape.begin(), shape.end());
   }
-  r->shape_values.Fill(c, p);
+  r->shape_values.Fill(c, *m.bound_plan, p);
   return r;
 }
 
@@ -298,7 +298,7 @@ Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r) {
 
 uint64_t ResolvedStepFlops(const PreparedMethod& m, const ResolvedMethod& r, size_t step) {
   const ops::ResolvedPlan& p = r.plan;
-  if (p.computed_steps[step] || p.guarded_off[step]) return 0;
+  if (p.bound->computed_steps[step] || p.guarded_off[step]) return 0;
   if (!p.changed(step)) return m.steps[step].flops;
   const ops::OpDef& def = *m.bound_plan->steps[step].def;
   if (!def.flops) return 0;

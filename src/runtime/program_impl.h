@@ -37,17 +37,13 @@ struct ShapeValues {
   // plan beside it): one vector of pointers, no per-step allocation at each
   // new size.
   std::vector<const ir::TensorData*> values;
-  // From a plan checked at the bound or resolved at other sizes
-  // (ops::CheckedPlan, ops::ResolvedPlan: the same fields).
+  // From a plan checked at the bound (`bound`) or resolved at other sizes
+  // from it (`p`: ops::CheckedPlan or ops::ResolvedPlan, their guards and
+  // values; which steps are computed from the shapes and which tensors are
+  // needed are the bound's at every size), into this one, its vectors'
+  // storage reused.
   template <typename Plan>
-  static ShapeValues From(const format::ContextDesc& c, const Plan& p) {
-    ShapeValues v;
-    v.Fill(c, p);
-    return v;
-  }
-  // The same into this one, its vectors' storage reused.
-  template <typename Plan>
-  void Fill(const format::ContextDesc& c, const Plan& p) {
+  void Fill(const format::ContextDesc& c, const ops::CheckedPlan& bound, const Plan& p) {
     ShapeValues& v = *this;
     v.actions.clear();
     v.values.clear();
@@ -59,9 +55,9 @@ struct ShapeValues {
         v.actions[si] = Action::kSkip;  // the other variant of its node runs at these sizes
         continue;
       }
-      if (!p.computed_steps[si]) continue;
+      if (!bound.computed_steps[si]) continue;
       bool needed = false;
-      for (int32_t t : c.steps[si].outputs) needed = needed || p.needed[t];
+      for (int32_t t : c.steps[si].outputs) needed = needed || bound.needed[t];
       v.actions[si] = needed ? Action::kCopy : Action::kSkip;
       for (int32_t t : c.steps[si].outputs) v.values[t] = p.value(t).get();
     }
