@@ -26,7 +26,10 @@
 //              adapting kernels in a first run), against the repeat;
 //   breakdown - with --breakdown N: the same through RunProfiled, the
 //              resolution apart from the steps, and the N steps whose first
-//              run exceeds their repeat the most.
+//              run exceeds their repeat the most;
+//   outside  - (with --breakdown) the first run's time outside its steps
+//              minus the repeat's (RunProfiled's own bookkeeping cancels):
+//              the resolution as a first run pays it.
 //
 // The figures in README and docs/design.md §13 (test data from
 // scripts/prepare_testdata.sh in build/testdata; f.npy / t.npy hold a
@@ -222,7 +225,8 @@ int main(int argc, char** argv) {
   std::printf("switch   %.4f / %.4f ms alternating the two shapes (each cached): %+.1f us per change\n",
               Median(sw_feeds), Median(sw_bound), change * 1000);
   // New shapes: every ranged dim one smaller each run (cut from the feeds).
-  std::vector<double> fresh, second, again, fresh_resolve, fresh_steps, again_steps, fresh_faults, again_faults;
+  std::vector<double> fresh, second, again, fresh_resolve, again_outside, fresh_steps, again_steps, fresh_faults,
+      again_faults;
   std::vector<std::vector<double>> step_extra;  // per step, per shape: fresh - again (with --breakdown)
   std::vector<fcb::StepTiming> t_fresh, t_again;
   // Every new shape's inputs are cut first, so that cutting them disturbs no
@@ -279,7 +283,8 @@ int main(int argc, char** argv) {
       step_extra[k].push_back((t_fresh[k].ms - t_again[k].ms) * 1000);
     }
     fresh.push_back(wf), again.push_back(wa);
-    fresh_resolve.push_back((wf - sf) * 1000), fresh_steps.push_back(sf), again_steps.push_back(sa);
+    fresh_resolve.push_back((wf - sf) * 1000), again_outside.push_back((wa - sa) * 1000);
+    fresh_steps.push_back(sf), again_steps.push_back(sa);
   }
   if (!fresh.empty()) {
     std::vector<double> extra;
@@ -298,6 +303,11 @@ int main(int argc, char** argv) {
                   Median(fresh_faults), Median(again_faults));
   }
   if (breakdown > 0 && !fresh.empty()) {
+    std::vector<double> resolve_extra;
+    for (size_t k = 0; k < fresh_resolve.size(); ++k) resolve_extra.push_back(fresh_resolve[k] - again_outside[k]);
+    std::printf("outside  the first run's time outside its steps %.1f us, the repeat's %.1f us: %+.1f us "
+                "(median of the differences)\n",
+                Median(fresh_resolve), Median(again_outside), Median(resolve_extra));
     std::printf("breakdown (RunProfiled, median over %zu shapes): resolution %.1f us, steps %+.1f us "
                 "(first %.4f ms, repeat %.4f ms)\n",
                 fresh.size(), Median(fresh_resolve), (Median(fresh_steps) - Median(again_steps)) * 1000,

@@ -146,6 +146,14 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), r), "");
       EXPECT_EQ(ops::SymbolicDifference(c, sym, values, r), "");
+      // What a run copies or skips at these sizes: patched from the bound's
+      // over the steps reached (as the runtime does), the same as made from
+      // every step.
+      ShapeValues every, patched;
+      every.Fill(c, *m.bound_plan, r);
+      patched.FillResolved(m.shape_values, *m.bound_plan, r);
+      EXPECT_TRUE(every.actions == patched.actions) << "ShapeValues::FillResolved: another action";
+      EXPECT_TRUE(every.values == patched.values) << "ShapeValues::FillResolved: another value";
       values_compiled += r.values_compiled;
       s = ops::ResolvePlan(c, *m.bound_plan, shapes, &reused);
       ASSERT_TRUE(s.ok()) << s.message();

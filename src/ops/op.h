@@ -176,6 +176,9 @@ enum OpTraits : uint32_t {
   // (Reshape, Flatten, Squeeze, Unsqueeze, Identity): lowering may make it a
   // view of the input (a second tensor over the same arena bytes).
   kTraitView = 64,
+  // Its scratch (OpDef::scratch) is the same whatever the operands' shapes:
+  // a plan resolved at other sizes keeps the bound's without asking again.
+  kTraitFixedScratch = 128,
 };
 
 struct OpDef {

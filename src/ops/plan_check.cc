@@ -670,6 +670,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
     std::vector<uint8_t> reach(c.tensors.size(), 0);
     for (int32_t t : c.inputs) reach[t] = 1;
     p.reach_offsets.push_back(0);
+    p.reach_out_offsets.push_back(0);
     for (size_t si = 0; si < c.steps.size(); ++si) {
       const auto& s = c.steps[si];
       bool reached = false;
@@ -685,7 +686,24 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       p.reach_shape_deps.push_back(s.op == "Shape" || s.op == "Size" ? CheckedPlan::kShapeOfRank : shape_deps[si]);
       p.reach_param_at.push_back(-1);
       p.reach_fast.push_back(static_cast<uint8_t>(FastShapeOf(s, p.steps[si], p.weights, &p.reach_params, &p.reach_param_at.back())));
+      p.reach_outputs.insert(p.reach_outputs.end(), s.outputs.begin(), s.outputs.end());
+      p.reach_out_offsets.push_back(static_cast<int32_t>(p.reach_outputs.size()));
+      p.reach_defs.push_back(p.steps[si].def);
+      p.reach_scratch.push_back(p.steps[si].scratch);
+      const OpDef& def = *p.steps[si].def;
+      const bool asks_scratch = def.scratch && !(def.traits & kTraitFixedScratch);
+      p.reach_flags.push_back(static_cast<uint8_t>((asks_scratch ? CheckedPlan::kReachScratch : 0) |
+                                                   (s.guard.empty() ? 0 : CheckedPlan::kReachGuard) |
+                                                   (p.computed_steps[si] ? CheckedPlan::kReachComputed : 0)));
     }
+    p.dim_at.reserve(c.tensors.size() + 1);
+    p.dtypes.reserve(c.tensors.size());
+    for (const TensorInfo& info : p.infos) {
+      p.dim_at.push_back(static_cast<int32_t>(p.dims.size()));
+      p.dims.insert(p.dims.end(), info.shape.begin(), info.shape.end());
+      p.dtypes.push_back(info.dtype);
+    }
+    p.dim_at.push_back(static_cast<int32_t>(p.dims.size()));
   }
   return p;
 }
@@ -798,11 +816,24 @@ namespace fcb::ops {
 bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
                      const std::vector<const ir::TensorData*>& constants, const CheckedStep& b,
                      std::vector<TensorInfo>* outs) {
-  if (kind == FastShape::kNone) return false;
+  if (b.outputs.empty() || b.inputs.empty()) return false;
+  const FastShapeBound fb{b.def->name,
+                          b.outputs[0].dtype,
+                          b.inputs[0].shape.data(),
+                          b.inputs[0].shape.size(),
+                          b.outputs[0].shape.data(),
+                          b.outputs[0].shape.size()};
+  return FastOutputShape(kind, params, in, constants, fb, outs);
+}
+
+bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
+                     const std::vector<const ir::TensorData*>& constants, const FastShapeBound& b,
+                     std::vector<TensorInfo>* outs) {
+  if (kind == FastShape::kNone || in.empty()) return false;
   const ir::Shape& x = in[0].shape;
   outs->resize(1);
   TensorInfo& o = (*outs)[0];
-  o.dtype = b.outputs[0].dtype;
+  o.dtype = b.dtype;
   switch (kind) {
     case FastShape::kSameAsInput0:
       o.shape.assign(x.begin(), x.end());
@@ -810,30 +841,30 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
     case FastShape::kBroadcast:
       o.shape.assign(x.begin(), x.end());
       for (size_t i = 1; i < in.size(); ++i)
-        if (!BroadcastShapes(b.def->name, o.shape, in[i].shape, &o.shape).ok()) return false;
+        if (!BroadcastShapes(b.op, o.shape, in[i].shape, &o.shape).ok()) return false;
       return true;
     case FastShape::kTranspose:
-      if (x.size() != b.inputs[0].shape.size()) return false;
+      if (x.size() != b.in0_rank) return false;
       o.shape.resize(x.size());
       for (size_t d = 0; d < x.size(); ++d) o.shape[d] = x[static_cast<size_t>(params[d])];
       return true;
     case FastShape::kLayerNorm: {
-      const ir::Shape& was = b.inputs[0].shape;
       const size_t axis = static_cast<size_t>(params[0]);
-      if (x.size() != was.size() || axis > x.size() || !std::equal(x.begin() + axis, x.end(), was.begin() + axis))
+      if (x.size() != b.in0_rank || axis > x.size() || !std::equal(x.begin() + axis, x.end(), b.in0 + axis))
         return false;
       o.shape.assign(x.begin(), x.end());
       return true;
     }
     case FastShape::kGemmPacked:
-      if (x.empty() || x.size() != b.inputs[0].shape.size() || x.back() != b.inputs[0].shape.back()) return false;
+      if (x.empty() || x.size() != b.in0_rank || x.back() != b.in0[b.in0_rank - 1] || b.out0_rank == 0) return false;
       o.shape.assign(x.begin(), x.end());
-      o.shape.back() = b.outputs[0].shape.back();
+      o.shape.back() = b.out0[b.out0_rank - 1];
       return true;
     case FastShape::kMatMul: {
+      if (in.size() < 2) return false;
       MatMulDims d;
       const ir::Shape& y = in[1].shape;
-      if (!MatMulGeometry(b.def->name, x, y, &d).ok()) return false;
+      if (!MatMulGeometry(b.op, x, y, &d).ok()) return false;
       o.shape.assign(d.batch.v.begin(), d.batch.v.begin() + static_cast<std::ptrdiff_t>(d.batch.size()));
       if (x.size() != 1) o.shape.push_back(d.M);
       if (y.size() != 1) o.shape.push_back(d.N);
@@ -841,7 +872,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
     }
     case FastShape::kUnsqueeze: {
       const size_t n = static_cast<size_t>(params[0]), r = x.size() + n;
-      if (r != b.outputs[0].shape.size()) return false;
+      if (r != b.out0_rank) return false;
       o.shape.resize(r);
       size_t next_in = 0, next_axis = 0;
       for (size_t i = 0; i < r; ++i) {
@@ -872,7 +903,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
     case FastShape::kGather: {
       const size_t axis = static_cast<size_t>(params[0]);
       const ir::Shape& idx = in[1].shape;
-      if (axis >= x.size()) return false;
+      if (axis >= x.size() || in.size() < 2) return false;
       o.shape.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
       o.shape.insert(o.shape.end(), idx.begin(), idx.end());
       o.shape.insert(o.shape.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
@@ -881,12 +912,12 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
     case FastShape::kReshape: {
       // Reshape's inference (allowzero 0) where it succeeds; anything else
       // goes to it for its refusal.
-      const ir::TensorData* target = constants[1];
+      const ir::TensorData* target = constants.size() > 1 ? constants[1] : nullptr;
       if (!target || target->dtype != ir::DType::kI64) return false;
       const int64_t n = target->numel();
-      if (n < 0 || static_cast<size_t>(n) != b.outputs[0].shape.size()) return false;
+      if (n < 0 || static_cast<size_t>(n) != b.out0_rank) return false;
       const int64_t* v = target->data<int64_t>();
-      return ReshapeTarget(b.def->name, x, v, v + n, false, &o.shape).ok();
+      return ReshapeTarget(b.op, x, v, v + n, false, &o.shape).ok();
     }
     default:
       return false;
@@ -896,9 +927,16 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out) {
   ResolvedPlan& r = *out;
-  const size_t nt = c.tensors.size(), ns = c.steps.size();
+  const size_t nt = c.tensors.size(), ns = c.steps.size(), nk = bound.reach_steps.size();
   if (!c.dynamic() || input_shapes.size() != c.inputs.size() || bound.infos.size() != nt || bound.steps.size() != ns)
     return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
+  // The bound's flat index of what a change of sizes reaches (CheckPlan
+  // makes it for every plan with symbols).
+  if (bound.reach_offsets.size() != nk + 1 || bound.reach_shape_deps.size() != nk || bound.reach_fast.size() != nk ||
+      bound.reach_param_at.size() != nk || bound.reach_out_offsets.size() != nk + 1 || bound.reach_defs.size() != nk ||
+      bound.reach_flags.size() != nk || bound.reach_scratch.size() != nk || bound.dim_at.size() != nt + 1 ||
+      bound.dtypes.size() != nt)
+    return InvalidArgument("method '" + c.method + "': its plan at the bound has no index of the steps sizes reach");
   // What is allocated here is per tensor and per step reached, never a copy
   // of the bound's per-tensor values: a resolution overlays the bound's plan
   // (info_at, value_slot, step_slot) with what differs at these sizes.
@@ -907,7 +945,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // One Step per step reached, reused from a recycled resolution (their
   // output vectors keep their storage); never reallocated below, so the
   // pointers info_at takes into them hold.
-  if (r.steps.size() < ns) r.steps.resize(ns);
+  if (r.steps.size() < nk) r.steps.resize(nk);
   size_t used = 0;
   r.info_at.assign(nt, nullptr);
   // One per method input (their shapes' storage kept from an earlier
@@ -916,6 +954,12 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   if (r.input_infos.size() < c.inputs.size()) r.input_infos.resize(c.inputs.size());
   size_t inputs_changed = 0;
   r.value_slot.assign(nt, -1);
+  // The dims of the tensors whose shapes change, flat as the bound's: a
+  // resolution runs with cold caches, so the steps walked read their
+  // operands' shapes from these two flat arrays (dims_of below) rather than
+  // from the scattered TensorInfo vectors.
+  r.dims.resize(bound.dims.size());
+  auto rank_of = [&](int32_t t) { return static_cast<size_t>(bound.dim_at[t + 1] - bound.dim_at[t]); };
   // The values of the resolution this one is made over, by tensor: their
   // storage is reused for the same tensors' values where no one else holds them.
   r.prior.clear();
@@ -925,19 +969,21 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   r.value_tensors.clear();
   r.guarded_off = bound.guarded_off;
   // Only the steps a change of sizes can reach are walked (CheckedPlan::reach_steps, their operands
-  // in one flat array: a resolution runs with cold caches, and the steps' own vectors are scattered);
-  // the others keep the bound's everything, their scratch is the bound's unreached_scratch.
-  const bool indexed = bound.reach_offsets.size() == bound.reach_steps.size() + 1 &&
-                       bound.reach_shape_deps.size() == bound.reach_steps.size() &&
-                       bound.reach_fast.size() == bound.reach_steps.size() &&
-                       bound.reach_param_at.size() == bound.reach_steps.size();
-  r.scratch_bytes = indexed ? bound.unreached_scratch : 0;
+  // and outputs in flat arrays); the others keep the bound's everything, their scratch is the
+  // bound's unreached_scratch.
+  r.scratch_bytes = bound.unreached_scratch;
   r.shapes_kept = r.shapes_fast = r.shapes_inferred = 0;
   // Per tensor: its shape (kShape) or its value computed from the shapes
   // (kValue) differs from the bound's.
   constexpr uint8_t kShape = 1, kValue = 2;
   std::vector<uint8_t>& changed = r.changed_tensors;
   changed.assign(nt, 0);
+  // Tensor t's dims at these sizes: this resolution's where its shape
+  // changed, else the bound's.
+  auto new_dims = [&](int32_t t) { return r.dims.data() + bound.dim_at[t]; };
+  auto dims_of = [&](int32_t t) -> const int64_t* {
+    return ((changed[t] & kShape) ? r.dims.data() : bound.dims.data()) + bound.dim_at[t];
+  };
   auto set_info = [&](int32_t t, const TensorInfo* info) {
     r.info_at[t] = info;
     changed[t] |= kShape;
@@ -974,6 +1020,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       TensorInfo& slot = r.input_infos[inputs_changed++];
       slot.dtype = info.dtype;
       slot.shape.assign(given.begin(), given.end());
+      std::copy(given.begin(), given.end(), new_dims(t));
       set_info(t, &slot);
     }
   }
@@ -981,9 +1028,9 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // at these sizes, where the inputs give every symbol one value within its
   // range and the program evaluates (no division by zero, no overflow);
   // else every computed step is evaluated as the step.
-  bool program_ready = indexed && bound.reach_value_at.size() == bound.reach_steps.size() &&
-                       bound.value_program.num_outputs() > 0 &&
-                       bound.value_program.num_symbols() == c.symbols.size();
+  bool program_ready = bound.reach_value_at.size() == nk && bound.value_program.num_outputs() > 0 &&
+                       bound.value_program.num_symbols() == c.symbols.size() &&
+                       bound.value_program_bound.size() == bound.value_program.num_outputs();
   if (program_ready) {
     r.symbol_values.assign(c.symbols.size(), -1);
     size_t k = 0;
@@ -1009,145 +1056,175 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   std::vector<TensorInfo> inputs;
   std::vector<const ir::TensorData*> constants;
   std::vector<std::shared_ptr<ir::TensorData>> values;
-  const size_t walked = indexed ? bound.reach_steps.size() : ns;
-  for (size_t k = 0; k < walked; ++k) {
-    const size_t si = indexed ? static_cast<size_t>(bound.reach_steps[k]) : k;
-    bool touched = false;
-    // Whether its outputs' shapes can differ from the bound's: an input's
-    // shape differs, or the value of an input its output shapes depend on.
-    bool reshaped = true;
-    if (indexed) {
-      const uint32_t deps = bound.reach_shape_deps[k];
-      reshaped = false;
-      for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
-        const int32_t t = bound.reach_inputs[j];
-        if (t < 0 || !changed[t]) continue;
-        touched = true;
-        const uint32_t i = static_cast<uint32_t>(j - bound.reach_offsets[k]);
-        reshaped = reshaped || (!(deps & CheckedPlan::kShapeOfRank) &&
-                                ((changed[t] & kShape) || i >= 31 || ((deps >> i) & 1)));
-      }
-    } else {
-      for (int32_t t : c.steps[si].inputs) touched = touched || (t >= 0 && changed[t]);
+  for (size_t k = 0; k < nk; ++k) {
+    const size_t si = static_cast<size_t>(bound.reach_steps[k]);
+    const int32_t* step_in = bound.reach_inputs.data() + bound.reach_offsets[k];
+    const size_t n_in = static_cast<size_t>(bound.reach_offsets[k + 1] - bound.reach_offsets[k]);
+    const int32_t* step_out = bound.reach_outputs.data() + bound.reach_out_offsets[k];
+    const size_t n_out = static_cast<size_t>(bound.reach_out_offsets[k + 1] - bound.reach_out_offsets[k]);
+    const uint8_t flags = bound.reach_flags[k];
+    // Whether its operands differ from the bound's (touched), and whether its
+    // outputs' shapes can: an input's shape differs, or the value of an input
+    // its output shapes depend on.
+    const uint32_t deps = bound.reach_shape_deps[k];
+    bool touched = false, reshaped = false;
+    for (size_t i = 0; i < n_in; ++i) {
+      const int32_t t = step_in[i];
+      if (t < 0 || !changed[t]) continue;
+      touched = true;
+      reshaped = reshaped ||
+                 (!(deps & CheckedPlan::kShapeOfRank) && ((changed[t] & kShape) || i >= 31 || ((deps >> i) & 1)));
     }
     if (!touched) {  // the same operands as at the bound: the same outputs, values and scratch
-      r.scratch_bytes = std::max(r.scratch_bytes, (bound.steps[si].scratch + 63) / 64 * 64);
+      r.scratch_bytes = std::max(r.scratch_bytes, (bound.reach_scratch[k] + 63) / 64 * 64);
       continue;
     }
     if (program_ready && bound.reach_value_at[k] >= 0) {
       // A computed step whose values the program gave: its outputs keep the
-      // bound's shapes (the same at every size) and it needs no scratch.
+      // bound's shapes (the same at every size) and it needs no scratch. A
+      // value the same as at the bound keeps the bound's.
       size_t at = static_cast<size_t>(bound.reach_value_at[k]);
-      for (int32_t t : c.steps[si].outputs) {
-        const ir::Shape& shape = bound.infos[t].shape;
-        const size_t n = static_cast<size_t>(ir::NumElements(shape));
-        spare_of(t);
-        auto v = SpareTensor(&r.spare, ir::DType::kI64, shape.data(), shape.data() + shape.size(), n * sizeof(int64_t));
-        int64_t* e = v->mutable_data<int64_t>();
-        for (size_t j = 0; j < n; ++j) e[j] = r.program_slots[bound.value_program.output_slot(at + j)];
+      for (size_t i = 0; i < n_out; ++i) {
+        const int32_t t = step_out[i];
+        const int64_t* shape = bound.dims.data() + bound.dim_at[t];
+        const size_t rank = rank_of(t);
+        size_t n = 1;
+        for (size_t d = 0; d < rank; ++d) n *= static_cast<size_t>(shape[d]);
+        bool same = true;
+        for (size_t j = 0; j < n && same; ++j)
+          same = r.program_slots[bound.value_program.output_slot(at + j)] == bound.value_program_bound[at + j];
+        if (!same) {
+          spare_of(t);
+          auto v = SpareTensor(&r.spare, ir::DType::kI64, shape, shape + rank, n * sizeof(int64_t));
+          int64_t* e = v->mutable_data<int64_t>();
+          for (size_t j = 0; j < n; ++j) e[j] = r.program_slots[bound.value_program.output_slot(at + j)];
+          changed[t] |= kValue;
+          set_value(t, std::move(v));
+        }
         at += n;
-        const ir::TensorData* was = bound.small_constants[t].get();
-        if (!was || was->bytes != v->bytes) changed[t] |= kValue;
-        set_value(t, std::move(v));
       }
       ++r.values_compiled;
-      r.scratch_bytes = std::max(r.scratch_bytes, (bound.steps[si].scratch + 63) / 64 * 64);
+      r.scratch_bytes = std::max(r.scratch_bytes, (bound.reach_scratch[k] + 63) / 64 * 64);
       continue;
     }
-    const format::StepDesc& s = c.steps[si];
-    const CheckedStep& b = bound.steps[si];
-    inputs.resize(s.inputs.size());
-    constants.resize(s.inputs.size());
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      const int32_t t = s.inputs[i];
+    // Its operands at these sizes, from the flat dims and the values.
+    inputs.resize(n_in);
+    constants.resize(n_in);
+    for (size_t i = 0; i < n_in; ++i) {
+      const int32_t t = step_in[i];
       if (t < 0) {
         inputs[i].dtype = ir::DType::kUndefined;
         inputs[i].shape.clear();
         constants[i] = nullptr;
       } else {
-        const TensorInfo& info = r.info(t);
-        inputs[i].dtype = info.dtype;
-        inputs[i].shape.assign(info.shape.begin(), info.shape.end());
+        inputs[i].dtype = bound.dtypes[t];
+        inputs[i].shape.assign(dims_of(t), dims_of(t) + rank_of(t));
         constants[i] = r.value(t).get();
       }
     }
+    // Its outputs at these sizes, in this resolution's Step (storage reused
+    // from an earlier resolution), and into the flat dims where they change.
     ResolvedPlan::Step& rs = r.steps[used];
-    rs.scratch = 0;
+    std::vector<TensorInfo>& outs = rs.outputs;
+    uint64_t scratch = bound.reach_scratch[k];  // asked again below where the op's scratch depends on the shapes
+    const FastShape fast = static_cast<FastShape>(bound.reach_fast[k]);
+    const bool simple =
+        !(flags & (CheckedPlan::kReachScratch | CheckedPlan::kReachGuard | CheckedPlan::kReachComputed));
     if (!reshaped) {  // the bound's output shapes (its check inferred them)
       ++r.shapes_kept;
-      rs.outputs.resize(b.outputs.size());
-      for (size_t i = 0; i < b.outputs.size(); ++i) {
-        rs.outputs[i].dtype = b.outputs[i].dtype;
-        rs.outputs[i].shape.assign(b.outputs[i].shape.begin(), b.outputs[i].shape.end());
+      outs.resize(n_out);
+      for (size_t i = 0; i < n_out; ++i) {
+        outs[i].dtype = bound.dtypes[step_out[i]];
+        outs[i].shape.assign(bound.dims.data() + bound.dim_at[step_out[i]],
+                                   bound.dims.data() + bound.dim_at[step_out[i] + 1]);
       }
-    } else if (!indexed || !FastOutputShape(static_cast<FastShape>(bound.reach_fast[k]),
-                                            bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
-                                            inputs, constants, b, &rs.outputs)) {
-      ++r.shapes_inferred;
-      InferContext ictx{s.op, b.attrs, inputs, constants, static_cast<int>(s.outputs.size())};
-      Status st = InferOutputs(*b.def, ictx, &rs.outputs);
-      if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
-    } else {
+    } else if (fast != FastShape::kNone && n_out == 1 && n_in >= 1 && step_in[0] >= 0 &&
+               FastOutputShape(fast,
+                               bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
+                               inputs, constants,
+                               FastShapeBound{bound.reach_defs[k]->name, bound.dtypes[step_out[0]],
+                                              bound.dims.data() + bound.dim_at[step_in[0]], rank_of(step_in[0]),
+                                              bound.dims.data() + bound.dim_at[step_out[0]], rank_of(step_out[0])},
+                               &outs)) {
       ++r.shapes_fast;
+    } else {
+      ++r.shapes_inferred;
+      const CheckedStep& b = bound.steps[si];
+      InferContext ictx{c.steps[si].op, b.attrs, inputs, constants, static_cast<int>(n_out)};
+      Status st = InferOutputs(*b.def, ictx, &outs);
+      if (!st.ok()) return InvalidArgument(b.where + ": " + st.message());
     }
-    for (size_t i = 0; reshaped && i < rs.outputs.size(); ++i) {
-      const int32_t t = s.outputs[i];
-      const TensorInfo& declared = bound.infos[t];  // the bound's check made them equal to what it infers
-      if (rs.outputs[i].dtype != declared.dtype || rs.outputs[i].shape.size() != declared.shape.size())
-        return InvalidArgument(b.where + ": output " + std::to_string(i) + " is declared " +
-                               ir::DTypeName(declared.dtype) + " of rank " + std::to_string(declared.shape.size()) +
-                               " but at this size its inputs give " + ir::DTypeName(rs.outputs[i].dtype) + " " +
-                               ir::ShapeToString(rs.outputs[i].shape));
-      auto numel = CheckedNumel(rs.outputs[i].shape);
-      if (!numel.ok() || static_cast<uint64_t>(numel.value()) * ir::DTypeSize(declared.dtype) > bound.bytes[t])
-        return InvalidArgument(b.where + ": output " + std::to_string(i) + " ('" + c.tensors[t].name + "') is " +
-                               ir::ShapeToString(rs.outputs[i].shape) + " at this size, more than the " +
+    for (size_t i = 0; reshaped && i < outs.size() && i < n_out; ++i) {
+      const int32_t t = step_out[i];
+      const ir::DType declared = bound.dtypes[t];  // the bound's check made them equal to what it infers
+      const int64_t* was = bound.dims.data() + bound.dim_at[t];
+      const size_t rank = rank_of(t);
+      const ir::Shape& now = outs[i].shape;
+      if (outs[i].dtype != declared || now.size() != rank)
+        return InvalidArgument(bound.steps[si].where + ": output " + std::to_string(i) + " is declared " +
+                               ir::DTypeName(declared) + " of rank " + std::to_string(rank) +
+                               " but at this size its inputs give " + ir::DTypeName(outs[i].dtype) + " " +
+                               ir::ShapeToString(now));
+      auto numel = CheckedNumel(now);
+      if (!numel.ok() || static_cast<uint64_t>(numel.value()) * ir::DTypeSize(declared) > bound.bytes[t])
+        return InvalidArgument(bound.steps[si].where + ": output " + std::to_string(i) + " ('" + c.tensors[t].name +
+                               "') is " + ir::ShapeToString(now) + " at this size, more than the " +
                                std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
-                               ir::ShapeToString(declared.shape) + ")");
-      if (rs.outputs[i].shape != declared.shape) set_info(t, &rs.outputs[i]);  // rs is r.steps[used]: it stays
+                               ir::ShapeToString(bound.infos[t].shape) + ")");
+      if (!std::equal(now.begin(), now.end(), was)) {
+        std::copy(now.begin(), now.end(), new_dims(t));
+        set_info(t, &outs[i]);  // in r.steps[used]: it stays
+      }
     }
-    if (!s.guard.empty()) {
-      if (rs.outputs.empty() || rs.outputs[0].shape.size() != 4)
+    if (simple) {  // no scratch, or the bound's (kTraitFixedScratch)
+      rs.scratch = bound.reach_scratch[k];
+      r.scratch_bytes = std::max(r.scratch_bytes, (bound.reach_scratch[k] + 63) / 64 * 64);
+      r.step_slot[si] = static_cast<int32_t>(used++);
+      continue;
+    }
+    const format::StepDesc& s = c.steps[si];
+    const CheckedStep& b = bound.steps[si];
+    if (flags & CheckedPlan::kReachGuard) {
+      if (outs.empty() || outs[0].shape.size() != 4)
         return InvalidArgument(b.where + ": a guarded step needs an output of rank 4 ([N, H, W, C])");
-      r.guarded_off[si] = !GuardHolds(s.guard, rs.outputs[0].shape);
+      r.guarded_off[si] = !GuardHolds(s.guard, outs[0].shape);
     }
     // Which steps are computed from the shapes does not depend on the sizes
     // (ComputedFromShapes: the bytes planned at the bound).
-    const bool shape_op = indexed ? (bound.reach_shape_deps[k] & CheckedPlan::kShapeOfRank) != 0
-                                  : (s.op == "Shape" || s.op == "Size");
-    if (bound.computed_steps[si]) {
+    if (flags & CheckedPlan::kReachComputed) {
       values.clear();
-      spare_of(s.outputs.empty() ? -1 : s.outputs[0]);  // the storage of its (first) value before
-      if (shape_op) {
+      spare_of(n_out == 0 ? -1 : step_out[0]);  // the storage of its (first) value before
+      if (deps & CheckedPlan::kShapeOfRank) {
         const auto v = ShapeOpValues(s.op, b.attrs, inputs[0].shape);
-        const size_t k = v.size();
-        const int64_t dim = static_cast<int64_t>(k);  // Shape: [k]; Size: a scalar
-        values.push_back(SpareTensor(&r.spare, ir::DType::kI64, &dim, &dim + (s.op == "Size" ? 0 : 1), k * sizeof(int64_t)));
-        if (k) std::memcpy(values.back()->bytes.data(), v.data(), k * sizeof(int64_t));
-      } else if (!EvaluateDirect(*b.def, b.attrs, constants, rs.outputs, &values, &r.spare)) {
+        const size_t n = v.size();
+        const int64_t dim = static_cast<int64_t>(n);  // Shape: [n]; Size: a scalar
+        values.push_back(
+            SpareTensor(&r.spare, ir::DType::kI64, &dim, &dim + (s.op == "Size" ? 0 : 1), n * sizeof(int64_t)));
+        if (n) std::memcpy(values.back()->bytes.data(), v.data(), n * sizeof(int64_t));
+      } else if (!EvaluateDirect(*b.def, b.attrs, constants, outs, &values, &r.spare)) {
         values.clear();
-        auto ev = Evaluate(*b.def, b.attrs, constants, inputs, rs.outputs);
+        auto ev = Evaluate(*b.def, b.attrs, constants, inputs, outs);
         if (!ev.ok()) return InvalidArgument(b.where + ": evaluating it from the shapes: " + ev.status().message());
         values = std::move(ev).value();
       }
-      for (size_t i = 0; i < s.outputs.size() && i < values.size(); ++i) {
-        if (values[i]->dtype != rs.outputs[i].dtype || values[i]->shape != rs.outputs[i].shape)
+      for (size_t i = 0; i < n_out && i < values.size(); ++i) {
+        if (values[i]->dtype != outs[i].dtype || values[i]->shape != outs[i].shape)
           return InvalidArgument(b.where + ": its value from the shapes disagrees with its inferred output");
-        const int32_t t = s.outputs[i];
+        const int32_t t = step_out[i];
         const ir::TensorData* was = bound.computed_tensors[t] ? bound.small_constants[t].get() : nullptr;
         if (!was || was->bytes != values[i]->bytes) changed[t] |= kValue;
         set_value(t, std::move(values[i]));
       }
     }
-    if (b.def->scratch) {
-      auto scratch =
-          b.def->scratch(CreateContext{b.def->name, b.attrs, inputs, rs.outputs, constants, &b.data, true});
-      if (!scratch.ok()) return InvalidArgument(b.where + ": " + scratch.status().message());
-      rs.scratch = scratch.value();
-      if (rs.scratch > (uint64_t{1} << 30))
-        return InvalidArgument(b.where + ": scratch of " + std::to_string(rs.scratch) + " bytes is too large");
+    if (flags & CheckedPlan::kReachScratch) {
+      auto need = b.def->scratch(CreateContext{b.def->name, b.attrs, inputs, outs, constants, &b.data, true});
+      if (!need.ok()) return InvalidArgument(b.where + ": " + need.status().message());
+      scratch = need.value();
+      if (scratch > (uint64_t{1} << 30))
+        return InvalidArgument(b.where + ": scratch of " + std::to_string(scratch) + " bytes is too large");
     }
-    r.scratch_bytes = std::max(r.scratch_bytes, (rs.scratch + 63) / 64 * 64);
+    r.scratch_bytes = std::max(r.scratch_bytes, (scratch + 63) / 64 * 64);
+    rs.scratch = scratch;
     r.step_slot[si] = static_cast<int32_t>(used++);
   }
   return Status::Ok();

@@ -83,6 +83,20 @@ struct CheckedPlan {
   std::vector<int32_t> reach_param_at;
   std::vector<int64_t> reach_params;
   uint64_t unreached_scratch = 0;
+  // Plans with symbols, flat (a resolution reads these instead of the
+  // scattered per-step and per-tensor structures above, which are cold by
+  // then): per tensor its shape as checked, tensor t's dims being
+  // dims[dim_at[t] .. dim_at[t + 1]], and its dtype; per reached step (as
+  // reach_steps) its output tensors (reach_outputs[reach_out_offsets[k] ..
+  // reach_out_offsets[k + 1]]), its op and what it is (kReach* bits).
+  std::vector<int32_t> dim_at;
+  std::vector<int64_t> dims;
+  std::vector<ir::DType> dtypes;
+  std::vector<int32_t> reach_out_offsets, reach_outputs;
+  std::vector<const OpDef*> reach_defs;
+  static constexpr uint8_t kReachScratch = 1, kReachGuard = 2, kReachComputed = 4;
+  std::vector<uint8_t> reach_flags;
+  std::vector<uint64_t> reach_scratch;  // per reached step: its scratch at the bound (CheckedStep::scratch)
   // Where CompileComputedValues ran (the runtime's loader): the elements of
   // the values computed from the shapes that the symbolic plan knows, as one
   // program over the method's symbols; per reached step (as reach_steps),
@@ -92,6 +106,9 @@ struct CheckedPlan {
   // evaluating the steps.
   ir::DimProgram value_program;
   std::vector<int32_t> reach_value_at;
+  // The program's outputs at the bound (every symbol at its upper end): a
+  // value the program gives as at the bound keeps the bound's value.
+  std::vector<int64_t> value_program_bound;
 };
 
 // Checks every tensor (dtype, element count, arena bounds and alignment,
@@ -143,7 +160,7 @@ struct ResolvedPlan {
     uint64_t scratch = 0;
   };
   std::vector<int32_t> step_slot;
-  // At least one per step (those past the steps reached are left over from
+  // At least one per step reached (those past the ones changed are left over from
   // an earlier resolution into this one: ResolvePlan reuses their storage).
   std::vector<Step> steps;
   // Per tensor: its shape at these sizes where it differs from the bound's
@@ -151,6 +168,10 @@ struct ResolvedPlan {
   // this resolution's own vectors: it moves, never copies.
   std::vector<const TensorInfo*> info_at;
   std::vector<TensorInfo> input_infos;  // one per method input (the first ones used): never reallocated
+  // The shapes at these sizes of the tensors whose shapes differ from the
+  // bound's, flat as the bound's (CheckedPlan::dim_at); the others' places
+  // hold whatever an earlier resolution left.
+  std::vector<int64_t> dims;
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`), else -1.
   std::vector<int32_t> value_slot;
@@ -263,10 +284,24 @@ enum class FastShape : uint8_t {
 // their start written to *at.
 FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const std::vector<const void*>& weights,
                       std::vector<int64_t>* params, int32_t* at);
+// What FastOutputShape reads of a step as checked at the bound: its op,
+// output 0's dtype, input 0's and output 0's shapes (a resolution takes them
+// from CheckedPlan's flat arrays; a CheckedStep gives them too).
+struct FastShapeBound {
+  std::string_view op;
+  ir::DType dtype = ir::DType::kUndefined;
+  const int64_t* in0 = nullptr;
+  size_t in0_rank = 0;
+  const int64_t* out0 = nullptr;
+  size_t out0_rank = 0;
+};
 // The step's output shapes from its operands at a run (`in`, and the values
 // known then in `constants`), written over `outs` (its storage reused):
 // exactly what its inference gives where this returns true; false where the
 // inference must run (it may then refuse).
+bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
+                     const std::vector<const ir::TensorData*>& constants, const FastShapeBound& b,
+                     std::vector<TensorInfo>* outs);
 bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
                      const std::vector<const ir::TensorData*>& constants, const CheckedStep& b,
                      std::vector<TensorInfo>* outs);

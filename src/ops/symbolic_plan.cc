@@ -617,6 +617,7 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   CheckedPlan& b = *bound;
   b.value_program = ir::DimProgram();
   b.reach_value_at.clear();
+  b.value_program_bound.clear();
   if (sym.values.size() != c.tensors.size() || sym.shapes.size() != c.tensors.size() ||
       b.computed_steps.size() != c.steps.size() || b.steps.size() != c.steps.size())
     return;
@@ -642,8 +643,30 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   if (exprs.empty()) return;
   auto program = ir::DimProgram::Compile(exprs, c.symbols.size());
   if (!program.ok()) return;
+  // Its outputs at the bound, which must be the bound's values (else the
+  // program is not used).
+  std::vector<int64_t> hi, slots;
+  for (const auto& symbol : c.symbols) hi.push_back(symbol.hi);
+  slots.resize(program.value().num_slots());
+  if (!program.value().Evaluate(hi, slots).ok()) return;
+  std::vector<int64_t> at_bound(program.value().num_outputs());
+  for (size_t j = 0; j < at_bound.size(); ++j) at_bound[j] = slots[program.value().output_slot(j)];
+  for (size_t k = 0; k < at.size(); ++k) {
+    if (at[k] < 0) continue;
+    size_t from = static_cast<size_t>(at[k]);
+    for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) {
+      const ir::TensorData* v = b.small_constants[t].get();
+      const size_t n = sym.values[t]->size();
+      if (!v || v->dtype != ir::DType::kI64 || v->numel() != static_cast<int64_t>(n) ||
+          !std::equal(at_bound.begin() + static_cast<std::ptrdiff_t>(from),
+                      at_bound.begin() + static_cast<std::ptrdiff_t>(from + n), v->data<int64_t>()))
+        return;
+      from += n;
+    }
+  }
   b.value_program = std::move(program).value();
   b.reach_value_at = std::move(at);
+  b.value_program_bound = std::move(at_bound);
 }
 
 std::string SymShapeText(const ir::SymShape& s, const ir::SymbolTable& symbols) {

@@ -138,6 +138,10 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     ops::CompileComputedValues(c, sym, &plan.value());
     m->requirements = std::move(sym.requires_equal);
     m->bound_plan = std::make_unique<const ops::CheckedPlan>(std::move(plan).value());
+    for (const PreparedStep& ps : m->steps) {
+      m->bound_kernels.push_back(ps.kernel.get());
+      m->adapts.push_back(ps.kernel && ps.kernel->adapts() ? 1 : 0);
+    }
   }
   return Status::Ok();
 }
@@ -233,31 +237,31 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
     return InvalidArgument("method '" + c.method + "' needs " + std::to_string(p.scratch_bytes) +
                            " bytes of scratch per thread at these sizes, more than the " +
                            std::to_string(c.scratch_bytes) + " planned");
-  const size_t ns = c.steps.size();
+  const ops::CheckedPlan& bound = *m.bound_plan;
   std::vector<ops::TensorInfo> inputs;  // one step's operands, reused (create keeps nothing of them)
   std::vector<const ir::TensorData*> constants;
-  r->kernels.resize(ns);
-  r->shapes_at.assign(ns, -1);
+  // The bound's kernels, but for the steps reached at these sizes (only they
+  // can change), looked at through the bound's flat index of them.
+  r->kernels.assign(m.bound_kernels.begin(), m.bound_kernels.end());
+  r->shapes_at.assign(c.steps.size(), -1);
   r->shapes.clear();
-  for (size_t si = 0; si < ns; ++si) {
-    const ops::Kernel* bound = m.steps[si].kernel.get();
+  for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
+    const size_t si = static_cast<size_t>(bound.reach_steps[k]);
     // The bound's kernel where none of its operands' shapes or values from
     // the shapes changed (kernels are immutable), or a step computed from the
     // shapes (never runs its kernel: ShapeValues) or guarded off.
-    if (!p.changed(si) || p.bound->computed_steps[si] || p.guarded_off[si]) {
-      r->kernels[si] = bound;
-      continue;
-    }
+    if (!p.changed(si) || (bound.reach_flags[k] & ops::CheckedPlan::kReachComputed) || p.guarded_off[si]) continue;
     // A kernel that adapts runs at these sizes given its operands' shapes.
-    if (bound && bound->adapts()) {
-      const format::StepDesc& s = c.steps[si];
+    if (m.adapts[si]) {
       r->shapes_at[si] = static_cast<int32_t>(r->shapes.size());
-      for (int32_t t : s.inputs) r->shapes.push_back(t >= 0 ? &p.info(t).shape : nullptr);
+      for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
+        const int32_t t = bound.reach_inputs[j];
+        r->shapes.push_back(t >= 0 ? &p.info(t).shape : nullptr);
+      }
       for (const ops::TensorInfo& o : p.outputs(si)) r->shapes.push_back(&o.shape);
-      r->kernels[si] = bound;
       continue;
     }
-    const ops::OpDef& def = *m.bound_plan->steps[si].def;
+    const ops::OpDef& def = *bound.steps[si].def;
     auto kernel = def.create(p.create_context(c.steps[si], si, &inputs, &constants));
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
     r->made.push_back(std::move(kernel).value());
@@ -268,7 +272,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
     const auto& shape = p.info(c.outputs[k]).shape;
     r->output_shapes[k].assign(shape.begin(), shape.end());
   }
-  r->shape_values.Fill(c, *m.bound_plan, p);
+  r->shape_values.FillResolved(m.shape_values, *m.bound_plan, p);
   return r;
 }
 

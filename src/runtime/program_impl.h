@@ -62,6 +62,35 @@ struct ShapeValues {
       for (int32_t t : c.steps[si].outputs) v.values[t] = p.value(t).get();
     }
   }
+  // The same for a resolution `p` of a plan with symbols, from the bound's
+  // (`at_bound`, Fill of the bound): only the steps a change of sizes
+  // reaches can differ (their guards, their values), so only those are
+  // looked at, through the bound's flat index of them.
+  void FillResolved(const ShapeValues& at_bound, const ops::CheckedPlan& bound, const ops::ResolvedPlan& p) {
+    ShapeValues& v = *this;
+    v.actions.assign(at_bound.actions.begin(), at_bound.actions.end());
+    v.values.assign(at_bound.values.begin(), at_bound.values.end());
+    if (v.actions.empty()) return;
+    for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
+      const uint8_t flags = bound.reach_flags[k];
+      if (!(flags & (ops::CheckedPlan::kReachGuard | ops::CheckedPlan::kReachComputed))) continue;
+      const size_t si = static_cast<size_t>(bound.reach_steps[k]);
+      const int32_t* out = bound.reach_outputs.data() + bound.reach_out_offsets[k];
+      const int32_t* out_end = bound.reach_outputs.data() + bound.reach_out_offsets[k + 1];
+      if (p.guarded_off[si]) {
+        v.actions[si] = Action::kSkip;
+        continue;
+      }
+      if (!(flags & ops::CheckedPlan::kReachComputed)) {
+        v.actions[si] = Action::kRun;
+        continue;
+      }
+      bool needed = false;
+      for (const int32_t* t = out; t != out_end; ++t) needed = needed || bound.needed[*t];
+      v.actions[si] = needed ? Action::kCopy : Action::kSkip;
+      for (const int32_t* t = out; t != out_end; ++t) v.values[*t] = p.value(*t).get();
+    }
+  }
 };
 
 // A method with ranges at one combination of sizes: every step's kernel
@@ -122,6 +151,10 @@ struct PreparedMethod {
   // attributes), from which a resolution infers again only the steps whose
   // operands change (ops::ResolvePlan) and remakes only their kernels.
   std::unique_ptr<const ops::CheckedPlan> bound_plan;
+  // Plans with symbols, per step (flat, for a resolution): its kernel (as in
+  // `steps`) and whether it adapts (ops::Kernel::adapts).
+  std::vector<const ops::Kernel*> bound_kernels;
+  std::vector<uint8_t> adapts;
   // Plans with symbols: the relations between the symbols every run must
   // meet (ops::SymbolicPlan::requires_equal, over context->symbols), checked
   // at each new combination of sizes before the plan is resolved, so that

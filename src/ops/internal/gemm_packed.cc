@@ -216,7 +216,7 @@ uint64_t Flops(const CreateContext& c) {
 OpDef DefineGemmPacked() {
   OpDef d = internal::LoweredOp(kOp, 2, 3, Infer, Create, Scratch);
   d.flops = Flops;
-  d.traits = kTraitTakesActivation;
+  d.traits = kTraitTakesActivation | kTraitFixedScratch;
   d.lowerings = {{"Gemm", 10, Lower, Applies}, {"MatMul", 10, Lower, Applies}};
   return d;
 }
