@@ -961,10 +961,11 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   r.dims.resize(bound.dims.size());
   auto rank_of = [&](int32_t t) { return static_cast<size_t>(bound.dim_at[t + 1] - bound.dim_at[t]); };
   // The values of the resolution this one is made over, by tensor: their
-  // storage is reused for the same tensors' values where no one else holds them.
+  // storage is reused for the same tensors' values where no one else holds
+  // them (asked when one is reused: each value's count is a cold read).
   r.prior.clear();
   for (size_t k = 0; k < r.values.size() && k < r.value_tensors.size(); ++k)
-    if (r.values[k] && r.values[k].use_count() == 1) r.prior.emplace_back(r.value_tensors[k], std::move(r.values[k]));
+    if (r.values[k]) r.prior.emplace_back(r.value_tensors[k], std::move(r.values[k]));
   r.values.clear();
   r.value_tensors.clear();
   r.guarded_off = bound.guarded_off;
@@ -1003,7 +1004,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     r.spare.clear();
     for (auto& [pt, pv] : r.prior)
       if (pt == t && pv) {
-        r.spare.push_back(std::move(pv));
+        if (pv.use_count() == 1) r.spare.push_back(std::move(pv));
         break;
       }
   };
