@@ -22,6 +22,7 @@
 #include <map>
 
 #include "fcb/fcb.h"
+#include "import/onnx_builder_test.h"
 #include "ops/plan_check.h"
 #include "ops/symbolic_plan.h"
 #include "runtime/program_impl.h"
@@ -298,50 +299,19 @@ TEST(ResolvePlan, ResnetOnAGridOfSizesMatchesTheFullCheck) {
 // ReduceSum) reads what it is added to.
 TEST(ResolvePlan, LargeValuesFromTheShapesStayComputedWhereAShapeDependsOnThem) {
   TempDir tmp;
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(13);
-  auto* g = m.mutable_graph();
-  g->set_name("range_nonzero");
-  auto* x = g->add_input();
-  x->set_name("x");
-  auto* tt = x->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  tt->mutable_shape()->add_dim()->set_dim_value(1);
-  tt->mutable_shape()->add_dim()->set_dim_param("seq");
-  auto scalar = [&](const std::string& name, int64_t v) {
-    auto* t = g->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_int64_data(v);
-  };
-  scalar("zero", 0);
-  scalar("one", 1);
-  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
-    auto* n = g->add_node();
-    n->set_name(out);
-    n->set_op_type(op);
-    for (const auto& i : in) n->add_input(i);
-    n->add_output(out);
-    return n;
-  };
-  node("Shape", {"x"}, "shape");
-  node("Gather", {"shape", "one"}, "len");
-  node("Range", {"zero", "len", "one"}, "positions");     // [seq] int64: 1600 bytes at the bound
-  node("NonZero", {"positions"}, "nonzero");              // [1, seq-1]: its size is data-dependent
-  auto* cast = node("Cast", {"nonzero"}, "found");
-  auto* to = cast->add_attribute();
-  to->set_name("to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(onnx::TensorProto::FLOAT);
-  node("Cast", {"positions"}, "positions_f")->add_attribute()->CopyFrom(*to);
-  node("Add", {"x", "positions_f"}, "shifted");           // a value no shape depends on
-  node("ReduceSum", {"shifted"}, "summed");
-  for (const char* name : {"found", "shifted", "summed"}) {
-    auto* o = g->add_output();
-    o->set_name(name);
-    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  }
+  onnx::ModelProto m = testing::MakeModel(13);
+  testing::AddInput(m, "x", {1, "seq"});
+  testing::AddInit(m, testing::Int64Tensor("zero", {}, {0}, false));
+  testing::AddInit(m, testing::Int64Tensor("one", {}, {1}, false));
+  testing::AddNode(m, "Shape", {"x"}, {"shape"});
+  testing::AddNode(m, "Gather", {"shape", "one"}, {"len"});
+  testing::AddNode(m, "Range", {"zero", "len", "one"}, {"positions"});  // [seq] int64: 1600 bytes at the bound
+  testing::AddNode(m, "NonZero", {"positions"}, {"nonzero"});           // [1, seq-1]: its size is data-dependent
+  testing::AttrInt(testing::AddNode(m, "Cast", {"nonzero"}, {"found"}), "to", onnx::TensorProto::FLOAT);
+  testing::AttrInt(testing::AddNode(m, "Cast", {"positions"}, {"positions_f"}), "to", onnx::TensorProto::FLOAT);
+  testing::AddNode(m, "Add", {"x", "positions_f"}, {"shifted"});  // a value no shape depends on
+  testing::AddNode(m, "ReduceSum", {"shifted"}, {"summed"});
+  for (const char* name : {"found", "shifted", "summed"}) testing::AddOutput(m, name);
   const std::string model = tmp.File("range_nonzero.onnx");
   {
     std::ofstream f(model, std::ios::binary);

@@ -419,6 +419,13 @@ FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const st
   return FastShape::kNone;
 }
 
+namespace {
+
+// Per-thread scratch as a plan reserves it: rounded up to 64 bytes.
+uint64_t ScratchSlot(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
   if (guard.size() != 3 || out0.size() != 4) return true;
   const int64_t tile = guard[1];
@@ -654,7 +661,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       if (!scratch.ok()) return InvalidArgument(cs.where + ": " + scratch.status().message());
       cs.scratch = scratch.value();
       if (cs.scratch > (uint64_t{1} << 30)) return InvalidArgument(cs.where + ": scratch of " + std::to_string(cs.scratch) + " bytes is too large");
-      p.scratch_bytes = std::max(p.scratch_bytes, (cs.scratch + 63) / 64 * 64);
+      p.scratch_bytes = std::max(p.scratch_bytes, ScratchSlot(cs.scratch));
     }
     p.steps.push_back(std::move(cs));
   }
@@ -676,7 +683,7 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
       bool reached = false;
       for (int32_t t : s.inputs) reached = reached || (t >= 0 && reach[t]);
       if (!reached) {
-        p.unreached_scratch = std::max(p.unreached_scratch, (p.steps[si].scratch + 63) / 64 * 64);
+        p.unreached_scratch = std::max(p.unreached_scratch, ScratchSlot(p.steps[si].scratch));
         continue;
       }
       for (int32_t t : s.outputs) reach[t] = 1;
@@ -981,10 +988,9 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   changed.assign(nt, 0);
   // Tensor t's dims at these sizes: this resolution's where its shape
   // changed, else the bound's.
+  auto bound_dims = [&](int32_t t) { return bound.dims.data() + bound.dim_at[t]; };
   auto new_dims = [&](int32_t t) { return r.dims.data() + bound.dim_at[t]; };
-  auto dims_of = [&](int32_t t) -> const int64_t* {
-    return ((changed[t] & kShape) ? r.dims.data() : bound.dims.data()) + bound.dim_at[t];
-  };
+  auto dims_of = [&](int32_t t) -> const int64_t* { return (changed[t] & kShape) ? new_dims(t) : bound_dims(t); };
   auto set_info = [&](int32_t t, const TensorInfo* info) {
     r.info_at[t] = info;
     changed[t] |= kShape;
@@ -1077,7 +1083,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                  (!(deps & CheckedPlan::kShapeOfRank) && ((changed[t] & kShape) || i >= 31 || ((deps >> i) & 1)));
     }
     if (!touched) {  // the same operands as at the bound: the same outputs, values and scratch
-      r.scratch_bytes = std::max(r.scratch_bytes, (bound.reach_scratch[k] + 63) / 64 * 64);
+      r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
       continue;
     }
     if (program_ready && bound.reach_value_at[k] >= 0) {
@@ -1087,7 +1093,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       size_t at = static_cast<size_t>(bound.reach_value_at[k]);
       for (size_t i = 0; i < n_out; ++i) {
         const int32_t t = step_out[i];
-        const int64_t* shape = bound.dims.data() + bound.dim_at[t];
+        const int64_t* shape = bound_dims(t);
         const size_t rank = rank_of(t);
         size_t n = 1;
         for (size_t d = 0; d < rank; ++d) n *= static_cast<size_t>(shape[d]);
@@ -1105,7 +1111,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         at += n;
       }
       ++r.values_compiled;
-      r.scratch_bytes = std::max(r.scratch_bytes, (bound.reach_scratch[k] + 63) / 64 * 64);
+      r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
       continue;
     }
     // Its operands at these sizes, from the flat dims and the values.
@@ -1129,23 +1135,20 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     std::vector<TensorInfo>& outs = rs.outputs;
     uint64_t scratch = bound.reach_scratch[k];  // asked again below where the op's scratch depends on the shapes
     const FastShape fast = static_cast<FastShape>(bound.reach_fast[k]);
-    const bool simple =
-        !(flags & (CheckedPlan::kReachScratch | CheckedPlan::kReachGuard | CheckedPlan::kReachComputed));
     if (!reshaped) {  // the bound's output shapes (its check inferred them)
       ++r.shapes_kept;
       outs.resize(n_out);
       for (size_t i = 0; i < n_out; ++i) {
         outs[i].dtype = bound.dtypes[step_out[i]];
-        outs[i].shape.assign(bound.dims.data() + bound.dim_at[step_out[i]],
-                                   bound.dims.data() + bound.dim_at[step_out[i] + 1]);
+        outs[i].shape.assign(bound_dims(step_out[i]), bound_dims(step_out[i]) + rank_of(step_out[i]));
       }
     } else if (fast != FastShape::kNone && n_out == 1 && n_in >= 1 && step_in[0] >= 0 &&
                FastOutputShape(fast,
                                bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
                                inputs, constants,
                                FastShapeBound{bound.reach_defs[k]->name, bound.dtypes[step_out[0]],
-                                              bound.dims.data() + bound.dim_at[step_in[0]], rank_of(step_in[0]),
-                                              bound.dims.data() + bound.dim_at[step_out[0]], rank_of(step_out[0])},
+                                              bound_dims(step_in[0]), rank_of(step_in[0]), bound_dims(step_out[0]),
+                                              rank_of(step_out[0])},
                                &outs)) {
       ++r.shapes_fast;
     } else {
@@ -1158,7 +1161,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     for (size_t i = 0; reshaped && i < outs.size() && i < n_out; ++i) {
       const int32_t t = step_out[i];
       const ir::DType declared = bound.dtypes[t];  // the bound's check made them equal to what it infers
-      const int64_t* was = bound.dims.data() + bound.dim_at[t];
+      const int64_t* was = bound_dims(t);
       const size_t rank = rank_of(t);
       const ir::Shape& now = outs[i].shape;
       if (outs[i].dtype != declared || now.size() != rank)
@@ -1177,12 +1180,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         set_info(t, &outs[i]);  // in r.steps[used]: it stays
       }
     }
-    if (simple) {  // no scratch, or the bound's (kTraitFixedScratch)
-      rs.scratch = bound.reach_scratch[k];
-      r.scratch_bytes = std::max(r.scratch_bytes, (bound.reach_scratch[k] + 63) / 64 * 64);
-      r.step_slot[si] = static_cast<int32_t>(used++);
-      continue;
-    }
+    // A step shaped in place with no guard, value or scratch to work out
+    // reads nothing below (its StepDesc and CheckedStep stay unread).
     const format::StepDesc& s = c.steps[si];
     const CheckedStep& b = bound.steps[si];
     if (flags & CheckedPlan::kReachGuard) {
@@ -1224,7 +1223,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       if (scratch > (uint64_t{1} << 30))
         return InvalidArgument(b.where + ": scratch of " + std::to_string(scratch) + " bytes is too large");
     }
-    r.scratch_bytes = std::max(r.scratch_bytes, (scratch + 63) / 64 * 64);
+    r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(scratch));
     rs.scratch = scratch;
     r.step_slot[si] = static_cast<int32_t>(used++);
   }

@@ -44,22 +44,14 @@ struct ShapeValues {
   // storage reused.
   template <typename Plan>
   void Fill(const format::ContextDesc& c, const ops::CheckedPlan& bound, const Plan& p) {
-    ShapeValues& v = *this;
-    v.actions.clear();
-    v.values.clear();
+    actions.clear();
+    values.clear();
     if (!c.dynamic()) return;
-    v.actions.assign(c.steps.size(), Action::kRun);
-    v.values.assign(c.tensors.size(), nullptr);
+    actions.assign(c.steps.size(), Action::kRun);
+    values.assign(c.tensors.size(), nullptr);
     for (size_t si = 0; si < c.steps.size(); ++si) {
-      if (p.guarded_off[si]) {
-        v.actions[si] = Action::kSkip;  // the other variant of its node runs at these sizes
-        continue;
-      }
-      if (!bound.computed_steps[si]) continue;
-      bool needed = false;
-      for (int32_t t : c.steps[si].outputs) needed = needed || bound.needed[t];
-      v.actions[si] = needed ? Action::kCopy : Action::kSkip;
-      for (int32_t t : c.steps[si].outputs) v.values[t] = p.value(t).get();
+      const auto& out = c.steps[si].outputs;
+      SetStep(si, out.data(), out.data() + out.size(), bound.computed_steps[si], bound, p);
     }
   }
   // The same for a resolution `p` of a plan with symbols, from the bound's
@@ -67,29 +59,38 @@ struct ShapeValues {
   // reaches can differ (their guards, their values), so only those are
   // looked at, through the bound's flat index of them.
   void FillResolved(const ShapeValues& at_bound, const ops::CheckedPlan& bound, const ops::ResolvedPlan& p) {
-    ShapeValues& v = *this;
-    v.actions.assign(at_bound.actions.begin(), at_bound.actions.end());
-    v.values.assign(at_bound.values.begin(), at_bound.values.end());
-    if (v.actions.empty()) return;
+    actions.assign(at_bound.actions.begin(), at_bound.actions.end());
+    values.assign(at_bound.values.begin(), at_bound.values.end());
+    if (actions.empty()) return;
     for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
       const uint8_t flags = bound.reach_flags[k];
       if (!(flags & (ops::CheckedPlan::kReachGuard | ops::CheckedPlan::kReachComputed))) continue;
-      const size_t si = static_cast<size_t>(bound.reach_steps[k]);
-      const int32_t* out = bound.reach_outputs.data() + bound.reach_out_offsets[k];
-      const int32_t* out_end = bound.reach_outputs.data() + bound.reach_out_offsets[k + 1];
-      if (p.guarded_off[si]) {
-        v.actions[si] = Action::kSkip;
-        continue;
-      }
-      if (!(flags & ops::CheckedPlan::kReachComputed)) {
-        v.actions[si] = Action::kRun;
-        continue;
-      }
-      bool needed = false;
-      for (const int32_t* t = out; t != out_end; ++t) needed = needed || bound.needed[*t];
-      v.actions[si] = needed ? Action::kCopy : Action::kSkip;
-      for (const int32_t* t = out; t != out_end; ++t) v.values[*t] = p.value(*t).get();
+      SetStep(static_cast<size_t>(bound.reach_steps[k]), bound.reach_outputs.data() + bound.reach_out_offsets[k],
+              bound.reach_outputs.data() + bound.reach_out_offsets[k + 1],
+              (flags & ops::CheckedPlan::kReachComputed) != 0, bound, p);
     }
+  }
+
+ private:
+  // Step `si` (outputs [out, out_end)): skipped where its guard is off (the
+  // other variant of its node runs at these sizes); a step computed from the
+  // shapes copies its value where some step or the method's outputs read it,
+  // else is skipped; any other runs.
+  template <typename Plan>
+  void SetStep(size_t si, const int32_t* out, const int32_t* out_end, bool computed, const ops::CheckedPlan& bound,
+               const Plan& p) {
+    if (p.guarded_off[si]) {
+      actions[si] = Action::kSkip;
+      return;
+    }
+    if (!computed) {
+      actions[si] = Action::kRun;
+      return;
+    }
+    bool needed = false;
+    for (const int32_t* t = out; t != out_end; ++t) needed = needed || bound.needed[*t];
+    actions[si] = needed ? Action::kCopy : Action::kSkip;
+    for (const int32_t* t = out; t != out_end; ++t) values[*t] = p.value(*t).get();
   }
 };
 
