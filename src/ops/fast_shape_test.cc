@@ -26,19 +26,21 @@ struct Operand {
 // One step of `op` checked at `bound`, shaped at other operands.
 class FastStep {
  public:
-  FastStep(const std::string& op, Attrs attrs, std::vector<Operand> bound, std::vector<bool> weight = {})
-      : op_(op), attrs_(std::move(attrs)) {
+  FastStep(const std::string& op, Attrs attrs, std::vector<Operand> bound, std::vector<bool> weight = {},
+           int outputs = 1)
+      : op_(op), attrs_(std::move(attrs)), outputs_(outputs) {
     def_ = FindOp(op);
     EXPECT_NE(def_, nullptr) << op;
     step_.op = op;
     for (size_t i = 0; i < bound.size(); ++i) step_.inputs.push_back(static_cast<int32_t>(i));
-    step_.outputs.push_back(static_cast<int32_t>(bound.size()));
+    for (int i = 0; i < outputs; ++i) step_.outputs.push_back(static_cast<int32_t>(bound.size()) + i);
     cs_.def = def_;
     cs_.attrs = attrs_;
     Infos(bound, &cs_.inputs, &cs_.constants);
-    const Status st = InferOutputs(*def_, InferContext{op, attrs_, cs_.inputs, cs_.constants, 1}, &cs_.outputs);
+    const Status st =
+        InferOutputs(*def_, InferContext{op, attrs_, cs_.inputs, cs_.constants, outputs}, &cs_.outputs);
     EXPECT_TRUE(st.ok()) << op << " at the bound: " << st.message();
-    weights_.assign(bound.size() + 1, nullptr);
+    weights_.assign(bound.size() + static_cast<size_t>(outputs), nullptr);
     static const int kWeight = 0;
     for (size_t i = 0; i < weight.size(); ++i)
       if (weight[i]) weights_[i] = &kWeight;
@@ -53,7 +55,7 @@ class FastStep {
     std::vector<const ir::TensorData*> constants;
     Infos(run, &in, &constants);
     std::vector<TensorInfo> generic;
-    const Status st = InferOutputs(*def_, InferContext{op_, attrs_, in, constants, 1}, &generic);
+    const Status st = InferOutputs(*def_, InferContext{op_, attrs_, in, constants, outputs_}, &generic);
     // Written over a vector holding another shape, as a resolution reuses them.
     std::vector<TensorInfo> fast{TensorInfo{DType::kI8, {7, 7, 7, 7, 7, 7}}, TensorInfo{DType::kI8, {3}}};
     const bool took = FastOutputShape(kind_, at_ >= 0 ? &params_[at_] : nullptr, in, constants, cs_, &fast);
@@ -92,6 +94,7 @@ class FastStep {
   std::vector<int64_t> params_;
   int32_t at_ = -1;
   FastShape kind_ = FastShape::kNone;
+  int outputs_ = 1;
 };
 
 Operand F(Shape s) { return Operand{DType::kF32, std::move(s), nullptr}; }
@@ -257,9 +260,95 @@ TEST(FastShape, GatherTakesTheIndicesShape) {
   EXPECT_TRUE(axis1.Check({F({3, 6, 9}), Of(DType::kI32, {2, 2})}));
 }
 
-TEST(FastShape, OtherOpsAreLeftToTheirInference) {
-  EXPECT_EQ(FastStep("Slice", A(), {F({4, 3}), Ints({1}), Ints({3})}).kind(), FastShape::kNone);
+TEST(FastShape, SliceMatchesTheInferenceOnRandomBounds) {
+  std::mt19937 rng(13);
+  const std::vector<int64_t> ends{-9, -4, -2, -1, 0, 1, 2, 3, 5, 9, INT64_MAX, INT64_MIN};
+  // starts and ends; with axes; with axes and steps (negative ones too).
+  int refused = 0;
+  for (int form = 0; form < 3; ++form) {
+    std::vector<Operand> bound{F({4, 5, 6}), Ints({0, 1}), Ints({2, 3})};
+    if (form >= 1) bound.push_back(Ints({0, -1}));
+    if (form >= 2) bound.push_back(Ints({1, 2}));
+    FastStep s("Slice", A(), bound);
+    ASSERT_EQ(s.kind(), FastShape::kSlice) << form;
+    int took = 0;
+    for (int trial = 0; trial < 600; ++trial) {
+      const size_t n = 1 + rng() % 2;
+      std::vector<int64_t> st(n), en(n), ax(n), sp(n);
+      for (size_t i = 0; i < n; ++i) {
+        st[i] = ends[rng() % ends.size()], en[i] = ends[rng() % ends.size()];
+        ax[i] = std::vector<int64_t>{-4, -3, -1, 0, 1, 2, 3}[rng() % 7];
+        sp[i] = std::vector<int64_t>{-3, -1, 0, 1, 1, 2, INT64_MIN}[rng() % 7];
+      }
+      std::vector<Operand> run{F(RandomShape(rng, 3, {0, 1, 2, 4, 7})), Ints(st), Ints(en)};
+      if (form >= 1) run.push_back(Ints(ax));
+      if (form >= 2) run.push_back(Ints(sp));
+      if (rng() % 16 == 0) run[2] = Ints({1});  // ends of another length
+      const bool ok = s.Check(run);
+      took += ok;
+      std::vector<TensorInfo> outs, in;
+      std::vector<const ir::TensorData*> constants;
+      for (const auto& o : run) in.push_back(TensorInfo{o.dtype, o.shape}), constants.push_back(o.value.get());
+      refused += !InferOutputs(*FindOp("Slice"), InferContext{"Slice", A(), in, constants, 1}, &outs).ok();
+    }
+    EXPECT_GT(took, 100) << form;
+  }
+  EXPECT_GT(refused, 30);  // the refusals were tried too
+  // int32 bounds, or bounds not known at the run: the inference reads them.
+  FastStep s("Slice", A(), {F({4, 3}), Ints({1}), Ints({3})});
+  EXPECT_FALSE(s.Check({F({4, 3}), Operand{DType::kI32, {1}, I32({1}, {1})}, Ints({3})}));
+  EXPECT_FALSE(s.Check({F({4, 3}), Ints({1}), Of(DType::kI64, {1})}));
+}
+
+TEST(FastShape, ExpandAndConstantOfShapeTakeTheirShapeValue) {
+  std::mt19937 rng(17);
+  FastStep expand("Expand", A(), {F({1, 3, 1}), Ints({2, 3, 4})});
+  ASSERT_EQ(expand.kind(), FastShape::kExpand);
+  int took = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const Shape x = RandomShape(rng, 1 + rng() % 3, {0, 1, 2, 3});
+    const Shape t = RandomShape(rng, 1 + rng() % 4, {-1, 0, 1, 2, 3});
+    took += expand.Check({F(x), Ints(t)});
+  }
+  EXPECT_GT(took, 50);
+  EXPECT_FALSE(expand.Check({F({1, 3, 1}), Ints({int64_t{1} << 40, int64_t{1} << 40, 1})}));  // too large
+  FastStep fill("ConstantOfShape", A(), {Ints({2, 3})});
+  ASSERT_EQ(fill.kind(), FastShape::kConstantOfShape);
+  EXPECT_TRUE(fill.Check({Ints({7, 0})}));
+  EXPECT_TRUE(fill.Check({Ints({1, 9})}));
+  EXPECT_FALSE(fill.Check({Ints({-1, 9})}));
+  EXPECT_FALSE(fill.Check({Ints({4})}));  // another rank than at the bound: the inference gives it
+}
+
+TEST(FastShape, IntegerRangeCountsExactly) {
+  auto scalar = [](int64_t v) { return Operand{DType::kI64, {}, I64({}, {v})}; };
+  FastStep s("Range", A(), {scalar(0), scalar(8), scalar(1)});
+  ASSERT_EQ(s.kind(), FastShape::kRange);
+  for (int64_t start : {-7, 0, 3, 10})
+    for (int64_t limit : {-5, 0, 1, 8, 11})
+      for (int64_t delta : {-3, -1, 1, 2, 5}) EXPECT_TRUE(s.Check({scalar(start), scalar(limit), scalar(delta)}));
+  EXPECT_FALSE(s.Check({scalar(0), scalar(8), scalar(0)}));                 // refused by the inference
+  EXPECT_FALSE(s.Check({scalar(INT64_MIN), scalar(INT64_MAX), scalar(1)}));  // too many elements
+  auto scalar32 = [](int32_t v) { return Operand{DType::kI32, {}, I32({}, {v})}; };
+  FastStep s32("Range", A(), {scalar32(0), scalar32(8), scalar32(1)});
+  ASSERT_EQ(s32.kind(), FastShape::kRange);
+  EXPECT_TRUE(s32.Check({scalar32(5), scalar32(-4), scalar32(-2)}));
+  EXPECT_FALSE(s32.Check({scalar32(5), scalar(9), scalar32(1)}));  // mixed dtypes: refused by the inference
+}
+
+TEST(FastShape, SplitWithFixedSizesWhereTheAxisKeepsItsSize) {
+  FastStep s("Split", A().I("axis", -1), {F({1, 5, 12}), Ints({3, 4, 5})}, {false, true}, 3);
+  ASSERT_EQ(s.kind(), FastShape::kSplit);
+  for (Shape x : {Shape{1, 9, 12}, Shape{4, 0, 12}, Shape{1, 1, 12}}) EXPECT_TRUE(s.Check({F(x), Ints({3, 4, 5})})) << x[1];
+  EXPECT_FALSE(s.Check({F({1, 5, 13}), Ints({3, 4, 5})}));  // the axis changed: the inference refuses or gives it
+  FastStep equal("Split", A().I("axis", 1), {F({2, 6, 3})}, {}, 2);
+  ASSERT_EQ(equal.kind(), FastShape::kSplit);
+  EXPECT_TRUE(equal.Check({F({7, 6, 1})}));
+  EXPECT_FALSE(equal.Check({F({7, 8, 1})}));
+  // Sizes computed from the shapes may change: the inference runs.
+  EXPECT_EQ(FastStep("Split", A(), {F({6, 2}), Ints({2, 4})}, {false, false}, 2).kind(), FastShape::kNone);
   EXPECT_EQ(FastStep("Softmax", A(), {F({4, 3})}).kind(), FastShape::kSameAsInput0);
+  EXPECT_EQ(FastStep("Pad", A(), {F({4, 3}), Ints({0, 0, 1, 1})}).kind(), FastShape::kNone);
 }
 
 }  // namespace

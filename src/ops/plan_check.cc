@@ -354,6 +354,23 @@ bool EvaluateDirect(const OpDef& def, const Attrs& attrs, const std::vector<cons
 
 FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const std::vector<const void*>& weights,
                       std::vector<int64_t>* params, int32_t* at) {
+  // Split with sizes fixed (an attribute, a weight, or equal pieces): at a
+  // run where its axis keeps the bound's size, its pieces keep theirs.
+  if (s.op == "Split" && !s.inputs.empty() && s.inputs[0] >= 0 && !cs.inputs.empty() && s.outputs.size() >= 1 &&
+      cs.outputs.size() == s.outputs.size() && s.outputs.size() <= 64 &&
+      (s.inputs.size() == 1 || (s.inputs.size() == 2 && (s.inputs[1] < 0 || weights[s.inputs[1]])))) {
+    const int64_t rank = static_cast<int64_t>(cs.inputs[0].shape.size());
+    int64_t axis = cs.attrs.GetInt("axis", 0);
+    if (rank < 1 || axis < -rank || axis >= rank) return FastShape::kNone;
+    if (axis < 0) axis += rank;
+    for (const TensorInfo& o : cs.outputs)
+      if (o.shape.size() != static_cast<size_t>(rank)) return FastShape::kNone;
+    *at = static_cast<int32_t>(params->size());
+    params->push_back(axis);
+    params->push_back(static_cast<int64_t>(cs.outputs.size()));
+    for (const TensorInfo& o : cs.outputs) params->push_back(o.shape[static_cast<size_t>(axis)]);
+    return FastShape::kSplit;
+  }
   if (s.outputs.size() != 1 || cs.outputs.size() != 1 || s.inputs.empty() || s.inputs[0] < 0 ||
       cs.inputs.empty())
     return FastShape::kNone;
@@ -403,6 +420,14 @@ FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const st
   }
   if (op == "Reshape" && s.inputs.size() == 2 && s.inputs[1] >= 0 && cs.attrs.GetInt("allowzero", 0) == 0)
     return FastShape::kReshape;
+  // The ops whose output shapes follow values computed from the shapes (a
+  // Slice's ends, an Expand's or ConstantOfShape's shape, a Range's limit):
+  // their values are read at each run.
+  if (op == "Slice" && s.inputs.size() >= 3 && s.inputs.size() <= 5 && s.inputs[1] >= 0 && s.inputs[2] >= 0)
+    return FastShape::kSlice;
+  if (op == "Expand" && s.inputs.size() == 2 && s.inputs[1] >= 0) return FastShape::kExpand;
+  if (op == "ConstantOfShape" && s.inputs.size() == 1) return FastShape::kConstantOfShape;
+  if (op == "Range" && s.inputs.size() == 3 && s.inputs[1] >= 0 && s.inputs[2] >= 0) return FastShape::kRange;
   if (op == "Unsqueeze" && (s.inputs.size() == 1 || (s.inputs.size() == 2 && s.inputs[1] >= 0 && weights[s.inputs[1]]))) {
     // The axes are an attribute or a weight: the same at every size.
     std::vector<int64_t> axes;
@@ -838,6 +863,30 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
                      std::vector<TensorInfo>* outs) {
   if (kind == FastShape::kNone || in.empty()) return false;
   const ir::Shape& x = in[0].shape;
+  if (kind == FastShape::kSplit) {
+    const size_t axis = static_cast<size_t>(params[0]), n = static_cast<size_t>(params[1]);
+    if (x.size() != b.in0_rank || axis >= x.size() || x[axis] != b.in0[axis]) return false;
+    outs->resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      TensorInfo& o = (*outs)[i];
+      o.dtype = in[0].dtype;
+      o.shape.assign(x.begin(), x.end());
+      o.shape[axis] = params[2 + i];
+    }
+    return true;
+  }
+  // An int64 value of rank <= 1 known at these sizes, as input i: its
+  // elements and count (false: absent, not known, or of another kind, which
+  // the inference then reads or refuses).
+  auto int64s = [&](size_t i, const int64_t** v, size_t* n) {
+    const ir::TensorData* t = i < constants.size() ? constants[i] : nullptr;
+    if (!t || i >= in.size() || t->dtype != ir::DType::kI64 || in[i].dtype != ir::DType::kI64 ||
+        t->shape.size() > 1 || t->shape != in[i].shape)
+      return false;
+    *v = t->data<int64_t>();
+    *n = static_cast<size_t>(t->numel());
+    return true;
+  };
   outs->resize(1);
   TensorInfo& o = (*outs)[0];
   o.dtype = b.dtype;
@@ -914,6 +963,93 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
       o.shape.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
       o.shape.insert(o.shape.end(), idx.begin(), idx.end());
       o.shape.insert(o.shape.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
+      return true;
+    }
+    case FastShape::kSlice: {
+      // Slice's inference (SliceAxesOf) where it succeeds: per axis sliced,
+      // ONNX's clamping of the start and end by the step's direction.
+      const size_t r = x.size();
+      const int64_t *starts = nullptr, *ends = nullptr, *axes = nullptr, *steps = nullptr;
+      size_t n = 0, n_ends = 0, n_axes = 0, n_steps = 0;
+      if (r != b.out0_rank || r > 64 || !int64s(1, &starts, &n) || !int64s(2, &ends, &n_ends) || n_ends != n)
+        return false;
+      const bool has_axes = in.size() > 3 && in[3].present(), has_steps = in.size() > 4 && in[4].present();
+      if ((has_axes && (!int64s(3, &axes, &n_axes) || n_axes != n)) ||
+          (has_steps && (!int64s(4, &steps, &n_steps) || n_steps != n)) || (!has_axes && n > r))
+        return false;
+      o.shape.assign(x.begin(), x.end());
+      uint64_t seen = 0;
+      const int64_t rank = static_cast<int64_t>(r);
+      for (size_t i = 0; i < n; ++i) {
+        int64_t a = has_axes ? axes[i] : static_cast<int64_t>(i);
+        if (a < -rank || a >= rank) return false;
+        if (a < 0) a += rank;
+        if (seen & (uint64_t{1} << a)) return false;
+        seen |= uint64_t{1} << a;
+        const int64_t dim = x[static_cast<size_t>(a)], step = has_steps ? steps[i] : 1;
+        if (step == 0 || step == INT64_MIN) return false;
+        int64_t count = 0;
+        if (dim != 0) {
+          int64_t st = starts[i], e = ends[i];
+          if (st < 0) st = st < -dim ? -1 : st + dim;
+          if (e < 0) e = e < -dim ? -1 : e + dim;
+          if (step > 0) {
+            st = std::clamp<int64_t>(st, 0, dim);
+            e = std::clamp<int64_t>(e, 0, dim);
+            count = e > st ? (e - st - 1) / step + 1 : 0;
+          } else {
+            st = std::clamp<int64_t>(st, 0, dim - 1);
+            e = std::clamp<int64_t>(e, -1, dim - 1);
+            count = st > e ? (st - e - 1) / (-step) + 1 : 0;
+          }
+        }
+        o.shape[static_cast<size_t>(a)] = count;
+      }
+      return true;
+    }
+    case FastShape::kExpand: {
+      // The input broadcast with the shape (BroadcastShapes), which has no negative dim.
+      const int64_t* v = nullptr;
+      size_t n = 0;
+      if (!int64s(1, &v, &n) || n > 64) return false;
+      const size_t r = std::max(x.size(), n);
+      o.shape.resize(r);
+      for (size_t i = 0; i < r; ++i) {
+        const int64_t da = i < r - x.size() ? 1 : x[i - (r - x.size())];
+        const int64_t db = i < r - n ? 1 : v[i - (r - n)];
+        if (db < 0 || !(da == db || da == 1 || db == 1)) return false;
+        o.shape[i] = da == db || db == 1 ? da : db;
+      }
+      return ShapeWithinLimits(o.shape);
+    }
+    case FastShape::kConstantOfShape: {
+      const int64_t* v = nullptr;
+      size_t n = 0;
+      if (!int64s(0, &v, &n) || n != b.out0_rank) return false;
+      int64_t total = 1;
+      for (size_t i = 0; i < n; ++i) {
+        if (v[i] < 0 || (v[i] > 0 && total > kMaxElements / v[i])) return false;
+        total *= v[i];
+      }
+      o.shape.assign(v, v + n);
+      return ShapeWithinLimits(o.shape);
+    }
+    case FastShape::kRange: {
+      // Integer Range: ceil((limit - start) / delta) elements, exactly.
+      const ir::DType t = in[0].dtype;
+      if ((t != ir::DType::kI64 && t != ir::DType::kI32) || in.size() != 3 || b.dtype != t) return false;
+      __int128 v[3];
+      for (size_t i = 0; i < 3; ++i) {
+        const ir::TensorData* c = constants[i];
+        if (!c || c->dtype != t || in[i].dtype != t || c->numel() != 1) return false;
+        v[i] = t == ir::DType::kI64 ? __int128{c->data<int64_t>()[0]} : __int128{c->data<int32_t>()[0]};
+      }
+      if (v[2] == 0) return false;
+      const __int128 diff = v[1] - v[0];
+      __int128 q = diff / v[2];
+      if (q * v[2] != diff && ((diff < 0) == (v[2] < 0))) ++q;
+      if (q > kMaxElements) return false;
+      o.shape.assign(1, q < 0 ? 0 : static_cast<int64_t>(q));
       return true;
     }
     case FastShape::kReshape: {
@@ -1006,13 +1142,19 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   };
   // The storage of tensor t's value in the resolution made over, if any,
   // handed over in r.spare (SpareTensor takes it).
+  // The values come in the same order at every size (the walk's), so the
+  // search starts after the last one found.
+  size_t prior_next = 0;
   auto spare_of = [&](int32_t t) {
     r.spare.clear();
-    for (auto& [pt, pv] : r.prior)
-      if (pt == t && pv) {
-        if (pv.use_count() == 1) r.spare.push_back(std::move(pv));
-        break;
-      }
+    const size_t n = r.prior.size();
+    for (size_t j = 0; j < n; ++j) {
+      auto& [pt, pv] = r.prior[(prior_next + j) % n];
+      if (pt != t || !pv) continue;
+      if (pv.use_count() == 1) r.spare.push_back(std::move(pv));
+      prior_next = (prior_next + j + 1) % n;
+      break;
+    }
   };
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const int32_t t = c.inputs[i];
@@ -1058,9 +1200,9 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     }
   }
   r.values_compiled = 0;
-  // One step's operands, reused from step to step (their shapes' storage
-  // too); kernel creation gathers them again (ResolvedPlan::create_context).
-  std::vector<TensorInfo> inputs;
+  // One step's operands: a set per operand count, reused from step to step
+  // and from the resolution made over (their shapes' storage too); kernel
+  // creation gathers them again (ResolvedPlan::create_context).
   std::vector<const ir::TensorData*> constants;
   std::vector<std::shared_ptr<ir::TensorData>> values;
   for (size_t k = 0; k < nk; ++k) {
@@ -1100,7 +1242,10 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         bool same = true;
         for (size_t j = 0; j < n && same; ++j)
           same = r.program_slots[bound.value_program.output_slot(at + j)] == bound.value_program_bound[at + j];
-        if (!same) {
+        if (!same && (flags & CheckedPlan::kReachValueUnread)) {
+          changed[t] |= kValue;  // the steps reading it take theirs from the program too
+          r.value_slot[t] = ResolvedPlan::kUnread;
+        } else if (!same) {
           spare_of(t);
           auto v = SpareTensor(&r.spare, ir::DType::kI64, shape, shape + rank, n * sizeof(int64_t));
           int64_t* e = v->mutable_data<int64_t>();
@@ -1115,6 +1260,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       continue;
     }
     // Its operands at these sizes, from the flat dims and the values.
+    if (r.operand_sets.size() <= n_in) r.operand_sets.resize(n_in + 1);
+    std::vector<TensorInfo>& inputs = r.operand_sets[n_in];
     inputs.resize(n_in);
     constants.resize(n_in);
     for (size_t i = 0; i < n_in; ++i) {
@@ -1142,7 +1289,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         outs[i].dtype = bound.dtypes[step_out[i]];
         outs[i].shape.assign(bound_dims(step_out[i]), bound_dims(step_out[i]) + rank_of(step_out[i]));
       }
-    } else if (fast != FastShape::kNone && n_out == 1 && n_in >= 1 && step_in[0] >= 0 &&
+    } else if (fast != FastShape::kNone && (n_out == 1 || fast == FastShape::kSplit) && n_in >= 1 && step_in[0] >= 0 &&
                FastOutputShape(fast,
                                bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
                                inputs, constants,
@@ -1247,6 +1394,7 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
              ir::DTypeName(b.dtype) + " " + ir::ShapeToString(b.shape) + " when resolved";
     if (full.computed_tensors[t] != r.bound->computed_tensors[t] || full.needed[t] != r.bound->needed[t])
       return where + ": computed from the shapes or needed differs";
+    if (r.value_slot[t] == ResolvedPlan::kUnread) continue;  // a value nothing reads
     const ir::TensorData* va = full.small_constants[t].get();
     const ir::TensorData* vb = r.value(static_cast<int32_t>(t)).get();
     if ((va == nullptr) != (vb == nullptr) || (va && (va->dtype != vb->dtype || va->shape != vb->shape ||

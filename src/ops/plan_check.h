@@ -94,7 +94,11 @@ struct CheckedPlan {
   std::vector<ir::DType> dtypes;
   std::vector<int32_t> reach_out_offsets, reach_outputs;
   std::vector<const OpDef*> reach_defs;
-  static constexpr uint8_t kReachScratch = 1, kReachGuard = 2, kReachComputed = 4;
+  // kReachValueUnread (set by CompileComputedValues): a step whose values the
+  // value program gives and which no step evaluated or run reads (only other
+  // such steps, which take theirs from the program too): a resolution notes
+  // that its values changed but does not write them out.
+  static constexpr uint8_t kReachScratch = 1, kReachGuard = 2, kReachComputed = 4, kReachValueUnread = 8;
   std::vector<uint8_t> reach_flags;
   std::vector<uint64_t> reach_scratch;  // per reached step: its scratch at the bound (CheckedStep::scratch)
   // Where CompileComputedValues ran (the runtime's loader): the elements of
@@ -173,7 +177,10 @@ struct ResolvedPlan {
   // hold whatever an earlier resolution left.
   std::vector<int64_t> dims;
   // Per tensor: its value computed from the shapes at these sizes where it
-  // differs from the bound's small_constants (index into `values`), else -1.
+  // differs from the bound's small_constants (index into `values`), else -1,
+  // or kUnread where it differs but nothing reads it (CheckedPlan::
+  // kReachValueUnread): value() is null there.
+  static constexpr int32_t kUnread = -2;
   std::vector<int32_t> value_slot;
   std::vector<std::shared_ptr<ir::TensorData>> values;
   // Per step, as in CheckedPlan. Which steps are computed from the shapes,
@@ -189,6 +196,9 @@ struct ResolvedPlan {
   std::vector<uint8_t> changed_tensors;
   std::vector<std::pair<int32_t, std::shared_ptr<ir::TensorData>>> prior;
   std::vector<std::shared_ptr<ir::TensorData>> spare;
+  // ResolvePlan's own: one step's operands, a set per operand count (their
+  // shapes' storage reused from step to step, and from an earlier resolution).
+  std::vector<std::vector<TensorInfo>> operand_sets;
   uint64_t scratch_bytes = 0;
   // How the steps walked again got their output shapes: the bound's kept
   // (only values they ignore changed), FastShape, the op's inference; and
@@ -209,7 +219,8 @@ struct ResolvedPlan {
   ResolvedPlan& operator=(ResolvedPlan&&) = default;
   // Tensor t's contents where known (small weights, values computed from the shapes), else null.
   const std::shared_ptr<ir::TensorData>& value(int32_t t) const {
-    return value_slot[t] >= 0 ? values[value_slot[t]] : bound->small_constants[t];
+    static const std::shared_ptr<ir::TensorData> kNone;
+    return value_slot[t] >= 0 ? values[value_slot[t]] : value_slot[t] == kUnread ? kNone : bound->small_constants[t];
   }
   const std::vector<TensorInfo>& outputs(size_t step) const {
     return step_slot[step] >= 0 ? steps[step_slot[step]].outputs : bound->steps[step].outputs;
@@ -278,6 +289,11 @@ enum class FastShape : uint8_t {
   kReshape,       // allowzero 0; the target is input 1's value at these sizes
   kConcat,        // the axis in reach_params; every input present
   kGather,        // the axis in reach_params
+  kSlice,         // starts, ends (and axes, steps where given) int64 values known at these sizes
+  kExpand,        // the shape an int64 value known at these sizes
+  kConstantOfShape,  // the shape an int64 value known at these sizes
+  kRange,         // integer start, limit and delta known at these sizes
+  kSplit,         // the axis, the output count and each output's size along it (the axis keeps its size)
 };
 // Which way step `s`, checked at the bound as `cs`, is shaped (`weights`: per
 // tensor, non-null for a weight); its parameters are appended to `params`,

@@ -193,6 +193,20 @@ class Walker {
 
   void Step(const format::StepDesc& s, const CheckedStep& b, FastShape fast, const int64_t* params) {
     if (s.outputs.empty()) return;
+    // The ops shaped by values (Slice, Expand, ConstantOfShape, Range) and
+    // Split have their own rules below, by op.
+    switch (fast) {
+      case FastShape::kSlice:
+      case FastShape::kExpand:
+      case FastShape::kConstantOfShape:
+      case FastShape::kRange:
+      case FastShape::kSplit:
+        fast = FastShape::kNone;
+        params = nullptr;
+        break;
+      default:
+        break;
+    }
     const int32_t out = s.outputs[0];
     auto in = [&](size_t i) -> const SymShape* { return i < s.inputs.size() ? Shape(s.inputs[i]) : nullptr; };
     auto value = [&](size_t i) -> const Values* { return i < s.inputs.size() ? Value(s.inputs[i]) : nullptr; };
@@ -424,6 +438,11 @@ class Walker {
         break;
       }
       case FastShape::kNone:
+      case FastShape::kSlice:  // by op, above and below
+      case FastShape::kExpand:
+      case FastShape::kConstantOfShape:
+      case FastShape::kRange:
+      case FastShape::kSplit:
         break;
     }
     if (fast == FastShape::kNone && x && (b.def->traits & kTraitElementwise) && s.outputs.size() == 1) {
@@ -618,6 +637,7 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   b.value_program = ir::DimProgram();
   b.reach_value_at.clear();
   b.value_program_bound.clear();
+  for (uint8_t& f : b.reach_flags) f &= static_cast<uint8_t>(~CheckedPlan::kReachValueUnread);
   if (sym.values.size() != c.tensors.size() || sym.shapes.size() != c.tensors.size() ||
       b.computed_steps.size() != c.steps.size() || b.steps.size() != c.steps.size())
     return;
@@ -662,6 +682,22 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
                       at_bound.begin() + static_cast<std::ptrdiff_t>(from + n), v->data<int64_t>()))
         return;
       from += n;
+    }
+  }
+  // The program's steps whose values nothing but other program steps read:
+  // not a step run or evaluated (a reached step outside the program), nor
+  // the method's outputs (needed).
+  if (b.reach_flags.size() == at.size() && b.reach_offsets.size() == at.size() + 1 && b.needed.size() == c.tensors.size()) {
+    std::vector<bool> read(c.tensors.size(), false);
+    for (size_t k = 0; k < at.size(); ++k)
+      if (at[k] < 0)
+        for (int32_t j = b.reach_offsets[k]; j < b.reach_offsets[k + 1]; ++j)
+          if (b.reach_inputs[j] >= 0) read[b.reach_inputs[j]] = true;
+    for (size_t k = 0; k < at.size(); ++k) {
+      if (at[k] < 0) continue;
+      bool unread = true;
+      for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) unread = unread && !b.needed[t] && !read[t];
+      if (unread) b.reach_flags[k] |= CheckedPlan::kReachValueUnread;
     }
   }
   b.value_program = std::move(program).value();

@@ -100,12 +100,16 @@ class ExecutionImpl {
   bool sizes_changed = false;
   const ResolvedMethod* resolved = nullptr;
   struct CacheEntry {
-    std::vector<std::vector<int64_t>> shapes;
     std::unique_ptr<ResolvedMethod> method;
     uint64_t last_used = 0;
     bool specialized = false;  // SpecializeMethod done (on the second run at these sizes)
   };
   std::vector<CacheEntry> cache;
+  // Per cache entry, the symbols' values it was resolved at (entry j's at
+  // [j * symbols, (j + 1) * symbols)): the inputs' shapes follow from them
+  // (SetInput holds every other dim to the method's), and a lookup reads
+  // this one compact array rather than each entry's shapes.
+  std::vector<int64_t> cache_keys;
   int current = -1;  // the entry `resolved` is, or -1 (the bound)
   std::vector<int64_t> symbol_value;  // Resolve's, per symbol
   std::vector<std::pair<size_t, size_t>> symbol_first;
@@ -235,11 +239,12 @@ Status ExecutionImpl::Resolve() {
     resolved = nullptr;
     return Status::Ok();
   }
-  for (auto& e : cache)
-    if (e.shapes == input_shapes) {
-      e.last_used = clock;
-      resolved = e.method.get();
-      current = static_cast<int>(&e - cache.data());
+  const size_t n_sym = value.size();
+  for (size_t j = 0; j < cache.size(); ++j)
+    if (std::equal(value.begin(), value.end(), cache_keys.begin() + static_cast<std::ptrdiff_t>(j * n_sym))) {
+      cache[j].last_used = clock;
+      resolved = cache[j].method.get();
+      current = static_cast<int>(j);
       return SpecializeCurrent();
     }
   resolved = nullptr;
@@ -275,15 +280,19 @@ Status ExecutionImpl::Resolve() {
                                [](const CacheEntry& a, const CacheEntry& b) { return a.last_used < b.last_used; });
   } else {
     cache.emplace_back();
+    cache_keys.resize(cache.size() * n_sym);
     entry = &cache.back();
   }
+  const size_t slot = static_cast<size_t>(entry - cache.data());
   auto r = ResolveMethod(ProgramAccess::Of(*program), m, input_shapes, std::move(entry->method));
   if (!r.ok()) {
-    cache.erase(cache.begin() + (entry - cache.data()));
+    cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(slot));
+    cache_keys.erase(cache_keys.begin() + static_cast<std::ptrdiff_t>(slot * n_sym),
+                     cache_keys.begin() + static_cast<std::ptrdiff_t>((slot + 1) * n_sym));
     sizes_changed = true;  // the next run tries again (and is refused again), never runs the bound's kernels
     return r.TakeStatus();
   }
-  entry->shapes = input_shapes;  // copy-assigned: the entry's vectors keep their storage
+  std::copy(value.begin(), value.end(), cache_keys.begin() + static_cast<std::ptrdiff_t>(slot * n_sym));
   entry->method = std::move(r).value();
   entry->specialized = false;
   entry->last_used = clock;
