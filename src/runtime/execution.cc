@@ -120,6 +120,9 @@ class ExecutionImpl {
   Status SpecializeCurrent() {
     if (current < 0 || cache[current].specialized) return Status::Ok();
     cache[current].specialized = true;
+    // The kernels retired by first runs at new sizes are freed here, with
+    // the kernels made (ResolvedMethod::retired).
+    for (CacheEntry& e : cache) e.method->retired.clear();
     return SpecializeMethod(*method, cache[current].method.get());
   }
   static constexpr size_t kCacheEntries = 16;

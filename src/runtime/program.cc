@@ -229,7 +229,10 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
   const format::ContextDesc& c = *m.context;
   if (!m.bound_plan) return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
   auto r = reuse ? std::move(reuse) : std::make_unique<ResolvedMethod>();
-  r->made.clear();  // the kernels made for the sizes it held
+  // The kernels made for the sizes it held: retired (freed later, off this
+  // run's path), the generation retired before them freed now.
+  r->retired.clear();
+  r->retired.swap(r->made);
   const ops::ResolvedPlan& p = r->plan;
   Status st = ops::ResolvePlan(c, *m.bound_plan, shapes, &r->plan);
   if (!st.ok()) return st.Annotate("method '" + c.method + "'");

@@ -104,6 +104,13 @@ struct ResolvedMethod {
   // one of `made`.
   std::vector<const ops::Kernel*> kernels;
   std::vector<std::unique_ptr<ops::Kernel>> made;
+  // The kernels made for the sizes this resolution held before (resolved
+  // over, ResolveMethod): freeing them (a few hundred cold frees for a
+  // large model) is left out of the first run at new sizes, whose latency
+  // counts, to the next kernels made for exactly one size
+  // (ExecutionImpl::SpecializeCurrent), or to the next time this one is
+  // resolved over: at most one generation is kept.
+  std::vector<std::unique_ptr<ops::Kernel>> retired;
   // Per step: where its kernel is the bound's run at these sizes (one that
   // adapts, ops::Kernel::adapts), the index in `shapes` of its operands'
   // shapes (ops::RunContext::shapes), else -1.
