@@ -1212,6 +1212,40 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     const int32_t* step_out = bound.reach_outputs.data() + bound.reach_out_offsets[k];
     const size_t n_out = static_cast<size_t>(bound.reach_out_offsets[k + 1] - bound.reach_out_offsets[k]);
     const uint8_t flags = bound.reach_flags[k];
+    if (program_ready && bound.reach_value_at[k] >= 0) {
+      // A computed step whose values the program gave, whatever its operands
+      // (the program works them out from the symbols): its outputs keep the
+      // bound's shapes (the same at every size) and it needs no scratch. A
+      // value only other such steps read is not written out; a value the
+      // same as at the bound keeps the bound's.
+      ++r.values_compiled;
+      r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
+      if (flags & CheckedPlan::kReachValueUnread) {
+        for (size_t i = 0; i < n_out; ++i) r.value_slot[step_out[i]] = ResolvedPlan::kUnread;
+        continue;
+      }
+      size_t at = static_cast<size_t>(bound.reach_value_at[k]);
+      for (size_t i = 0; i < n_out; ++i) {
+        const int32_t t = step_out[i];
+        const int64_t* shape = bound_dims(t);
+        const size_t rank = rank_of(t);
+        size_t n = 1;
+        for (size_t d = 0; d < rank; ++d) n *= static_cast<size_t>(shape[d]);
+        bool same = true;
+        for (size_t j = 0; j < n && same; ++j)
+          same = r.program_slots[bound.value_program.output_slot(at + j)] == bound.value_program_bound[at + j];
+        if (!same) {
+          spare_of(t);
+          auto v = SpareTensor(&r.spare, ir::DType::kI64, shape, shape + rank, n * sizeof(int64_t));
+          int64_t* e = v->mutable_data<int64_t>();
+          for (size_t j = 0; j < n; ++j) e[j] = r.program_slots[bound.value_program.output_slot(at + j)];
+          changed[t] |= kValue;
+          set_value(t, std::move(v));
+        }
+        at += n;
+      }
+      continue;
+    }
     // Whether its operands differ from the bound's (touched), and whether its
     // outputs' shapes can: an input's shape differs, or the value of an input
     // its output shapes depend on.
@@ -1225,37 +1259,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                  (!(deps & CheckedPlan::kShapeOfRank) && ((changed[t] & kShape) || i >= 31 || ((deps >> i) & 1)));
     }
     if (!touched) {  // the same operands as at the bound: the same outputs, values and scratch
-      r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
-      continue;
-    }
-    if (program_ready && bound.reach_value_at[k] >= 0) {
-      // A computed step whose values the program gave: its outputs keep the
-      // bound's shapes (the same at every size) and it needs no scratch. A
-      // value the same as at the bound keeps the bound's.
-      size_t at = static_cast<size_t>(bound.reach_value_at[k]);
-      for (size_t i = 0; i < n_out; ++i) {
-        const int32_t t = step_out[i];
-        const int64_t* shape = bound_dims(t);
-        const size_t rank = rank_of(t);
-        size_t n = 1;
-        for (size_t d = 0; d < rank; ++d) n *= static_cast<size_t>(shape[d]);
-        bool same = true;
-        for (size_t j = 0; j < n && same; ++j)
-          same = r.program_slots[bound.value_program.output_slot(at + j)] == bound.value_program_bound[at + j];
-        if (!same && (flags & CheckedPlan::kReachValueUnread)) {
-          changed[t] |= kValue;  // the steps reading it take theirs from the program too
-          r.value_slot[t] = ResolvedPlan::kUnread;
-        } else if (!same) {
-          spare_of(t);
-          auto v = SpareTensor(&r.spare, ir::DType::kI64, shape, shape + rank, n * sizeof(int64_t));
-          int64_t* e = v->mutable_data<int64_t>();
-          for (size_t j = 0; j < n; ++j) e[j] = r.program_slots[bound.value_program.output_slot(at + j)];
-          changed[t] |= kValue;
-          set_value(t, std::move(v));
-        }
-        at += n;
-      }
-      ++r.values_compiled;
       r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
       continue;
     }

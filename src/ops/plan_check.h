@@ -96,8 +96,9 @@ struct CheckedPlan {
   std::vector<const OpDef*> reach_defs;
   // kReachValueUnread (set by CompileComputedValues): a step whose values the
   // value program gives and which no step evaluated or run reads (only other
-  // such steps, which take theirs from the program too): a resolution notes
-  // that its values changed but does not write them out.
+  // such steps, which take theirs from the program too, whatever their
+  // operands): where the program evaluates, a resolution passes it by
+  // without working its values out.
   static constexpr uint8_t kReachScratch = 1, kReachGuard = 2, kReachComputed = 4, kReachValueUnread = 8;
   std::vector<uint8_t> reach_flags;
   std::vector<uint64_t> reach_scratch;  // per reached step: its scratch at the bound (CheckedStep::scratch)
@@ -178,7 +179,7 @@ struct ResolvedPlan {
   std::vector<int64_t> dims;
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`), else -1,
-  // or kUnread where it differs but nothing reads it (CheckedPlan::
+  // or kUnread for a value nothing reads, not worked out (CheckedPlan::
   // kReachValueUnread): value() is null there.
   static constexpr int32_t kUnread = -2;
   std::vector<int32_t> value_slot;
