@@ -313,22 +313,9 @@ Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<in
       (*out)[a] = SliceAxis{0, step, 0};
       continue;
     }
-    int64_t s = starts[i], e = ends[i];
-    // Negative positions count from the end; below -dim they mean "before the
-    // first element" (-1), which the clamps below then resolve per direction.
-    if (s < 0) s = s < -dim ? -1 : s + dim;
-    if (e < 0) e = e < -dim ? -1 : e + dim;
-    int64_t count;
-    if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      count = e > s ? (e - s - 1) / step + 1 : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      count = s > e ? (s - e - 1) / (-step) + 1 : 0;
-    }
-    (*out)[a] = SliceAxis{count ? s : 0, step, count};
+    int64_t first;
+    const int64_t count = SliceAxisCount(dim, starts[i], ends[i], step, &first);
+    (*out)[a] = SliceAxis{first, step, count};
   }
   return Status::Ok();
 }

@@ -63,6 +63,28 @@ Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
 // with the unsupported operators).
 Status SupportedF32(std::string_view op, const TensorInfo& t, const char* what);
 
+// One axis of a Slice over a dim of extent `dim` (> 0), step nonzero and not
+// INT64_MIN: ONNX's clamping of `start` and `end` by the step's direction (a
+// negative position counts from the end; below -dim it means "before the
+// first element", -1). Returns the element count; *first is the first
+// element's index (0 where there is none).
+inline int64_t SliceAxisCount(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* first) {
+  if (start < 0) start = start < -dim ? -1 : start + dim;
+  if (end < 0) end = end < -dim ? -1 : end + dim;
+  int64_t count;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    count = end > start ? (end - start - 1) / step + 1 : 0;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    count = start > end ? (start - end - 1) / (-step) + 1 : 0;
+  }
+  *first = count ? start : 0;
+  return count;
+}
+
 // Every dim >= 0 and the element count <= kMaxElements, without overflow.
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);
 // What CheckShape accepts, without building a message.

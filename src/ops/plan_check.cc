@@ -967,7 +967,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
     }
     case FastShape::kSlice: {
       // Slice's inference (SliceAxesOf) where it succeeds: per axis sliced,
-      // ONNX's clamping of the start and end by the step's direction.
+      // its count (SliceAxisCount).
       const size_t r = x.size();
       const int64_t *starts = nullptr, *ends = nullptr, *axes = nullptr, *steps = nullptr;
       size_t n = 0, n_ends = 0, n_axes = 0, n_steps = 0;
@@ -988,22 +988,8 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
         seen |= uint64_t{1} << a;
         const int64_t dim = x[static_cast<size_t>(a)], step = has_steps ? steps[i] : 1;
         if (step == 0 || step == INT64_MIN) return false;
-        int64_t count = 0;
-        if (dim != 0) {
-          int64_t st = starts[i], e = ends[i];
-          if (st < 0) st = st < -dim ? -1 : st + dim;
-          if (e < 0) e = e < -dim ? -1 : e + dim;
-          if (step > 0) {
-            st = std::clamp<int64_t>(st, 0, dim);
-            e = std::clamp<int64_t>(e, 0, dim);
-            count = e > st ? (e - st - 1) / step + 1 : 0;
-          } else {
-            st = std::clamp<int64_t>(st, 0, dim - 1);
-            e = std::clamp<int64_t>(e, -1, dim - 1);
-            count = st > e ? (st - e - 1) / (-step) + 1 : 0;
-          }
-        }
-        o.shape[static_cast<size_t>(a)] = count;
+        int64_t first;
+        o.shape[static_cast<size_t>(a)] = dim == 0 ? 0 : SliceAxisCount(dim, starts[i], ends[i], step, &first);
       }
       return true;
     }
