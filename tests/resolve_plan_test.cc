@@ -133,7 +133,7 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
     // One resolution resolved over again at every size, as an execution's
     // cache does with its least recently used entry: the same as a new one.
     ops::ResolvedPlan reused;
-    uint64_t values_compiled = 0;
+    uint64_t values_compiled = 0, values_passed_by = 0;
     for (const auto& values : sizes_of(c)) {
       ASSERT_EQ(values.size(), c.symbols.size());
       const std::vector<ir::Shape> shapes = m.InputShapesAt(values);
@@ -156,15 +156,35 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       EXPECT_TRUE(every.actions == patched.actions) << "ShapeValues::FillResolved: another action";
       EXPECT_TRUE(every.values == patched.values) << "ShapeValues::FillResolved: another value";
       values_compiled += r.values_compiled;
+      // A value passed by (ResolvedPlan::kUnread: only other program steps
+      // read it) is never one that a step run or evaluated reads, nor one the
+      // method returns.
+      const ops::CheckedPlan& bound = *m.bound_plan;
+      for (size_t t = 0; t < c.tensors.size(); ++t) {
+        if (r.value_slot[t] != ops::ResolvedPlan::kUnread) continue;
+        ++values_passed_by;
+        EXPECT_FALSE(bound.needed[t]) << "tensor '" << c.tensors[t].name << "' is read but was passed by";
+      }
+      for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
+        if (k < bound.reach_value_at.size() && bound.reach_value_at[k] >= 0) continue;
+        for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
+          const int32_t t = bound.reach_inputs[j];
+          EXPECT_TRUE(t < 0 || r.value_slot[t] != ops::ResolvedPlan::kUnread)
+              << "step " << bound.reach_steps[k] << " reads '" << c.tensors[t].name << "', which was passed by";
+        }
+      }
       s = ops::ResolvePlan(c, *m.bound_plan, shapes, &reused);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), reused), "") << "resolved over an earlier resolution";
       ++compared;
     }
-    std::printf("%s: %llu values taken from the compiled program over all sizes\n", m.info.name.c_str(),
-                static_cast<unsigned long long>(values_compiled));
-    if (auto e = symbolic.find(m.info.name); e != symbolic.end() && e->second.values_compiled)
+    std::printf("%s: %llu values taken from the compiled program over all sizes, %llu passed by\n",
+                m.info.name.c_str(), static_cast<unsigned long long>(values_compiled),
+                static_cast<unsigned long long>(values_passed_by));
+    if (auto e = symbolic.find(m.info.name); e != symbolic.end() && e->second.values_compiled) {
       EXPECT_GT(values_compiled, 0u) << m.info.name;
+      EXPECT_GT(values_passed_by, 0u) << m.info.name;  // the Shape -> Gather -> Concat links
+    }
   }
   EXPECT_GT(compared, 0);
 }
