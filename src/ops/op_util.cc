@@ -136,10 +136,10 @@ Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape&
                        ir::Shape* out) {
   const size_t r = std::max(a.size(), b.size());
   auto dim = [&](size_t i, bool* ok) {
-    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    *ok = da == db || db == 1 || da == 1;
-    return da == db || db == 1 ? da : db;
+    int64_t d;
+    *ok = BroadcastOneDim(i < r - a.size() ? 1 : a[i - (r - a.size())], i < r - b.size() ? 1 : b[i - (r - b.size())],
+                          &d);
+    return d;
   };
   for (size_t i = 0; i < r; ++i) {
     bool ok;

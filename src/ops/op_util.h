@@ -63,6 +63,22 @@ Status ExpectF32(std::string_view op, const TensorInfo& t, const char* what);
 // with the unsupported operators).
 Status SupportedF32(std::string_view op, const TensorInfo& t, const char* what);
 
+// One dim of a multidirectional (NumPy) broadcast: false where `a` and `b`
+// differ and neither is 1; else *out is the broadcast dim.
+inline bool BroadcastOneDim(int64_t a, int64_t b, int64_t* out) {
+  *out = a == b || b == 1 ? a : b;
+  return a == b || a == 1 || b == 1;
+}
+
+// Integer Range's element count, ceil((limit - start) / delta) exactly
+// (delta nonzero), 0 where that is negative.
+inline __int128 IntegerRangeCount(__int128 start, __int128 limit, __int128 delta) {
+  const __int128 diff = limit - start;
+  __int128 q = diff / delta;
+  if (q * delta != diff && ((diff < 0) == (delta < 0))) ++q;
+  return q < 0 ? 0 : q;
+}
+
 // One axis of a Slice over a dim of extent `dim` (> 0), step nonzero and not
 // INT64_MIN: ONNX's clamping of `start` and `end` by the step's direction (a
 // negative position counts from the end; below -dim it means "before the

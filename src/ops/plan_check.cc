@@ -1001,10 +1001,8 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
       const size_t r = std::max(x.size(), n);
       o.shape.resize(r);
       for (size_t i = 0; i < r; ++i) {
-        const int64_t da = i < r - x.size() ? 1 : x[i - (r - x.size())];
         const int64_t db = i < r - n ? 1 : v[i - (r - n)];
-        if (db < 0 || !(da == db || da == 1 || db == 1)) return false;
-        o.shape[i] = da == db || db == 1 ? da : db;
+        if (db < 0 || !BroadcastOneDim(i < r - x.size() ? 1 : x[i - (r - x.size())], db, &o.shape[i])) return false;
       }
       return ShapeWithinLimits(o.shape);
     }
@@ -1031,11 +1029,9 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
         v[i] = t == ir::DType::kI64 ? __int128{c->data<int64_t>()[0]} : __int128{c->data<int32_t>()[0]};
       }
       if (v[2] == 0) return false;
-      const __int128 diff = v[1] - v[0];
-      __int128 q = diff / v[2];
-      if (q * v[2] != diff && ((diff < 0) == (v[2] < 0))) ++q;
+      const __int128 q = IntegerRangeCount(v[0], v[1], v[2]);
       if (q > kMaxElements) return false;
-      o.shape.assign(1, q < 0 ? 0 : static_cast<int64_t>(q));
+      o.shape.assign(1, static_cast<int64_t>(q));
       return true;
     }
     case FastShape::kReshape: {
@@ -1278,7 +1274,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         outs[i].dtype = bound.dtypes[step_out[i]];
         outs[i].shape.assign(bound_dims(step_out[i]), bound_dims(step_out[i]) + rank_of(step_out[i]));
       }
-    } else if (fast != FastShape::kNone && (n_out == 1 || fast == FastShape::kSplit) && n_in >= 1 && step_in[0] >= 0 &&
+    } else if (fast != FastShape::kNone &&  // FastShapeOf chose it: input 0 present, one output but for Split
                FastOutputShape(fast,
                                bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr,
                                inputs, constants,

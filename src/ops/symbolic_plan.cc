@@ -437,12 +437,7 @@ class Walker {
         if (const Values* xv = value(0)) v = *xv;
         break;
       }
-      case FastShape::kNone:
-      case FastShape::kSlice:  // by op, above and below
-      case FastShape::kExpand:
-      case FastShape::kConstantOfShape:
-      case FastShape::kRange:
-      case FastShape::kSplit:
+      default:  // kNone (the kinds shaped by values were mapped to it above)
         break;
     }
     if (fast == FastShape::kNone && x && (b.def->traits & kTraitElementwise) && s.outputs.size() == 1) {

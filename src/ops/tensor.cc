@@ -202,12 +202,8 @@ Status InferRange(const InferContext& c, std::vector<TensorInfo>* outs) {
   double n = 0;
   if (t == DType::kI32 || t == DType::kI64) {
     // Exact integer count: ceil((limit - start) / delta) in 128-bit arithmetic.
-    const __int128 s = Constant(c, 0)->GetInt(0), l = Constant(c, 1)->GetInt(0),
-                   d = Constant(c, 2)->GetInt(0);
-    const __int128 diff = l - s;
-    __int128 q = diff / d;
-    if (q * d != diff && ((diff < 0) == (d < 0))) ++q;
-    n = q < 0 ? 0 : (q > kMaxElements ? static_cast<double>(kMaxElements) + 1 : static_cast<double>(q));
+    const __int128 q = IntegerRangeCount(Constant(c, 0)->GetInt(0), Constant(c, 1)->GetInt(0), Constant(c, 2)->GetInt(0));
+    n = q > kMaxElements ? static_cast<double>(kMaxElements) + 1 : static_cast<double>(q);
   } else {
     n = std::ceil((v[1] - v[0]) / v[2]);
     if (!(n >= 0)) n = 0;
