@@ -49,7 +49,9 @@ const char* DTypeName(DType t) {
 
 namespace ir {
 
-int64_t NumElements(const Shape& s) {
+int64_t NumElements(const Shape& s) { return NumElements(std::span<const int64_t>(s)); }
+
+int64_t NumElements(std::span<const int64_t> s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;

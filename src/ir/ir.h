@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -30,6 +31,7 @@ inline bool IsInt8Type(DType t) { return t == DType::kU8 || t == DType::kI8; }
 
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& s);
+int64_t NumElements(std::span<const int64_t> s);
 std::string ShapeToString(const Shape& s);  // "1x3x224x224" ("scalar" for rank 0)
 
 // Constant tensor contents, row-major, little-endian.

@@ -54,9 +54,9 @@ void CheckAdapts(const std::string& op, const Attrs& attrs, const std::vector<Te
     for (int threads : {1, 3}) {
       auto want = RunWith(op, attrs, run, num_outputs, kernels::GetKernelTable(target), threads);
       ASSERT_TRUE(want.ok()) << TargetName(target) << ": " << want.status().ToString();
-      std::vector<const ir::Shape*> shapes;
-      for (const auto& t : run) shapes.push_back(t ? &t->shape : nullptr);
-      for (const auto& w : *want) shapes.push_back(&w->shape);
+      std::vector<std::span<const int64_t>> shapes;
+      for (const auto& t : run) shapes.push_back(t ? std::span<const int64_t>(t->shape) : std::span<const int64_t>());
+      for (const auto& w : *want) shapes.push_back(w->shape);
       ThreadPool pool(threads);
       RunContext ctx{&kernels::GetKernelBundle(target), &pool};
       ctx.shapes = shapes.data();

@@ -12,24 +12,30 @@ Status BroadcastPlan::Make(std::string_view op, std::initializer_list<const ir::
                            const ir::Shape& out, BroadcastPlan* plan) {
   if (ins.size() == 0 || ins.size() > static_cast<size_t>(kMaxInputs))
     return Internal(std::string(op) + ": broadcast of " + std::to_string(ins.size()) + " inputs");
+  std::span<const int64_t> dims[kMaxInputs];
+  size_t n = 0;
+  for (const ir::Shape* x : ins) dims[n++] = *x;
+  return Make(op, dims, n, out, plan);
+}
+
+Status BroadcastPlan::Make(std::string_view op, const std::span<const int64_t>* ins, size_t n_ins,
+                           std::span<const int64_t> out, BroadcastPlan* plan) {
+  if (n_ins == 0 || n_ins > static_cast<size_t>(kMaxInputs))
+    return Internal(std::string(op) + ": broadcast of " + std::to_string(n_ins) + " inputs");
   // Kernels that adapt make a plan at each run at other sizes: the walk is
   // worked out on the stack, and the plan holds its dims in place.
   constexpr size_t kCap = 64;  // CheckShape's rank limit
   const size_t r = out.size();
   if (r > kCap) return OpUnsupported(op, "rank " + std::to_string(r));
-  const int n_in = static_cast<int>(ins.size());
-  const ir::Shape* in[kMaxInputs] = {};
-  {
-    int i = 0;
-    for (const ir::Shape* x : ins) in[i++] = x;
-  }
+  const int n_in = static_cast<int>(n_ins);
+  const std::span<const int64_t>* in = ins;
   // Per output dim that is not 1: its size and each input's stride (0 where broadcast).
   int64_t dims[kCap];
   int64_t st[kMaxInputs][kCap];
   size_t nd = 0;
   int64_t in_stride[kMaxInputs] = {1, 1, 1};  // dense strides, innermost first
   for (int i = 0; i < n_in; ++i)
-    if (in[i]->size() > r) return OpError(op, "input has a higher rank than the output");
+    if (in[i].size() > r) return OpError(op, "input has a higher rank than the output");
   // Walk dims from the innermost so dense strides accumulate, then reverse.
   int64_t rdims[kCap];
   int64_t rst[kMaxInputs][kCap];
@@ -38,14 +44,14 @@ Status BroadcastPlan::Make(std::string_view op, std::initializer_list<const ir::
     const bool walks = out[d] != 1;  // a dim of 1 walks nothing
     int64_t s[kMaxInputs] = {0, 0, 0};
     for (int i = 0; i < n_in; ++i) {
-      const size_t lead = r - in[i]->size();
+      const size_t lead = r - in[i].size();
       if (d >= lead) {
-        const int64_t in_dim = (*in[i])[d - lead];
+        const int64_t in_dim = in[i][d - lead];
         if (walks) {
           if (in_dim == out[d]) s[i] = in_stride[i];
           else if (in_dim != 1)
-            return OpError(op, "shape " + ir::ShapeToString(*in[i]) + " does not broadcast to " +
-                                   ir::ShapeToString(out));
+            return OpError(op, "shape " + ir::ShapeToString(ir::Shape(in[i].begin(), in[i].end())) + " does not broadcast to " +
+                                   ir::ShapeToString(ir::Shape(out.begin(), out.end())));
         }
         in_stride[i] *= in_dim;
       }
@@ -99,12 +105,8 @@ Status BroadcastPlan::AtRun(const RunContext& ctx, const BroadcastPlan& made, Br
                             const BroadcastPlan** plan) {
   *plan = &made;
   if (!ctx.shapes) return Status::Ok();
-  const ir::Shape* const* s = ctx.shapes;
-  const ir::Shape& y = *s[made.num_inputs];
   *plan = at;
-  return made.num_inputs == 1 ? Make("broadcast", {s[0]}, y, at)
-       : made.num_inputs == 2 ? Make("broadcast", {s[0], s[1]}, y, at)
-                              : Make("broadcast", {s[0], s[1], s[2]}, y, at);
+  return Make("broadcast", ctx.shapes, static_cast<size_t>(made.num_inputs), ctx.shapes[made.num_inputs], at);
 }
 
 }  // namespace fcb::ops

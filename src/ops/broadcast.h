@@ -35,6 +35,9 @@ struct BroadcastPlan {
   // 1 or equal to out's. Rejects more than kMaxRank dims after merging.
   static Status Make(std::string_view op, std::initializer_list<const ir::Shape*> ins, const ir::Shape& out,
                      BroadcastPlan* plan);
+  // The same on dims read in place (n_ins of them).
+  static Status Make(std::string_view op, const std::span<const int64_t>* ins, size_t n_ins,
+                     std::span<const int64_t> out, BroadcastPlan* plan);
   // The plan of a kernel that adapts (Kernel::adapts) at a run: `made` where
   // the run is at the shapes it was made for, else the plan of the run's
   // shapes of the same operands (RunContext::shapes: inputs 0 to

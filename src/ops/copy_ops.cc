@@ -94,12 +94,12 @@ Result<std::unique_ptr<Kernel>> CreateConcat(const CreateContext& c) {
       ConcatRows(ctx, in, y, p.outer, p.row_bytes, p.block.data(), p.offset.data(), pieces);
       return Status::Ok();
     }
-    const ir::Shape& whole = *ctx.shapes[pieces];
+    const std::span<const int64_t> whole = ctx.shapes[pieces];
     const size_t a = static_cast<size_t>(axis);
     const size_t inner = static_cast<size_t>(SafeProduct(whole, a + 1, whole.size())) * es;
     size_t block[kAdaptingConcatInputs], offset[kAdaptingConcatInputs], off = 0;
     for (size_t i = 0; i < pieces; ++i) {
-      block[i] = static_cast<size_t>((*ctx.shapes[i])[a]) * inner;
+      block[i] = static_cast<size_t>(ctx.shapes[i][a]) * inner;
       offset[i] = off;
       off += block[i];
     }
@@ -195,12 +195,12 @@ Result<std::unique_ptr<Kernel>> CreateSplit(const CreateContext& c) {
       SplitRows(ctx, x, out, p.outer, p.row_bytes, p.block.data(), p.offset.data(), pieces);
       return Status::Ok();
     }
-    const ir::Shape& whole = *ctx.shapes[0];
+    const std::span<const int64_t> whole = ctx.shapes[0];
     const size_t a = static_cast<size_t>(axis);
     const size_t inner = static_cast<size_t>(SafeProduct(whole, a + 1, whole.size())) * es;
     size_t block[kAdaptingConcatInputs], offset[kAdaptingConcatInputs], off = 0;
     for (size_t i = 0; i < pieces; ++i) {
-      block[i] = static_cast<size_t>((*ctx.shapes[first_out + i])[a]) * inner;
+      block[i] = static_cast<size_t>(ctx.shapes[first_out + i][a]) * inner;
       offset[i] = off;
       off += block[i];
     }
@@ -271,8 +271,8 @@ Result<std::unique_ptr<Kernel>> CreateGather(const CreateContext& c) {
     int64_t o = outer, d = dim, n = n_idx;
     size_t b = block;
     if (ctx.shapes) {
-      const ir::Shape& s = *ctx.shapes[0];
-      o = SafeProduct(s, 0, a), d = s[a], n = ir::NumElements(*ctx.shapes[1]);
+      const std::span<const int64_t> s = ctx.shapes[0];
+      o = SafeProduct(s, 0, a), d = s[a], n = ir::NumElements(ctx.shapes[1]);
       b = static_cast<size_t>(SafeProduct(s, a + 1, s.size())) * es;
     }
     return i64 ? RunGather(ctx, x, static_cast<const int64_t*>(in[1]), y, o, d, n, b)
@@ -289,7 +289,7 @@ struct SliceAxis {
 // Per dim of an input of shape `x`: first element, step and element count,
 // by ONNX's clamping rules.
 // Without axes, starts apply to the first dims; without steps, every step is 1.
-Status SliceAxesOf(std::string_view op, const ir::Shape& x, const std::vector<int64_t>& starts,
+Status SliceAxesOf(std::string_view op, std::span<const int64_t> x, const std::vector<int64_t>& starts,
                    const std::vector<int64_t>& ends, const std::vector<int64_t>& axes, bool has_axes,
                    const std::vector<int64_t>& steps, bool has_steps, std::vector<SliceAxis>* out) {
   const int64_t r = static_cast<int64_t>(x.size());
@@ -362,7 +362,7 @@ struct SlicePlan {
   int64_t total = 0, base = 0, run = 0, run_step = 1;
   std::vector<int64_t> dims, src;
 };
-Status MakeSlicePlan(std::string_view op, const std::vector<SliceAxis>& ax, const ir::Shape& in, SlicePlan* p) {
+Status MakeSlicePlan(std::string_view op, const std::vector<SliceAxis>& ax, std::span<const int64_t> in, SlicePlan* p) {
   p->total = 1;
   for (const auto& a : ax) p->total *= a.count;
   p->dims.clear();
@@ -405,7 +405,7 @@ void RunSlicePlan(const RunContext& ctx, const SlicePlan& p, bool empty_rank, co
 
 // Operand i (1 to 4) of a Slice at a run: its int64 or int32 elements.
 std::vector<int64_t> SliceOperandAt(const RunContext& ctx, const void* const* in, size_t i, DType dtype) {
-  const int64_t n = ir::NumElements(*ctx.shapes[i]);
+  const int64_t n = ir::NumElements(ctx.shapes[i]);
   std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(n, 0)));
   for (size_t k = 0; k < v.size(); ++k)
     v[k] = dtype == DType::kI64 ? static_cast<const int64_t*>(in[i])[k] : static_cast<const int32_t*>(in[i])[k];
@@ -444,9 +444,9 @@ Result<std::unique_ptr<Kernel>> CreateSlice(const CreateContext& c) {
         if (from[i] != DType::kUndefined) *lists[i] = SliceOperandAt(ctx, in, i, from[i]);
       std::vector<SliceAxis> axes_at;
       SlicePlan p;
-      FCB_RETURN_IF_ERROR(SliceAxesOf("Slice", *ctx.shapes[0], at.starts, at.ends, at.axes, at.has_axes, at.steps,
+      FCB_RETURN_IF_ERROR(SliceAxesOf("Slice", ctx.shapes[0], at.starts, at.ends, at.axes, at.has_axes, at.steps,
                                       at.has_steps, &axes_at));
-      FCB_RETURN_IF_ERROR(MakeSlicePlan("Slice", axes_at, *ctx.shapes[0], &p));
+      FCB_RETURN_IF_ERROR(MakeSlicePlan("Slice", axes_at, ctx.shapes[0], &p));
       RunSlicePlan<T>(ctx, p, empty_rank, in[0], out[0]);
       return Status::Ok();
     });

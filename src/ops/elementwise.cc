@@ -307,7 +307,7 @@ Result<std::unique_ptr<Kernel>> ArithKernel(const CreateContext& c, Bin k) {
     }
     if (k == Bin::kMean) {
       const T scale = static_cast<T>(1.0 / static_cast<double>(count));
-      const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[count]) : total;
+      const int64_t n = ctx.shapes ? ir::NumElements(ctx.shapes[count]) : total;
       ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] *= scale;
       });
@@ -392,7 +392,7 @@ Result<std::unique_ptr<Kernel>> HalfKernel(const CreateContext& c, Bin k) {
     }
     if (k == Bin::kMean) {
       const float scale = static_cast<float>(1.0 / static_cast<double>(count));
-      const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[count]) : total;
+      const int64_t n = ctx.shapes ? ir::NumElements(ctx.shapes[count]) : total;
       ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = Narrow(Widen(y[i], bf) * scale, bf);
       });

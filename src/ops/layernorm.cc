@@ -71,7 +71,7 @@ Result<std::unique_ptr<Kernel>> CreateLayerNorm(const CreateContext& c) {
   const int n_out = static_cast<int>(c.outputs.size());
   return MakeAdaptingKernel([made = p, n_out](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     LnParams p = made;
-    if (ctx.shapes) RowsFromAxis(*ctx.shapes[0], p.axis, &p.rows, &p.cols);  // the same rank: the same axis
+    if (ctx.shapes) RowsFromAxis(ctx.shapes[0], p.axis, &p.rows, &p.cols);  // the same rank: the same axis
     const float* x = static_cast<const float*>(in[0]);
     const float* scale = static_cast<const float*>(in[1]);
     const float* bias = p.bias_n ? static_cast<const float*>(in[2]) : nullptr;

@@ -32,7 +32,7 @@ Status MatMulShapes(const InferContext& c, MatMulGeom* g, ir::Shape* out) {
 
 }  // namespace
 
-Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulDims* g) {
+Status MatMulGeometry(std::string_view op, std::span<const int64_t> a, std::span<const int64_t> b, MatMulDims* g) {
   if (a.empty() || b.empty()) return OpError(op, "inputs must have rank >= 1");
   // A 1-D A is a row [1, K], a 1-D B a column [K, 1] (read in place, not copied).
   const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
@@ -40,7 +40,8 @@ Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& 
   g->K = a.back();
   g->N = b_vec ? 1 : b.back();
   if ((b_vec ? b[0] : b[b.size() - 2]) != g->K)
-    return OpError(op, "inner dims differ: " + ir::ShapeToString(a) + " x " + ir::ShapeToString(b));
+    return OpError(op, "inner dims differ: " + ir::ShapeToString(ir::Shape(a.begin(), a.end())) + " x " +
+                           ir::ShapeToString(ir::Shape(b.begin(), b.end())));
   // The batch dims (all but the matrix dims), broadcast right-aligned.
   const size_t na = a.size() - (a_vec ? 1 : 2), nb = b.size() - (b_vec ? 1 : 2);
   const size_t n = std::max(na, nb);
@@ -55,7 +56,7 @@ Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& 
     g->batch[n - 1 - i] = da == 1 ? db : da;
   }
   // Batch strides, right-aligned; a broadcast dim steps 0.
-  auto strides = [&](const ir::Shape& s, size_t ns, int64_t mat, PlanDims* st) {
+  auto strides = [&](std::span<const int64_t> s, size_t ns, int64_t mat, PlanDims* st) {
     st->assign(n, 0);
     int64_t step = mat;
     for (size_t i = 0; i < ns; ++i) {
@@ -127,7 +128,7 @@ Result<std::unique_ptr<Kernel>> CreateMatMul(const CreateContext& c) {
   const DType t = c.inputs[0].dtype;
   return MakeAdaptingKernel([made, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     MatMulDims at;
-    if (ctx.shapes) FCB_RETURN_IF_ERROR(MatMulGeometry("MatMul", *ctx.shapes[0], *ctx.shapes[1], &at));
+    if (ctx.shapes) FCB_RETURN_IF_ERROR(MatMulGeometry("MatMul", ctx.shapes[0], ctx.shapes[1], &at));
     const MatMulDims& g = ctx.shapes ? at : made;
     const int64_t blocks = (g.M + kRowBlock - 1) / kRowBlock;
     const int64_t items = g.batches * blocks;

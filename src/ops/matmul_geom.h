@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -30,6 +31,6 @@ struct MatMulDims {
 // geometry and the output shape; errors name `op`.
 Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulGeom* g, ir::Shape* out);
 // The geometry alone, in place; allocates only to report an error.
-Status MatMulGeometry(std::string_view op, const ir::Shape& a, const ir::Shape& b, MatMulDims* g);
+Status MatMulGeometry(std::string_view op, std::span<const int64_t> a, std::span<const int64_t> b, MatMulDims* g);
 
 }  // namespace fcb::ops

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,12 +87,15 @@ struct RunContext {
   void* ThreadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratch_stride; }
   // Null where the step runs at the operand shapes its kernel was made for.
   // Else (a plan resolved at a run's sizes reusing the bound's kernel, which
-  // adapts: Kernel::adapts) the step's shapes at this run, one pointer per
-  // input (null for an absent optional input) followed by one per output.
-  const ir::Shape* const* shapes = nullptr;
+  // adapts: Kernel::adapts) the step's shapes at this run, one per input
+  // (empty for an absent optional input) followed by one per output, each
+  // its dims read in place.
+  const std::span<const int64_t>* shapes = nullptr;
   // Operand `i`'s shape at this run (inputs first, then outputs), or `made`,
   // the shape its kernel was made for.
-  const ir::Shape& ShapeOf(size_t i, const ir::Shape& made) const { return shapes ? *shapes[i] : made; }
+  std::span<const int64_t> ShapeOf(size_t i, const ir::Shape& made) const {
+    return shapes ? shapes[i] : std::span<const int64_t>(made);
+  }
 };
 
 // A prepared operator for fixed shapes. Immutable after creation; Run may be

@@ -23,7 +23,7 @@ Status SupportedF32(std::string_view op, const TensorInfo& t, const char* what) 
   return OpUnsupported(op, std::string(what) + " must be float32, got " + ir::DTypeName(t.dtype));
 }
 
-int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
+int64_t SafeProduct(std::span<const int64_t> s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t i = begin; i < end && i < s.size(); ++i) {
     if (s[i] < 0) return -1;
@@ -34,7 +34,10 @@ int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end) {
   return n;
 }
 
-bool ShapeWithinLimits(const ir::Shape& s) {
+bool ShapeWithinLimits(const ir::Shape& s) { return DimsWithinLimits(s.data(), s.size()); }
+
+bool DimsWithinLimits(const int64_t* dims, size_t rank) {
+  const std::span<const int64_t> s(dims, rank);
   if (s.size() > 64) return false;
   int64_t n = 1;
   for (int64_t d : s) {
@@ -100,8 +103,14 @@ Status ParsePerm(const InferContext& c, std::vector<int64_t>* perm) {
 
 Status ReshapeTarget(std::string_view op, const ir::Shape& x, const int64_t* t, const int64_t* t_end, bool allowzero,
                      ir::Shape* out) {
-  out->assign(t, t_end);
-  ir::Shape& shape = *out;
+  out->resize(static_cast<size_t>(t_end - t));
+  return ReshapeTarget(op, x, t, t_end, allowzero, out->data());
+}
+
+Status ReshapeTarget(std::string_view op, std::span<const int64_t> x, const int64_t* t, const int64_t* t_end,
+                     bool allowzero, int64_t* out) {
+  std::copy(t, t_end, out);
+  const std::span<int64_t> shape(out, static_cast<size_t>(t_end - t));
   int infer_at = -1;
   bool has_zero = false;
   int64_t known = 1;
@@ -124,10 +133,12 @@ Status ReshapeTarget(std::string_view op, const ir::Shape& x, const int64_t* t, 
   if (allowzero && has_zero && infer_at >= 0) return OpError(op, "shape has both 0 and -1 with allowzero=1");
   const int64_t n = ir::NumElements(x);
   if (infer_at >= 0) {
-    if (known == 0 || n % known != 0) return OpError(op, "cannot infer -1 reshaping " + ir::ShapeToString(x));
-    shape[infer_at] = n / known;
+    if (known == 0 || n % known != 0)
+      return OpError(op, "cannot infer -1 reshaping " + ir::ShapeToString(ir::Shape(x.begin(), x.end())));
+    shape[static_cast<size_t>(infer_at)] = n / known;
   } else if (known != n) {
-    return OpError(op, "cannot reshape " + ir::ShapeToString(x) + " to " + ir::ShapeToString(shape));
+    return OpError(op, "cannot reshape " + ir::ShapeToString(ir::Shape(x.begin(), x.end())) + " to " +
+                           ir::ShapeToString(ir::Shape(shape.begin(), shape.end())));
   }
   return Status::Ok();
 }
@@ -281,7 +292,7 @@ Status RecheckOutputs(InferFn infer, const CreateContext& c) {
   return Status::Ok();
 }
 
-std::vector<int64_t> DenseStrides(const ir::Shape& s) {
+std::vector<int64_t> DenseStrides(std::span<const int64_t> s) {
   std::vector<int64_t> st(s.size(), 1);
   for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
   return st;

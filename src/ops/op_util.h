@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,12 +106,13 @@ inline int64_t SliceAxisCount(int64_t dim, int64_t start, int64_t end, int64_t s
 Status CheckShape(std::string_view op, const ir::Shape& s, const std::string& what);
 // What CheckShape accepts, without building a message.
 bool ShapeWithinLimits(const ir::Shape& s);
+bool DimsWithinLimits(const int64_t* dims, size_t rank);
 // Checked product of dims [begin, end); -1 if it would exceed kMaxElements.
-int64_t SafeProduct(const ir::Shape& s, size_t begin, size_t end);
+int64_t SafeProduct(std::span<const int64_t> s, size_t begin, size_t end);
 // The rows (dims before `axis`) and the row length (dims from `axis` on) of
 // `s`: what a normalization over the trailing dims reads at a run's shape
 // (the kernels that adapt, Kernel::adapts).
-inline void RowsFromAxis(const ir::Shape& s, int64_t axis, int64_t* rows, int64_t* cols) {
+inline void RowsFromAxis(std::span<const int64_t> s, int64_t axis, int64_t* rows, int64_t* cols) {
   const size_t a = static_cast<size_t>(axis);
   *rows = SafeProduct(s, 0, a);
   *cols = SafeProduct(s, a, s.size());
@@ -134,6 +136,9 @@ Status ParsePerm(const InferContext& c, std::vector<int64_t>* perm);
 // *out; errors name `op`. Messages are built only on failure.
 Status ReshapeTarget(std::string_view op, const ir::Shape& x, const int64_t* t, const int64_t* t_end, bool allowzero,
                      ir::Shape* out);
+// The same into out[0 .. t_end - t) (its rank is the target's).
+Status ReshapeTarget(std::string_view op, std::span<const int64_t> x, const int64_t* t, const int64_t* t_end,
+                     bool allowzero, int64_t* out);
 
 // Multidirectional (NumPy) broadcast of a and b.
 Status BroadcastShapes(std::string_view op, const ir::Shape& a, const ir::Shape& b,
@@ -336,7 +341,7 @@ inline Result<std::unique_ptr<Kernel>> MadeOr(Result<std::unique_ptr<Kernel>> r,
 }
 
 // Dense row-major strides (elements).
-std::vector<int64_t> DenseStrides(const ir::Shape& s);
+std::vector<int64_t> DenseStrides(std::span<const int64_t> s);
 
 // Work items per thread chunk so one chunk holds about `target` elements.
 inline int64_t GrainFor(int64_t elems_per_item, int64_t target = 16384) {

@@ -41,7 +41,7 @@ Result<std::unique_ptr<Kernel>> CreateExpand(const CreateContext& c) {
       BroadcastPlan at;
       const BroadcastPlan* p = &made;
       if (ctx.shapes) {
-        FCB_RETURN_IF_ERROR(BroadcastPlan::Make("Expand", {ctx.shapes[0]}, *ctx.shapes[2], &at));
+        FCB_RETURN_IF_ERROR(BroadcastPlan::Make("Expand", ctx.shapes, 1, ctx.shapes[2], &at));
         p = &at;
       }
       const BroadcastPlan& plan = *p;

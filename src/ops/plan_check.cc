@@ -858,128 +858,178 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
   return FastOutputShape(kind, params, in, constants, fb, outs);
 }
 
+// FastOutputDims' storage per output.
+constexpr size_t kRankCap = static_cast<size_t>(kMaxRank);
+
 bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
                      const std::vector<const ir::TensorData*>& constants, const FastShapeBound& b,
                      std::vector<TensorInfo>* outs) {
-  if (kind == FastShape::kNone || in.empty()) return false;
-  const ir::Shape& x = in[0].shape;
+  if (in.size() > kMaxFastOperands) return false;
+  DimsRef refs[kMaxFastOperands];
+  const ir::TensorData* values[kMaxFastOperands];
+  for (size_t i = 0; i < in.size(); ++i) {
+    refs[i] = DimsRef{in[i].shape.data(), in[i].shape.size(), in[i].dtype};
+    values[i] = i < constants.size() ? constants[i] : nullptr;
+  }
+  int64_t dims[kMaxFastOutputs * kRankCap];
+  size_t ranks[kMaxFastOutputs], n_out = 0;
+  ir::DType dtype = ir::DType::kUndefined;
+  if (!FastOutputDims(kind, params, refs, in.size(), values, b, dims, ranks, &n_out, &dtype)) return false;
+  outs->resize(n_out);
+  for (size_t i = 0; i < n_out; ++i) {
+    (*outs)[i].dtype = dtype;
+    (*outs)[i].shape.assign(dims + i * kRankCap, dims + i * kRankCap + ranks[i]);
+  }
+  return true;
+}
+
+bool FastOutputDims(FastShape kind, const int64_t* params, const DimsRef* in, size_t n_in,
+                    const ir::TensorData* const* constants, const FastShapeBound& b, int64_t* out, size_t* ranks,
+                    size_t* n_out, ir::DType* dtype) {
+  if (kind == FastShape::kNone || n_in == 0) return false;
+  const int64_t* x = in[0].d;
+  const size_t xr = in[0].n;
   if (kind == FastShape::kSplit) {
     const size_t axis = static_cast<size_t>(params[0]), n = static_cast<size_t>(params[1]);
-    if (x.size() != b.in0_rank || axis >= x.size() || x[axis] != b.in0[axis]) return false;
-    outs->resize(n);
+    if (xr != b.in0_rank || xr > kRankCap || n > kMaxFastOutputs || axis >= xr || x[axis] != b.in0[axis]) return false;
     for (size_t i = 0; i < n; ++i) {
-      TensorInfo& o = (*outs)[i];
-      o.dtype = in[0].dtype;
-      o.shape.assign(x.begin(), x.end());
-      o.shape[axis] = params[2 + i];
+      int64_t* o = out + i * kRankCap;
+      std::copy(x, x + xr, o);
+      o[axis] = params[2 + i];
+      ranks[i] = xr;
     }
+    *n_out = n;
+    *dtype = in[0].dtype;
     return true;
   }
   // An int64 value of rank <= 1 known at these sizes, as input i: its
   // elements and count (false: absent, not known, or of another kind, which
   // the inference then reads or refuses).
   auto int64s = [&](size_t i, const int64_t** v, size_t* n) {
-    const ir::TensorData* t = i < constants.size() ? constants[i] : nullptr;
-    if (!t || i >= in.size() || t->dtype != ir::DType::kI64 || in[i].dtype != ir::DType::kI64 ||
-        t->shape.size() > 1 || t->shape != in[i].shape)
+    const ir::TensorData* t = i < n_in ? constants[i] : nullptr;
+    if (!t || t->dtype != ir::DType::kI64 || in[i].dtype != ir::DType::kI64 || t->shape.size() > 1 ||
+        t->shape.size() != in[i].n || !std::equal(t->shape.begin(), t->shape.end(), in[i].d))
       return false;
     *v = t->data<int64_t>();
     *n = static_cast<size_t>(t->numel());
     return true;
   };
-  outs->resize(1);
-  TensorInfo& o = (*outs)[0];
-  o.dtype = b.dtype;
+  *n_out = 1;
+  *dtype = b.dtype;
+  int64_t* o = out;
+  size_t& r = ranks[0];
   switch (kind) {
     case FastShape::kSameAsInput0:
-      o.shape.assign(x.begin(), x.end());
+      if (xr > kRankCap) return false;
+      std::copy(x, x + xr, o);
+      r = xr;
       return true;
-    case FastShape::kBroadcast:
-      o.shape.assign(x.begin(), x.end());
-      for (size_t i = 1; i < in.size(); ++i)
-        if (!BroadcastShapes(b.op, o.shape, in[i].shape, &o.shape).ok()) return false;
+    case FastShape::kBroadcast: {
+      // Every input broadcast with the ones before it (BroadcastShapes).
+      r = xr;
+      if (r > kRankCap) return false;
+      std::copy(x, x + xr, o);
+      for (size_t i = 1; i < n_in; ++i) {
+        const int64_t* y = in[i].d;
+        const size_t yr = in[i].n, nr = std::max(r, yr);
+        if (nr > kRankCap) return false;
+        // Right-aligned: o's dims move up by nr - r, filled with 1 before.
+        std::copy_backward(o, o + r, o + nr);
+        std::fill(o, o + (nr - r), int64_t{1});
+        for (size_t d = 0; d < nr; ++d)
+          if (!BroadcastOneDim(o[d], d < nr - yr ? 1 : y[d - (nr - yr)], &o[d])) return false;
+        r = nr;
+      }
       return true;
+    }
     case FastShape::kTranspose:
-      if (x.size() != b.in0_rank) return false;
-      o.shape.resize(x.size());
-      for (size_t d = 0; d < x.size(); ++d) o.shape[d] = x[static_cast<size_t>(params[d])];
+      if (xr != b.in0_rank || xr > kRankCap) return false;
+      for (size_t d = 0; d < xr; ++d) o[d] = x[static_cast<size_t>(params[d])];
+      r = xr;
       return true;
     case FastShape::kLayerNorm: {
       const size_t axis = static_cast<size_t>(params[0]);
-      if (x.size() != b.in0_rank || axis > x.size() || !std::equal(x.begin() + axis, x.end(), b.in0 + axis))
-        return false;
-      o.shape.assign(x.begin(), x.end());
+      if (xr != b.in0_rank || xr > kRankCap || axis > xr || !std::equal(x + axis, x + xr, b.in0 + axis)) return false;
+      std::copy(x, x + xr, o);
+      r = xr;
       return true;
     }
     case FastShape::kGemmPacked:
-      if (x.empty() || x.size() != b.in0_rank || x.back() != b.in0[b.in0_rank - 1] || b.out0_rank == 0) return false;
-      o.shape.assign(x.begin(), x.end());
-      o.shape.back() = b.out0[b.out0_rank - 1];
+      if (xr == 0 || xr != b.in0_rank || xr > kRankCap || x[xr - 1] != b.in0[b.in0_rank - 1] || b.out0_rank == 0)
+        return false;
+      std::copy(x, x + xr, o);
+      o[xr - 1] = b.out0[b.out0_rank - 1];
+      r = xr;
       return true;
     case FastShape::kMatMul: {
-      if (in.size() < 2) return false;
+      // MatMulGeometry's batch dims, then M (A not 1-D) and N (B not 1-D).
+      if (n_in < 2) return false;
       MatMulDims d;
-      const ir::Shape& y = in[1].shape;
-      if (!MatMulGeometry(b.op, x, y, &d).ok()) return false;
-      o.shape.assign(d.batch.v.begin(), d.batch.v.begin() + static_cast<std::ptrdiff_t>(d.batch.size()));
-      if (x.size() != 1) o.shape.push_back(d.M);
-      if (y.size() != 1) o.shape.push_back(d.N);
+      if (!MatMulGeometry(b.op, {x, xr}, {in[1].d, in[1].n}, &d).ok() || d.batch.size() + 2 > kRankCap) return false;
+      r = d.batch.size();
+      std::copy(d.batch.v.begin(), d.batch.v.begin() + static_cast<std::ptrdiff_t>(r), o);
+      if (xr != 1) o[r++] = d.M;
+      if (in[1].n != 1) o[r++] = d.N;
       return true;
     }
     case FastShape::kUnsqueeze: {
-      const size_t n = static_cast<size_t>(params[0]), r = x.size() + n;
-      if (r != b.out0_rank) return false;
-      o.shape.resize(r);
+      const size_t n = static_cast<size_t>(params[0]);
+      r = xr + n;
+      if (r != b.out0_rank || r > kRankCap) return false;
       size_t next_in = 0, next_axis = 0;
       for (size_t i = 0; i < r; ++i) {
         if (next_axis < n && params[1 + next_axis] == static_cast<int64_t>(i)) {
-          o.shape[i] = 1;
+          o[i] = 1;
           ++next_axis;
         } else {
-          if (next_in >= x.size()) return false;
-          o.shape[i] = x[next_in++];
+          if (next_in >= xr) return false;
+          o[i] = x[next_in++];
         }
       }
-      return next_in == x.size();
+      return next_in == xr;
     }
     case FastShape::kConcat: {
       const size_t axis = static_cast<size_t>(params[0]);
-      if (axis >= x.size()) return false;
-      o.shape.assign(x.begin(), x.end());
-      o.shape[axis] = 0;
-      for (const TensorInfo& t : in) {
-        if (t.shape.size() != x.size()) return false;
-        for (size_t d = 0; d < x.size(); ++d)
-          if (d != axis && t.shape[d] != x[d]) return false;
-        o.shape[axis] += t.shape[axis];
-        if (o.shape[axis] > kMaxElements) return false;
+      if (axis >= xr || xr > kRankCap) return false;
+      std::copy(x, x + xr, o);
+      o[axis] = 0;
+      for (size_t i = 0; i < n_in; ++i) {
+        const int64_t* t = in[i].d;
+        if (in[i].n != xr) return false;
+        for (size_t d = 0; d < xr; ++d)
+          if (d != axis && t[d] != x[d]) return false;
+        o[axis] += t[axis];
+        if (o[axis] > kMaxElements) return false;
       }
+      r = xr;
       return true;
     }
     case FastShape::kGather: {
       const size_t axis = static_cast<size_t>(params[0]);
-      const ir::Shape& idx = in[1].shape;
-      if (axis >= x.size() || in.size() < 2) return false;
-      o.shape.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
-      o.shape.insert(o.shape.end(), idx.begin(), idx.end());
-      o.shape.insert(o.shape.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
+      if (axis >= xr || n_in < 2) return false;
+      const size_t ir = in[1].n;
+      r = xr - 1 + ir;
+      if (r > kRankCap) return false;
+      std::copy(x, x + axis, o);
+      std::copy(in[1].d, in[1].d + ir, o + axis);
+      std::copy(x + axis + 1, x + xr, o + axis + ir);
       return true;
     }
     case FastShape::kSlice: {
       // Slice's inference (SliceAxesOf) where it succeeds: per axis sliced,
       // its count (SliceAxisCount).
-      const size_t r = x.size();
       const int64_t *starts = nullptr, *ends = nullptr, *axes = nullptr, *steps = nullptr;
       size_t n = 0, n_ends = 0, n_axes = 0, n_steps = 0;
-      if (r != b.out0_rank || r > 64 || !int64s(1, &starts, &n) || !int64s(2, &ends, &n_ends) || n_ends != n)
+      if (xr != b.out0_rank || xr > kRankCap || !int64s(1, &starts, &n) || !int64s(2, &ends, &n_ends) || n_ends != n)
         return false;
-      const bool has_axes = in.size() > 3 && in[3].present(), has_steps = in.size() > 4 && in[4].present();
+      const bool has_axes = n_in > 3 && in[3].present(), has_steps = n_in > 4 && in[4].present();
       if ((has_axes && (!int64s(3, &axes, &n_axes) || n_axes != n)) ||
-          (has_steps && (!int64s(4, &steps, &n_steps) || n_steps != n)) || (!has_axes && n > r))
+          (has_steps && (!int64s(4, &steps, &n_steps) || n_steps != n)) || (!has_axes && n > xr))
         return false;
-      o.shape.assign(x.begin(), x.end());
+      std::copy(x, x + xr, o);
+      r = xr;
       uint64_t seen = 0;
-      const int64_t rank = static_cast<int64_t>(r);
+      const int64_t rank = static_cast<int64_t>(xr);
       for (size_t i = 0; i < n; ++i) {
         int64_t a = has_axes ? axes[i] : static_cast<int64_t>(i);
         if (a < -rank || a >= rank) return false;
@@ -989,7 +1039,7 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
         const int64_t dim = x[static_cast<size_t>(a)], step = has_steps ? steps[i] : 1;
         if (step == 0 || step == INT64_MIN) return false;
         int64_t first;
-        o.shape[static_cast<size_t>(a)] = dim == 0 ? 0 : SliceAxisCount(dim, starts[i], ends[i], step, &first);
+        o[static_cast<size_t>(a)] = dim == 0 ? 0 : SliceAxisCount(dim, starts[i], ends[i], step, &first);
       }
       return true;
     }
@@ -997,31 +1047,31 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
       // The input broadcast with the shape (BroadcastShapes), which has no negative dim.
       const int64_t* v = nullptr;
       size_t n = 0;
-      if (!int64s(1, &v, &n) || n > 64) return false;
-      const size_t r = std::max(x.size(), n);
-      o.shape.resize(r);
+      if (!int64s(1, &v, &n) || n > kRankCap || xr > kRankCap) return false;
+      r = std::max(xr, n);
       for (size_t i = 0; i < r; ++i) {
         const int64_t db = i < r - n ? 1 : v[i - (r - n)];
-        if (db < 0 || !BroadcastOneDim(i < r - x.size() ? 1 : x[i - (r - x.size())], db, &o.shape[i])) return false;
+        if (db < 0 || !BroadcastOneDim(i < r - xr ? 1 : x[i - (r - xr)], db, &o[i])) return false;
       }
-      return ShapeWithinLimits(o.shape);
+      return DimsWithinLimits(o, r);
     }
     case FastShape::kConstantOfShape: {
       const int64_t* v = nullptr;
       size_t n = 0;
-      if (!int64s(0, &v, &n) || n != b.out0_rank) return false;
+      if (!int64s(0, &v, &n) || n != b.out0_rank || n > kRankCap) return false;
       int64_t total = 1;
       for (size_t i = 0; i < n; ++i) {
         if (v[i] < 0 || (v[i] > 0 && total > kMaxElements / v[i])) return false;
         total *= v[i];
       }
-      o.shape.assign(v, v + n);
-      return ShapeWithinLimits(o.shape);
+      std::copy(v, v + n, o);
+      r = n;
+      return DimsWithinLimits(o, r);
     }
     case FastShape::kRange: {
       // Integer Range: ceil((limit - start) / delta) elements, exactly.
       const ir::DType t = in[0].dtype;
-      if ((t != ir::DType::kI64 && t != ir::DType::kI32) || in.size() != 3 || b.dtype != t) return false;
+      if ((t != ir::DType::kI64 && t != ir::DType::kI32) || n_in != 3 || b.dtype != t) return false;
       __int128 v[3];
       for (size_t i = 0; i < 3; ++i) {
         const ir::TensorData* c = constants[i];
@@ -1031,18 +1081,20 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
       if (v[2] == 0) return false;
       const __int128 q = IntegerRangeCount(v[0], v[1], v[2]);
       if (q > kMaxElements) return false;
-      o.shape.assign(1, static_cast<int64_t>(q));
+      o[0] = static_cast<int64_t>(q);
+      r = 1;
       return true;
     }
     case FastShape::kReshape: {
       // Reshape's inference (allowzero 0) where it succeeds; anything else
       // goes to it for its refusal.
-      const ir::TensorData* target = constants.size() > 1 ? constants[1] : nullptr;
+      const ir::TensorData* target = n_in > 1 ? constants[1] : nullptr;
       if (!target || target->dtype != ir::DType::kI64) return false;
       const int64_t n = target->numel();
-      if (n < 0 || static_cast<size_t>(n) != b.out0_rank) return false;
+      if (n < 0 || static_cast<size_t>(n) != b.out0_rank || n > kRankCap) return false;
+      r = static_cast<size_t>(n);
       const int64_t* v = target->data<int64_t>();
-      return ReshapeTarget(b.op, x, v, v + n, false, &o.shape).ok();
+      return ReshapeTarget(b.op, {x, xr}, v, v + n, false, o).ok();
     }
     default:
       return false;
@@ -1064,26 +1116,24 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     return InvalidArgument("method '" + c.method + "': its plan at the bound has no index of the steps sizes reach");
   // What is allocated here is per tensor and per step reached, never a copy
   // of the bound's per-tensor values: a resolution overlays the bound's plan
-  // (info_at, value_slot, step_slot) with what differs at these sizes.
+  // (changed_tensors and dims, value_slot, step_slot) with what differs at
+  // these sizes.
   r.bound = &bound;
   r.step_slot.assign(ns, -1);
   // One Step per step reached, reused from a recycled resolution (their
-  // output vectors keep their storage); never reallocated below, so the
-  // pointers info_at takes into them hold.
+  // output vectors keep their storage).
   if (r.steps.size() < nk) r.steps.resize(nk);
   size_t used = 0;
-  r.info_at.assign(nt, nullptr);
-  // One per method input (their shapes' storage kept from an earlier
-  // resolution into this one); never resized below, so the pointers info_at
-  // takes into them hold.
-  if (r.input_infos.size() < c.inputs.size()) r.input_infos.resize(c.inputs.size());
-  size_t inputs_changed = 0;
   r.value_slot.assign(nt, -1);
   // The dims of the tensors whose shapes change, flat as the bound's: a
   // resolution runs with cold caches, so the steps walked read their
   // operands' shapes from these two flat arrays (dims_of below) rather than
   // from the scattered TensorInfo vectors.
   r.dims.resize(bound.dims.size());
+  r.fast_dims.resize(kMaxFastOutputs * kRankCap);
+  r.fast_ranks.resize(kMaxFastOutputs);
+  r.fast_refs.resize(kMaxFastOperands);
+  r.fast_values.resize(kMaxFastOperands);
   auto rank_of = [&](int32_t t) { return static_cast<size_t>(bound.dim_at[t + 1] - bound.dim_at[t]); };
   // The values of the resolution this one is made over, by tensor: their
   // storage is reused for the same tensors' values where no one else holds
@@ -1101,7 +1151,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   r.shapes_kept = r.shapes_fast = r.shapes_inferred = 0;
   // Per tensor: its shape (kShape) or its value computed from the shapes
   // (kValue) differs from the bound's.
-  constexpr uint8_t kShape = 1, kValue = 2;
+  constexpr uint8_t kShape = ResolvedPlan::kShapeChanged, kValue = ResolvedPlan::kValueChanged;
   std::vector<uint8_t>& changed = r.changed_tensors;
   changed.assign(nt, 0);
   // Tensor t's dims at these sizes: this resolution's where its shape
@@ -1109,8 +1159,10 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   auto bound_dims = [&](int32_t t) { return bound.dims.data() + bound.dim_at[t]; };
   auto new_dims = [&](int32_t t) { return r.dims.data() + bound.dim_at[t]; };
   auto dims_of = [&](int32_t t) -> const int64_t* { return (changed[t] & kShape) ? new_dims(t) : bound_dims(t); };
-  auto set_info = [&](int32_t t, const TensorInfo* info) {
-    r.info_at[t] = info;
+  // Tensor t's shape at these sizes is `now` (its rank as at the bound).
+  auto set_dims = [&](int32_t t, const int64_t* now) {
+    if (std::equal(now, now + rank_of(t), bound_dims(t))) return;
+    std::copy(now, now + rank_of(t), new_dims(t));
     changed[t] |= kShape;
   };
   auto set_value = [&](int32_t t, std::shared_ptr<ir::TensorData> v) {
@@ -1147,13 +1199,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
         static_cast<uint64_t>(numel) * ir::DTypeSize(info.dtype) > bound.bytes[t])
       return InvalidArgument("method '" + c.method + "' input " + std::to_string(i) + " cannot be " +
                              ir::ShapeToString(given));
-    if (given != info.shape) {
-      TensorInfo& slot = r.input_infos[inputs_changed++];
-      slot.dtype = info.dtype;
-      slot.shape.assign(given.begin(), given.end());
-      std::copy(given.begin(), given.end(), new_dims(t));
-      set_info(t, &slot);
-    }
+    set_dims(t, given.data());
   }
   // The values compiled from the symbolic plan (CheckedPlan::value_program)
   // at these sizes, where the inputs give every symbol one value within its
@@ -1244,6 +1290,59 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
       r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
       continue;
     }
+    const FastShape fast = static_cast<FastShape>(bound.reach_fast[k]);
+    // A step with no guard, value or scratch to work out whose output shapes
+    // are kept or shaped in place needs its operands' dims alone: they are
+    // read where they lie (the flat dims) and its outputs written there,
+    // never gathered into shapes of their own. Anything this declines (an
+    // output of another dtype or rank, or past its planned bytes) goes the
+    // way below, which reports it.
+    if (!(flags & (CheckedPlan::kReachGuard | CheckedPlan::kReachComputed | CheckedPlan::kReachScratch)) &&
+        (!reshaped || fast != FastShape::kNone) && n_in <= kMaxFastOperands && n_out <= kMaxFastOutputs) {
+      bool shaped = !reshaped;
+      if (reshaped) {
+        // Only the kinds shaped by values read them (each a cold read).
+        const bool by_values = fast == FastShape::kReshape || fast == FastShape::kSlice ||
+                               fast == FastShape::kExpand || fast == FastShape::kConstantOfShape ||
+                               fast == FastShape::kRange;
+        DimsRef* refs = r.fast_refs.data();
+        const ir::TensorData** values = r.fast_values.data();
+        for (size_t i = 0; i < n_in; ++i) {
+          const int32_t t = step_in[i];
+          refs[i] = t < 0 ? DimsRef{} : DimsRef{dims_of(t), rank_of(t), bound.dtypes[t]};
+          values[i] = t < 0 || !by_values ? nullptr : r.value(t).get();
+        }
+        size_t n_fast = 0;
+        ir::DType dtype = ir::DType::kUndefined;
+        // FastShapeBound's op names only the errors FastOutputDims drops.
+        shaped = FastOutputDims(
+                     fast, bound.reach_param_at[k] >= 0 ? &bound.reach_params[bound.reach_param_at[k]] : nullptr, refs,
+                     n_in, values,
+                     FastShapeBound{{}, bound.dtypes[step_out[0]], bound_dims(step_in[0]),
+                                    rank_of(step_in[0]), bound_dims(step_out[0]), rank_of(step_out[0])},
+                     r.fast_dims.data(), r.fast_ranks.data(), &n_fast, &dtype) &&
+                 n_fast == n_out;
+        // Each output as declared (dtype, rank) and within its planned bytes.
+        for (size_t i = 0; shaped && i < n_out; ++i) {
+          const int32_t t = step_out[i];
+          const int64_t* now = r.fast_dims.data() + i * kRankCap;
+          uint64_t numel = 1;
+          shaped = dtype == bound.dtypes[t] && r.fast_ranks[i] == rank_of(t);
+          for (size_t d = 0; shaped && d < r.fast_ranks[i]; ++d)
+            shaped = now[d] >= 0 && !__builtin_mul_overflow(numel, static_cast<uint64_t>(now[d]), &numel) &&
+                     numel <= (uint64_t{1} << 48);
+          shaped = shaped && numel * ir::DTypeSize(dtype) <= bound.bytes[t];
+        }
+      }
+      if (shaped) {
+        for (size_t i = 0; reshaped && i < n_out; ++i) set_dims(step_out[i], r.fast_dims.data() + i * kRankCap);
+        ++(reshaped ? r.shapes_fast : r.shapes_kept);
+        r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
+        r.steps[used].scratch = bound.reach_scratch[k];
+        r.step_slot[si] = static_cast<int32_t>(used++);
+        continue;
+      }
+    }
     // Its operands at these sizes, from the flat dims and the values.
     if (r.operand_sets.size() <= n_in) r.operand_sets.resize(n_in + 1);
     std::vector<TensorInfo>& inputs = r.operand_sets[n_in];
@@ -1266,7 +1365,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     ResolvedPlan::Step& rs = r.steps[used];
     std::vector<TensorInfo>& outs = rs.outputs;
     uint64_t scratch = bound.reach_scratch[k];  // asked again below where the op's scratch depends on the shapes
-    const FastShape fast = static_cast<FastShape>(bound.reach_fast[k]);
     if (!reshaped) {  // the bound's output shapes (its check inferred them)
       ++r.shapes_kept;
       outs.resize(n_out);
@@ -1293,7 +1391,6 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     for (size_t i = 0; reshaped && i < outs.size() && i < n_out; ++i) {
       const int32_t t = step_out[i];
       const ir::DType declared = bound.dtypes[t];  // the bound's check made them equal to what it infers
-      const int64_t* was = bound_dims(t);
       const size_t rank = rank_of(t);
       const ir::Shape& now = outs[i].shape;
       if (outs[i].dtype != declared || now.size() != rank)
@@ -1307,10 +1404,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
                                "') is " + ir::ShapeToString(now) + " at this size, more than the " +
                                std::to_string(bound.bytes[t]) + " bytes planned for it at the bound (" +
                                ir::ShapeToString(bound.infos[t].shape) + ")");
-      if (!std::equal(now.begin(), now.end(), was)) {
-        std::copy(now.begin(), now.end(), new_dims(t));
-        set_info(t, &outs[i]);  // in r.steps[used]: it stays
-      }
+      set_dims(t, now.data());
     }
     // A step shaped in place with no guard, value or scratch to work out
     // reads nothing below (its StepDesc and CheckedStep stay unread).
@@ -1368,15 +1462,21 @@ namespace fcb::ops {
 
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r) {
   const size_t nt = c.tensors.size(), ns = c.steps.size();
-  if (full.infos.size() != nt || r.info_at.size() != nt || full.steps.size() != ns || r.step_slot.size() != ns)
+  if (full.infos.size() != nt || r.changed_tensors.size() != nt || full.steps.size() != ns ||
+      r.step_slot.size() != ns)
     return "the plans have different numbers of tensors or steps";
+  auto shape_of = [&](int32_t t) {
+    const std::span<const int64_t> d = r.dims_of(t);
+    return ir::Shape(d.begin(), d.end());
+  };
   for (size_t t = 0; t < nt; ++t) {
     const std::string where = "tensor " + std::to_string(t) + " ('" + c.tensors[t].name + "')";
     const TensorInfo& a = full.infos[t];
-    const TensorInfo& b = r.info(static_cast<int32_t>(t));
-    if (a.dtype != b.dtype || a.shape != b.shape)
+    const ir::DType b_dtype = r.dtype_of(static_cast<int32_t>(t));
+    const ir::Shape b_shape = shape_of(static_cast<int32_t>(t));
+    if (a.dtype != b_dtype || a.shape != b_shape)
       return where + " is " + ir::DTypeName(a.dtype) + " " + ir::ShapeToString(a.shape) + " when checked, " +
-             ir::DTypeName(b.dtype) + " " + ir::ShapeToString(b.shape) + " when resolved";
+             ir::DTypeName(b_dtype) + " " + ir::ShapeToString(b_shape) + " when resolved";
     if (full.computed_tensors[t] != r.bound->computed_tensors[t] || full.needed[t] != r.bound->needed[t])
       return where + ": computed from the shapes or needed differs";
     if (r.value_slot[t] == ResolvedPlan::kUnread) continue;  // a value nothing reads
@@ -1390,10 +1490,10 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
     if (full.computed_steps[si] != r.bound->computed_steps[si] || full.guarded_off[si] != r.guarded_off[si])
       return full.steps[si].where + ": computed from the shapes or guarded off differs";
     const auto& a = full.steps[si].outputs;
-    const auto& b = r.outputs(si);
+    const auto& b = c.steps[si].outputs;
     if (a.size() != b.size()) return full.steps[si].where + ": a different number of outputs";
     for (size_t i = 0; i < a.size(); ++i)
-      if (a[i].dtype != b[i].dtype || a[i].shape != b[i].shape)
+      if (a[i].dtype != r.dtype_of(b[i]) || a[i].shape != shape_of(b[i]))
         return full.steps[si].where + ": output " + std::to_string(i) + " differs";
   }
   if (full.scratch_bytes != r.scratch_bytes)

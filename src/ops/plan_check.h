@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,18 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
                               const std::vector<ir::Shape>* input_shapes = nullptr,
                               const std::vector<std::shared_ptr<ir::TensorData>>* weight_constants = nullptr);
 
+// An operand's dims (rank n) and dtype at a resolution, read in place (an
+// absent optional input: no dims, kUndefined).
+struct DimsRef {
+  const int64_t* d = nullptr;
+  size_t n = 0;
+  ir::DType dtype = ir::DType::kUndefined;
+  bool present() const { return dtype != ir::DType::kUndefined; }
+};
+// The most outputs (a Split's) and operands FastOutputDims works out; past
+// them it declines.
+inline constexpr size_t kMaxFastOutputs = 64, kMaxFastOperands = 64;
+
 // A plan with symbols at the input shapes of one run, resolved from its check
 // at the bound (`bound`, CheckPlan without input shapes) instead of from
 // scratch: only the steps that read a tensor whose shape or computed value
@@ -157,9 +170,12 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
 // structure (checked once at load) need not be checked again.
 struct ResolvedPlan {
   const CheckedPlan* bound = nullptr;
-  // Per step: its outputs and scratch at these sizes where it was inferred
-  // again (index into `steps`), else -1 (the bound's step holds). Its
-  // operands are the resolution's shapes and values (create_context).
+  // Per step: its scratch at these sizes where it was walked again (index
+  // into `steps`), else -1 (the bound's step holds). Its operands and
+  // outputs are the resolution's shapes and values (dims_of, value,
+  // create_context). `outputs` is ResolvePlan's own: the storage of a step's
+  // outputs where its op's inference (or something that needs them whole)
+  // works them out, left over otherwise; dims_of holds every shape.
   struct Step {
     std::vector<TensorInfo> outputs;
     uint64_t scratch = 0;
@@ -168,14 +184,11 @@ struct ResolvedPlan {
   // At least one per step reached (those past the ones changed are left over from
   // an earlier resolution into this one: ResolvePlan reuses their storage).
   std::vector<Step> steps;
-  // Per tensor: its shape at these sizes where it differs from the bound's
-  // (an output in `steps`, or one of `input_infos`), else null. Points into
-  // this resolution's own vectors: it moves, never copies.
-  std::vector<const TensorInfo*> info_at;
-  std::vector<TensorInfo> input_infos;  // one per method input (the first ones used): never reallocated
   // The shapes at these sizes of the tensors whose shapes differ from the
-  // bound's, flat as the bound's (CheckedPlan::dim_at); the others' places
-  // hold whatever an earlier resolution left.
+  // bound's (changed_tensors), flat as the bound's (CheckedPlan::dim_at); the
+  // others' places hold whatever an earlier resolution left. A resolution
+  // writes each shape here and nowhere else: kernels read them in place
+  // (RunContext::shapes), so a change of sizes builds no shape objects.
   std::vector<int64_t> dims;
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`), else -1,
@@ -200,6 +213,12 @@ struct ResolvedPlan {
   // ResolvePlan's own: one step's operands, a set per operand count (their
   // shapes' storage reused from step to step, and from an earlier resolution).
   std::vector<std::vector<TensorInfo>> operand_sets;
+  // ResolvePlan's own: one step's output dims worked out in place
+  // (FastOutputDims), before they are checked.
+  std::vector<int64_t> fast_dims;
+  std::vector<size_t> fast_ranks;
+  std::vector<DimsRef> fast_refs;
+  std::vector<const ir::TensorData*> fast_values;
   uint64_t scratch_bytes = 0;
   // How the steps walked again got their output shapes: the bound's kept
   // (only values they ignore changed), FastShape, the op's inference; and
@@ -211,7 +230,16 @@ struct ResolvedPlan {
   std::vector<int64_t> symbol_values, program_slots;
 
   bool changed(size_t step) const { return step_slot[step] >= 0; }
-  const TensorInfo& info(int32_t t) const { return info_at[t] ? *info_at[t] : bound->infos[t]; }
+  ir::DType dtype_of(int32_t t) const { return bound->dtypes[t]; }
+  // Per tensor (changed_tensors): its shape, its value computed from the
+  // shapes differs from the bound's.
+  static constexpr uint8_t kShapeChanged = 1, kValueChanged = 2;
+  // Tensor t's dims at these sizes, read in place: this resolution's flat
+  // dims where its shape changed, else the bound's.
+  std::span<const int64_t> dims_of(int32_t t) const {
+    const size_t at = static_cast<size_t>(bound->dim_at[t]), n = static_cast<size_t>(bound->dim_at[t + 1]) - at;
+    return {((changed_tensors[t] & kShapeChanged) ? dims.data() : bound->dims.data()) + at, n};
+  }
 
   ResolvedPlan() = default;
   ResolvedPlan(const ResolvedPlan&) = delete;
@@ -223,34 +251,34 @@ struct ResolvedPlan {
     static const std::shared_ptr<ir::TensorData> kNone;
     return value_slot[t] >= 0 ? values[value_slot[t]] : value_slot[t] == kUnread ? kNone : bound->small_constants[t];
   }
-  const std::vector<TensorInfo>& outputs(size_t step) const {
-    return step_slot[step] >= 0 ? steps[step_slot[step]].outputs : bound->steps[step].outputs;
-  }
-  // The create context of step `step` (`s`, its StepDesc), inferred again
-  // (changed(step)) and not computed from the shapes: its operands are
-  // written into `inputs` and `constants` (the caller's, reused from step to
-  // step; kernels keep nothing of the context), its outputs are this
-  // resolution's.
+  // The create context of step `step` (`s`, its StepDesc) at these sizes,
+  // walked again (changed(step)) and not computed from the shapes: its
+  // operands and outputs are written into `inputs`, `outputs` and
+  // `constants` (the caller's, reused from step to step; kernels keep
+  // nothing of the context).
   CreateContext create_context(const format::StepDesc& s, size_t step, std::vector<TensorInfo>* inputs,
-                               std::vector<const ir::TensorData*>* constants) const {
+                               std::vector<TensorInfo>* outputs, std::vector<const ir::TensorData*>* constants) const {
     const CheckedStep& b = bound->steps[step];
-    inputs->resize(s.inputs.size());
-    constants->resize(s.inputs.size());
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      const int32_t t = s.inputs[i];
-      TensorInfo& in = (*inputs)[i];
-      if (t < 0) {
-        in.dtype = ir::DType::kUndefined;
-        in.shape.clear();
-        (*constants)[i] = nullptr;
-      } else {
-        const TensorInfo& info = this->info(t);
-        in.dtype = info.dtype;
-        in.shape.assign(info.shape.begin(), info.shape.end());
-        (*constants)[i] = value(t).get();
+    auto fill = [&](const std::vector<int32_t>& tensors, std::vector<TensorInfo>* infos) {
+      infos->resize(tensors.size());
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const int32_t t = tensors[i];
+        TensorInfo& in = (*infos)[i];
+        if (t < 0) {
+          in.dtype = ir::DType::kUndefined;
+          in.shape.clear();
+        } else {
+          const std::span<const int64_t> d = dims_of(t);
+          in.dtype = dtype_of(t);
+          in.shape.assign(d.begin(), d.end());
+        }
       }
-    }
-    return CreateContext{b.def->name, b.attrs, *inputs, steps[step_slot[step]].outputs, *constants, &b.data, true};
+    };
+    fill(s.inputs, inputs);
+    fill(s.outputs, outputs);
+    constants->resize(s.inputs.size());
+    for (size_t i = 0; i < s.inputs.size(); ++i) (*constants)[i] = s.inputs[i] < 0 ? nullptr : value(s.inputs[i]).get();
+    return CreateContext{b.def->name, b.attrs, *inputs, *outputs, *constants, &b.data, true};
   }
 };
 //
@@ -322,6 +350,16 @@ bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<Te
 bool FastOutputShape(FastShape kind, const int64_t* params, const std::vector<TensorInfo>& in,
                      const std::vector<const ir::TensorData*>& constants, const CheckedStep& b,
                      std::vector<TensorInfo>* outs);
+// What FastOutputShape does (the one implementation: it calls this), on
+// operands read in place (`in`, n_in of them, input 0 present; `constants`
+// one per operand, null where its value is not known) and into fixed
+// storage: output i's dims at out + i * kMaxRank, its rank ranks[i] (out
+// holds kMaxFastOutputs * kMaxRank dims, ranks kMaxFastOutputs), the count
+// in *n_out and their dtype in *dtype. False, beside where FastOutputShape
+// declines, where an output's rank would pass kMaxRank.
+bool FastOutputDims(FastShape kind, const int64_t* params, const DimsRef* in, size_t n_in,
+                    const ir::TensorData* const* constants, const FastShapeBound& b, int64_t* out, size_t* ranks,
+                    size_t* n_out, ir::DType* dtype);
 
 std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan& full, const ResolvedPlan& r);
 

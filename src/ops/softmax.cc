@@ -75,7 +75,7 @@ Result<std::unique_ptr<Kernel>> CreateSoftmax(const CreateContext& c) {
   return MakeAdaptingKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     int64_t outer = made_outer, inner = made_inner, n = made_n;
     if (ctx.shapes) {  // the same rank: the same axis
-      const ir::Shape& x = *ctx.shapes[0];
+      const std::span<const int64_t> x = ctx.shapes[0];
       outer = SafeProduct(x, 0, a), inner = SafeProduct(x, a + 1, x.size()), n = x[a];
     }
     if (n == 0 || outer == 0 || inner == 0) return Status::Ok();

@@ -592,7 +592,7 @@ SymbolicPlan InferSymbolicPlan(const format::ContextDesc& c, const CheckedPlan& 
 
 std::string SymbolicDifference(const format::ContextDesc& c, const SymbolicPlan& sym,
                                const std::vector<int64_t>& values, const ResolvedPlan& r) {
-  if (sym.shapes.size() != c.tensors.size() || r.info_at.size() != c.tensors.size())
+  if (sym.shapes.size() != c.tensors.size() || r.changed_tensors.size() != c.tensors.size())
     return "the plans have different numbers of tensors";
   auto eval = [&](const DimExpr& e) { return e.Evaluate(values); };
   for (const auto& [a, b] : sym.requires_equal) {
@@ -602,7 +602,8 @@ std::string SymbolicDifference(const format::ContextDesc& c, const SymbolicPlan&
   }
   for (size_t t = 0; t < c.tensors.size(); ++t) {
     if (!sym.shapes[t]) continue;
-    const ir::Shape& actual = r.info(static_cast<int32_t>(t)).shape;
+    const std::span<const int64_t> dims = r.dims_of(static_cast<int32_t>(t));
+    const ir::Shape actual(dims.begin(), dims.end());
     const auto& s = *sym.shapes[t];
     bool same = s.size() == actual.size();
     for (size_t d = 0; same && d < s.size(); ++d) {

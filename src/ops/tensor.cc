@@ -18,7 +18,7 @@ Result<std::unique_ptr<Kernel>> CreateCopy(const CreateContext& c) {
   const size_t elem = ir::DTypeSize(c.inputs[0].dtype);
   return MakeAdaptingKernel([numel, elem](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     if (out[0] == in[0]) return Status::Ok();  // a view step: the same bytes (plan_check.h)
-    const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : numel;
+    const int64_t n = ctx.shapes ? ir::NumElements(ctx.shapes[0]) : numel;
     CopyBytes(out[0], in[0], static_cast<size_t>(n) * elem);
     return Status::Ok();
   });

@@ -116,7 +116,7 @@ Result<std::unique_ptr<Kernel>> CreateRms(const CreateContext& c) {
   const bool want_inv = c.outputs.size() > 1;
   return MakeAdaptingKernel([made = p, want_inv](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     RmsPlan p = made;
-    if (ctx.shapes) RowsFromAxis(*ctx.shapes[0], p.axis, &p.rows, &p.cols);  // the same rank: the same axis
+    if (ctx.shapes) RowsFromAxis(ctx.shapes[0], p.axis, &p.rows, &p.cols);  // the same rank: the same axis
     const float* x = static_cast<const float*>(in[0]);
     const float* scale = static_cast<const float*>(in[1]);
     float* y = static_cast<float*>(out[0]);

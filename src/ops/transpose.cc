@@ -45,7 +45,7 @@ struct TransposePlan {
 };
 
 template <typename Perm>
-Status MakePlan(std::string_view op, const ir::Shape& in, const Perm& perm, size_t es, TransposePlan* p) {
+Status MakePlan(std::string_view op, std::span<const int64_t> in, const Perm& perm, size_t es, TransposePlan* p) {
   *p = TransposePlan();
   p->es = es;
   p->total = ir::NumElements(in);
@@ -230,7 +230,7 @@ Result<std::unique_ptr<Kernel>> CreateTranspose(const CreateContext& c) {
   perm.assign(parsed.data(), parsed.data() + parsed.size());
   return MakeAdaptingKernel([made, perm](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
     TransposePlan at;
-    if (ctx.shapes) FCB_RETURN_IF_ERROR(MakePlan("Transpose", *ctx.shapes[0], perm, made.es, &at));
+    if (ctx.shapes) FCB_RETURN_IF_ERROR(MakePlan("Transpose", ctx.shapes[0], perm, made.es, &at));
     RunPlan(ctx, ctx.shapes ? at : made, in[0], out[0]);
     return Status::Ok();
   });

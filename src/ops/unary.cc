@@ -195,7 +195,7 @@ Result<std::unique_ptr<Kernel>> CreateUnary(const CreateContext& c) {
   Epilogue ep;
   if (t == DType::kF32 && KernelAct(p, &ep)) {
     return MakeAdaptingKernel([ep, made_n = n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-      const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : made_n;
+      const int64_t n = ctx.shapes ? ir::NumElements(ctx.shapes[0]) : made_n;
       const float* x = static_cast<const float*>(in[0]);
       float* y = static_cast<float*>(out[0]);
       ctx.pool->ParallelFor(n, 16384, [&](int64_t b, int64_t e) { ctx.k->f32.unary(ep, x, y, b, e); });
@@ -203,7 +203,7 @@ Result<std::unique_ptr<Kernel>> CreateUnary(const CreateContext& c) {
     });
   }
   return MakeAdaptingKernel([p, made_n = n, t](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    const int64_t n = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : made_n;
+    const int64_t n = ctx.shapes ? ir::NumElements(ctx.shapes[0]) : made_n;
     switch (t) {
       case DType::kF32:
         RunFloat(ctx, p, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), n);
@@ -282,7 +282,7 @@ Result<std::unique_ptr<Kernel>> CreateClip(const CreateContext& c) {
   const int64_t n = c.inputs[0].numel();
   const DType t = c.inputs[0].dtype;
   return MakeAdaptingKernel([=](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    const int64_t count = ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : n;
+    const int64_t count = ctx.shapes ? ir::NumElements(ctx.shapes[0]) : n;
     Status s = Internal("Clip dtype");
     DispatchNumeric(t, [&](auto tag) {
       s = RunClip<decltype(tag)>(ctx, in, out[0], count, has_lo, has_hi, attr_lo, attr_hi);
@@ -394,7 +394,7 @@ Result<std::unique_ptr<Kernel>> CreateCast(const CreateContext& c) {
   if (from == to) {
     const size_t elem = ir::DTypeSize(from);
     return MakeAdaptingKernel([n, elem](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-      CopyBytes(out[0], in[0], static_cast<size_t>(ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : n) * elem);
+      CopyBytes(out[0], in[0], static_cast<size_t>(ctx.shapes ? ir::NumElements(ctx.shapes[0]) : n) * elem);
       return Status::Ok();
     });
   }
@@ -405,7 +405,7 @@ Result<std::unique_ptr<Kernel>> CreateCast(const CreateContext& c) {
   });
   if (!fn) return OpUnsupported(c.op, "cast");
   return MakeAdaptingKernel([fn, n](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
-    fn(ctx, in[0], out[0], ctx.shapes ? ir::NumElements(*ctx.shapes[0]) : n);
+    fn(ctx, in[0], out[0], ctx.shapes ? ir::NumElements(ctx.shapes[0]) : n);
     return Status::Ok();
   });
 }

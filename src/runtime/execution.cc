@@ -545,7 +545,12 @@ Status Execution::RunProfiled(std::vector<StepTiming>* steps) {
     t.node = sd.node;
     if (!sd.outputs.empty()) {
       t.output_dtype = c.tensors[sd.outputs[0]].dtype;
-      t.output_shape = impl_->resolved ? impl_->resolved->step_output0(i) : c.tensors[sd.outputs[0]].shape;
+      if (impl_->resolved) {
+        const std::span<const int64_t> shape = impl_->resolved->plan.dims_of(sd.outputs[0]);
+        t.output_shape.assign(shape.begin(), shape.end());
+      } else {
+        t.output_shape = c.tensors[sd.outputs[0]].shape;
+      }
     }
     t.flops = impl_->resolved ? ResolvedStepFlops(m, *impl_->resolved, i) : m.steps[i].flops;
     for (size_t k = 0; k < sd.outputs.size(); ++k) {

@@ -241,7 +241,7 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
                            " bytes of scratch per thread at these sizes, more than the " +
                            std::to_string(c.scratch_bytes) + " planned");
   const ops::CheckedPlan& bound = *m.bound_plan;
-  std::vector<ops::TensorInfo> inputs;  // one step's operands, reused (create keeps nothing of them)
+  std::vector<ops::TensorInfo> inputs, outputs;  // one step's operands, reused (create keeps nothing of them)
   std::vector<const ir::TensorData*> constants;
   // The bound's kernels, but for the steps reached at these sizes (only they
   // can change), looked at through the bound's flat index of them.
@@ -259,20 +259,21 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
       r->shapes_at[si] = static_cast<int32_t>(r->shapes.size());
       for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
         const int32_t t = bound.reach_inputs[j];
-        r->shapes.push_back(t >= 0 ? &p.info(t).shape : nullptr);
+        r->shapes.push_back(t >= 0 ? p.dims_of(t) : std::span<const int64_t>());
       }
-      for (const ops::TensorInfo& o : p.outputs(si)) r->shapes.push_back(&o.shape);
+      for (int32_t j = bound.reach_out_offsets[k]; j < bound.reach_out_offsets[k + 1]; ++j)
+        r->shapes.push_back(p.dims_of(bound.reach_outputs[j]));
       continue;
     }
     const ops::OpDef& def = *bound.steps[si].def;
-    auto kernel = def.create(p.create_context(c.steps[si], si, &inputs, &constants));
+    auto kernel = def.create(p.create_context(c.steps[si], si, &inputs, &outputs, &constants));
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
     r->made.push_back(std::move(kernel).value());
     r->kernels[si] = r->made.back().get();
   }
   r->output_shapes.resize(c.outputs.size());
   for (size_t k = 0; k < c.outputs.size(); ++k) {
-    const auto& shape = p.info(c.outputs[k]).shape;
+    const std::span<const int64_t> shape = p.dims_of(c.outputs[k]);
     r->output_shapes[k].assign(shape.begin(), shape.end());
   }
   r->shape_values.FillResolved(m.shape_values, *m.bound_plan, p);
@@ -289,12 +290,12 @@ Result<ops::SymbolicPlan> SymbolicPlanOf(const format::LoadedFile& file, const f
 
 Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r) {
   const format::ContextDesc& c = *m.context;
-  std::vector<ops::TensorInfo> inputs;
+  std::vector<ops::TensorInfo> inputs, outputs;
   std::vector<const ir::TensorData*> constants;
   for (size_t si = 0; si < r->shapes_at.size(); ++si) {
     if (r->shapes_at[si] < 0) continue;
     const ops::OpDef& def = *m.bound_plan->steps[si].def;
-    auto kernel = def.create(r->plan.create_context(c.steps[si], si, &inputs, &constants));
+    auto kernel = def.create(r->plan.create_context(c.steps[si], si, &inputs, &outputs, &constants));
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
     r->made.push_back(std::move(kernel).value());
     r->kernels[si] = r->made.back().get();
@@ -309,9 +310,9 @@ uint64_t ResolvedStepFlops(const PreparedMethod& m, const ResolvedMethod& r, siz
   if (!p.changed(step)) return m.steps[step].flops;
   const ops::OpDef& def = *m.bound_plan->steps[step].def;
   if (!def.flops) return 0;
-  std::vector<ops::TensorInfo> inputs;
+  std::vector<ops::TensorInfo> inputs, outputs;
   std::vector<const ir::TensorData*> constants;
-  return def.flops(p.create_context(m.context->steps[step], step, &inputs, &constants));
+  return def.flops(p.create_context(m.context->steps[step], step, &inputs, &outputs, &constants));
 }
 
 namespace {

@@ -115,14 +115,8 @@ struct ResolvedMethod {
   // adapts, ops::Kernel::adapts), the index in `shapes` of its operands'
   // shapes (ops::RunContext::shapes), else -1.
   std::vector<int32_t> shapes_at;
-  std::vector<const ir::Shape*> shapes;
+  std::vector<std::span<const int64_t>> shapes;
   std::vector<std::vector<int64_t>> output_shapes;    // per method output
-  // Per step: its first output's shape at these sizes (profiles; empty for a step without outputs).
-  const std::vector<int64_t>& step_output0(size_t step) const {
-    static const std::vector<int64_t> kNone;
-    const auto& outs = plan.outputs(step);
-    return outs.empty() ? kNone : outs[0].shape;
-  }
 };
 
 // A state variable of the program (ContextDesc::state): one buffer per

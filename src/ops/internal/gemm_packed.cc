@@ -76,7 +76,7 @@ class GemmPackedKernel : public Kernel {
     const float* bias = g_.has_bias ? static_cast<const float*>(in[2]) : nullptr;
     float* y = static_cast<float*>(out[0]);
     // At other shapes (adapts): the rows are every dim of A but the last.
-    const int64_t m = ctx.shapes ? SafeProduct(*ctx.shapes[0], 0, ctx.shapes[0]->size() - 1) : g_.m;
+    const int64_t m = ctx.shapes ? SafeProduct(ctx.shapes[0], 0, ctx.shapes[0].size() - 1) : g_.m;
     const int64_t threads = ctx.pool->num_threads();
     if (threads > 1 && m < g_.n && g_.n >= 2 * kColumnUnit * threads) {
       RunColumnSplit(ctx, m, a, b, bias, y);
