@@ -741,17 +741,18 @@ Result<CheckedPlan> CheckPlan(const format::ContextDesc& c, PlanWeights& weights
 }
 
 uint32_t ValueShapedInputs(std::string_view op) {
-  // Output shapes from the input shapes and attributes alone.
+  // Output shapes from the input shapes and attributes alone (Gather's from
+  // the indices' shape, whatever their values: a kernel checks them as it
+  // reads them).
   static constexpr std::string_view kNone[] = {
-      "Abs", "Add", "And", "BitShift", "Cast", "Ceil", "Concat", "Div", "Equal", "Erf", "Exp", "Floor", "Gelu",
+      "Abs", "Add", "And", "BitShift", "Cast", "Ceil", "Concat", "Div", "Equal", "Erf", "Exp", "Floor", "Gather", "Gelu",
       "Greater", "GreaterOrEqual", "Identity", "IsInf", "IsNaN", "LayerNormalization", "Less", "LessOrEqual", "Log",
       "LogSoftmax", "MatMul", "Max", "Mean", "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "Relu",
       "Round", "Shape", "Sigmoid", "Sign", "Size", "Softmax", "Sqrt", "Sub", "Sum", "Tanh", "Transpose", "Where",
       "Xor"};
   for (std::string_view n : kNone)
     if (op == n) return 0;
-  // Gather's indices are checked against the data's dims when known.
-  if (op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Expand" || op == "Tile" ||
+  if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Expand" || op == "Tile" ||
       op == "Split")
     return 1u << 1;
   if (op == "Slice") return 0b11110;
@@ -1233,7 +1234,17 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // creation gathers them again (ResolvedPlan::create_context).
   std::vector<const ir::TensorData*> constants;
   std::vector<std::shared_ptr<ir::TensorData>> values;
-  for (size_t k = 0; k < nk; ++k) {
+  // Where the program evaluates, the steps whose values only other program
+  // steps read are passed by without a visit: their outputs are marked
+  // unread here, and the walk goes over the others alone.
+  const bool skip_unread = program_ready && bound.reach_walk.size() <= nk && !bound.unread_tensors.empty();
+  if (skip_unread) {
+    for (int32_t t : bound.unread_tensors) r.value_slot[t] = ResolvedPlan::kUnread;
+    r.values_compiled = static_cast<uint32_t>(nk - bound.reach_walk.size());
+  }
+  const size_t n_walk = skip_unread ? bound.reach_walk.size() : nk;
+  for (size_t w = 0; w < n_walk; ++w) {
+    const size_t k = skip_unread ? static_cast<size_t>(bound.reach_walk[w]) : w;
     const size_t si = static_cast<size_t>(bound.reach_steps[k]);
     const int32_t* step_in = bound.reach_inputs.data() + bound.reach_offsets[k];
     const size_t n_in = static_cast<size_t>(bound.reach_offsets[k + 1] - bound.reach_offsets[k]);

@@ -101,6 +101,11 @@ struct CheckedPlan {
   // operands): where the program evaluates, a resolution passes it by
   // without working its values out.
   static constexpr uint8_t kReachScratch = 1, kReachGuard = 2, kReachComputed = 4, kReachValueUnread = 8;
+  // Set with them: the reached steps (as indices into reach_steps) that are
+  // not kReachValueUnread, which is all a resolution where the program
+  // evaluates walks, and the outputs of those that are (it marks them
+  // unread without visiting their steps).
+  std::vector<int32_t> reach_walk, unread_tensors;
   std::vector<uint8_t> reach_flags;
   std::vector<uint64_t> reach_scratch;  // per reached step: its scratch at the bound (CheckedStep::scratch)
   // Where CompileComputedValues ran (the runtime's loader): the elements of
@@ -296,7 +301,8 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
 // The inputs of an op whose values (where a plan computes them from the
 // shapes) can change its output shapes: bit i for input i (Reshape's shape,
 // Slice's starts and ends, Range's operands); every bit for an op not known
-// to ignore them. Elementwise ops, Gather, Concat, Cast, MatMul, Transpose,
+// to ignore them. Elementwise ops, Gather (its indices' shape, not their
+// values), Concat, Cast, MatMul, Transpose,
 // the normalizations: none (their outputs' shapes follow their inputs' shapes
 // and attributes alone).
 uint32_t ValueShapedInputs(std::string_view op);

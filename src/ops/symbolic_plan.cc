@@ -633,6 +633,8 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   b.value_program = ir::DimProgram();
   b.reach_value_at.clear();
   b.value_program_bound.clear();
+  b.reach_walk.clear();
+  b.unread_tensors.clear();
   for (uint8_t& f : b.reach_flags) f &= static_cast<uint8_t>(~CheckedPlan::kReachValueUnread);
   if (sym.values.size() != c.tensors.size() || sym.shapes.size() != c.tensors.size() ||
       b.computed_steps.size() != c.steps.size() || b.steps.size() != c.steps.size())
@@ -694,6 +696,13 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
       bool unread = true;
       for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) unread = unread && !b.needed[t] && !read[t];
       if (unread) b.reach_flags[k] |= CheckedPlan::kReachValueUnread;
+    }
+    for (size_t k = 0; k < at.size(); ++k) {
+      if (!(b.reach_flags[k] & CheckedPlan::kReachValueUnread)) {
+        b.reach_walk.push_back(static_cast<int32_t>(k));
+        continue;
+      }
+      for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) b.unread_tensors.push_back(t);
     }
   }
   b.value_program = std::move(program).value();
