@@ -29,7 +29,9 @@
 //              run exceeds their repeat the most;
 //   outside  - (with --breakdown) the first run's time outside its steps
 //              minus the repeat's (RunProfiled's own bookkeeping cancels):
-//              the resolution as a first run pays it.
+//              the resolution as a first run pays it; over all the new
+//              shapes, and over those after the first 16 (the execution's
+//              cache of resolutions full, as in a long session).
 //
 // The figures in README and docs/design.md §13 (test data from
 // scripts/prepare_testdata.sh in build/testdata; f.npy / t.npy hold a
@@ -308,6 +310,15 @@ int main(int argc, char** argv) {
     std::printf("outside  the first run's time outside its steps %.1f us, the repeat's %.1f us: %+.1f us "
                 "(median of the differences)\n",
                 Median(fresh_resolve), Median(again_outside), Median(resolve_extra));
+    // An execution caches 16 resolutions: the shapes after the first 16 new
+    // ones resolve over its least recently used entry (no new allocations),
+    // as every new shape of a long session does.
+    if (resolve_extra.size() > 16) {
+      const std::vector<double> full(resolve_extra.begin() + 16, resolve_extra.end());
+      std::printf("outside  of the %zu shapes after the first 16 (the cache full, each resolved over its least "
+                  "recently used entry): %+.1f us (median)\n",
+                  full.size(), Median(full));
+    }
     std::printf("breakdown (RunProfiled, median over %zu shapes): resolution %.1f us, steps %+.1f us "
                 "(first %.4f ms, repeat %.4f ms)\n",
                 fresh.size(), Median(fresh_resolve), (Median(fresh_steps) - Median(again_steps)) * 1000,

@@ -133,7 +133,7 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
     // One resolution resolved over again at every size, as an execution's
     // cache does with its least recently used entry: the same as a new one.
     ops::ResolvedPlan reused;
-    uint64_t values_compiled = 0, values_passed_by = 0;
+    uint64_t values_compiled = 0, values_passed_by = 0, shapes_proven = 0, fallbacks = 0;
     for (const auto& values : sizes_of(c)) {
       ASSERT_EQ(values.size(), c.symbols.size());
       const std::vector<ir::Shape> shapes = m.InputShapesAt(values);
@@ -156,6 +156,28 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       EXPECT_TRUE(every.actions == patched.actions) << "ShapeValues::FillResolved: another action";
       EXPECT_TRUE(every.values == patched.values) << "ShapeValues::FillResolved: another value";
       values_compiled += r.values_compiled;
+      shapes_proven += r.shapes_proven;
+      // A walked step's shape that a proven step was worked out from and
+      // that differs from the symbolic plan's (here: the check made to
+      // expect another value) makes the resolution walk every step: the
+      // same result, nothing proven.
+      const ops::CheckedPlan& b0 = *m.bound_plan;
+      std::vector<int64_t> slots(b0.value_program.num_slots());
+      // A slot with another value at these sizes (at some sizes every slot holds one value).
+      const auto other = !b0.verify_slot.empty() && fallbacks < 3 && b0.value_program.Evaluate(values, slots).ok()
+                             ? std::find_if(slots.begin(), slots.end(),
+                                            [&](int64_t v) { return v != slots[static_cast<size_t>(b0.verify_slot[0])]; })
+                             : slots.end();
+      if (other != slots.end()) {
+        ops::CheckedPlan wrong = b0;
+        wrong.verify_slot[0] = static_cast<int32_t>(other - slots.begin());
+        ops::ResolvedPlan fallback;
+        s = ops::ResolvePlan(c, wrong, shapes, &fallback);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(ops::ResolutionDifference(c, full.value(), fallback), "") << "walking every step";
+        EXPECT_EQ(fallback.shapes_proven, 0u);
+        ++fallbacks;
+      }
       // A value passed by (ResolvedPlan::kUnread: only other program steps
       // read it) is never one that a step run or evaluated reads, nor one the
       // method returns.
@@ -178,12 +200,15 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), reused), "") << "resolved over an earlier resolution";
       ++compared;
     }
-    std::printf("%s: %llu values taken from the compiled program over all sizes, %llu passed by\n",
+    std::printf("%s: %llu values taken from the compiled program over all sizes, %llu passed by, %llu steps' "
+                "shapes proven, %llu resolutions walking every step for a walked shape made to differ\n",
                 m.info.name.c_str(), static_cast<unsigned long long>(values_compiled),
-                static_cast<unsigned long long>(values_passed_by));
+                static_cast<unsigned long long>(values_passed_by), static_cast<unsigned long long>(shapes_proven),
+                static_cast<unsigned long long>(fallbacks));
     if (auto e = symbolic.find(m.info.name); e != symbolic.end() && e->second.values_compiled) {
       EXPECT_GT(values_compiled, 0u) << m.info.name;
       EXPECT_GT(values_passed_by, 0u) << m.info.name;  // the Shape -> Gather -> Concat links
+      EXPECT_GT(shapes_proven, 0u) << m.info.name;     // the encoder's and the decoder's steps, proven
     }
   }
   EXPECT_GT(compared, 0);

@@ -1102,8 +1102,13 @@ bool FastOutputDims(FastShape kind, const int64_t* params, const DimsRef* in, si
   }
 }
 
-Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
-                   ResolvedPlan* out) {
+namespace {
+
+// ResolvePlan, `compiled`: where the program evaluates, with the proven
+// shapes and without walking the steps only program steps read
+// (CheckedPlan::walk_compiled); else walking every reached step.
+Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
+               ResolvedPlan* out, bool compiled) {
   ResolvedPlan& r = *out;
   const size_t nt = c.tensors.size(), ns = c.steps.size(), nk = bound.reach_steps.size();
   if (!c.dynamic() || input_shapes.size() != c.inputs.size() || bound.infos.size() != nt || bound.steps.size() != ns)
@@ -1130,7 +1135,9 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // resolution runs with cold caches, so the steps walked read their
   // operands' shapes from these two flat arrays (dims_of below) rather than
   // from the scattered TensorInfo vectors.
-  r.dims.resize(bound.dims.size());
+  // Its places start as the bound's dims (those a resolution never writes,
+  // the constant dims of the proven shapes, keep them).
+  if (r.dims.size() != bound.dims.size()) r.dims = bound.dims;
   r.fast_dims.resize(kMaxFastOutputs * kRankCap);
   r.fast_ranks.resize(kMaxFastOutputs);
   r.fast_refs.resize(kMaxFastOperands);
@@ -1208,7 +1215,7 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // else every computed step is evaluated as the step.
   bool program_ready = bound.reach_value_at.size() == nk && bound.value_program.num_outputs() > 0 &&
                        bound.value_program.num_symbols() == c.symbols.size() &&
-                       bound.value_program_bound.size() == bound.value_program.num_outputs();
+                       bound.value_program_bound.size() <= bound.value_program.num_outputs();
   if (program_ready) {
     r.symbol_values.assign(c.symbols.size(), -1);
     size_t k = 0;
@@ -1237,10 +1244,23 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
   // Where the program evaluates, the steps whose values only other program
   // steps read are passed by without a visit: their outputs are marked
   // unread here, and the walk goes over the others alone.
-  const bool skip_unread = program_ready && bound.reach_walk.size() <= nk && !bound.unread_tensors.empty();
+  // The steps whose shapes are proven (CheckedPlan::proven_step_index) get them
+  // from the program, every dim of their outputs, and count as walked.
+  const bool skip_unread = compiled && program_ready && bound.walk_compiled && bound.reach_walk.size() <= nk &&
+                           bound.proven_dim_index.size() == bound.proven_dim_slot.size() &&
+                           bound.verify_tensor.size() == bound.verify_slot.size();
+  r.shapes_proven = 0;
   if (skip_unread) {
     for (int32_t t : bound.unread_tensors) r.value_slot[t] = ResolvedPlan::kUnread;
-    r.values_compiled = static_cast<uint32_t>(nk - bound.reach_walk.size());
+    r.values_compiled = static_cast<uint32_t>(bound.unread_steps);
+    const int64_t* slots = r.program_slots.data();
+    int64_t* dims = r.dims.data();
+    for (size_t j = 0; j < bound.proven_dim_index.size(); ++j) dims[bound.proven_dim_index[j]] = slots[bound.proven_dim_slot[j]];
+    for (int32_t t : bound.proven_tensors) changed[t] |= kShape;
+    // Their Step slots hold nothing of theirs (their scratch is the bound's).
+    for (int32_t si : bound.proven_step_index) r.step_slot[si] = static_cast<int32_t>(used++);
+    r.scratch_bytes = std::max(r.scratch_bytes, bound.proven_scratch);
+    r.shapes_proven = static_cast<uint32_t>(bound.proven_step_index.size());
   }
   const size_t n_walk = skip_unread ? bound.reach_walk.size() : nk;
   for (size_t w = 0; w < n_walk; ++w) {
@@ -1464,7 +1484,19 @@ Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const
     rs.scratch = scratch;
     r.step_slot[si] = static_cast<int32_t>(used++);
   }
+  // The walked shapes the proven ones were worked out from: as the symbolic
+  // plan has them, else resolve again walking every step.
+  for (size_t j = 0; skip_unread && j < bound.verify_tensor.size(); ++j)
+    if (r.dims_of(bound.verify_tensor[j])[static_cast<size_t>(bound.verify_dim[j])] != r.program_slots[bound.verify_slot[j]])
+      return Resolve(c, bound, input_shapes, out, false);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
+                   ResolvedPlan* out) {
+  return Resolve(c, bound, input_shapes, out, true);
 }
 
 }  // namespace fcb::ops

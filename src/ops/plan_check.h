@@ -106,6 +106,22 @@ struct CheckedPlan {
   // evaluates walks, and the outputs of those that are (it marks them
   // unread without visiting their steps).
   std::vector<int32_t> reach_walk, unread_tensors;
+  size_t unread_steps = 0;
+  // Set with them too: the reached steps whose output shapes follow from
+  // their operands' at every size without a check (their op's inference
+  // cannot refuse there: CompileComputedValues' ProvenOutputs), as step
+  // indices, their largest scratch (rounded up to 64 bytes) and their
+  // outputs; the flat dims of those outputs that are not constants (indices
+  // into `dims`) and the program's slots that give them; and every dim of
+  // the walked steps' outputs that proven steps read, with the slots that
+  // give their symbolic shapes, which a resolution compares with the walk's
+  // (a difference: it resolves again walking every step). walk_compiled:
+  // reach_walk and these hold (the walk skips the proven and unread steps
+  // where the program evaluates).
+  std::vector<int32_t> proven_step_index, proven_tensors, proven_dim_index, proven_dim_slot;
+  uint64_t proven_scratch = 0;
+  std::vector<int32_t> verify_tensor, verify_dim, verify_slot;
+  bool walk_compiled = false;
   std::vector<uint8_t> reach_flags;
   std::vector<uint64_t> reach_scratch;  // per reached step: its scratch at the bound (CheckedStep::scratch)
   // Where CompileComputedValues ran (the runtime's loader): the elements of
@@ -117,8 +133,9 @@ struct CheckedPlan {
   // evaluating the steps.
   ir::DimProgram value_program;
   std::vector<int32_t> reach_value_at;
-  // The program's outputs at the bound (every symbol at its upper end): a
-  // value the program gives as at the bound keeps the bound's value.
+  // The program's value outputs at the bound (every symbol at its upper
+  // end; the first outputs, before the proven shapes'): a value the program
+  // gives as at the bound keeps the bound's value.
   std::vector<int64_t> value_program_bound;
 };
 
@@ -229,7 +246,7 @@ struct ResolvedPlan {
   // (only values they ignore changed), FastShape, the op's inference; and
   // how many computed steps took their values from the bound's
   // value_program.
-  uint32_t shapes_kept = 0, shapes_fast = 0, shapes_inferred = 0, values_compiled = 0;
+  uint32_t shapes_kept = 0, shapes_fast = 0, shapes_inferred = 0, values_compiled = 0, shapes_proven = 0;
   // ResolvePlan's own: the symbols' values at these sizes and the value
   // program's slots.
   std::vector<int64_t> symbol_values, program_slots;

@@ -628,6 +628,268 @@ std::string SymbolicDifference(const format::ContextDesc& c, const SymbolicPlan&
   return "";
 }
 
+namespace {
+
+// The output shapes of reached step k (checked at the bound as `b`) from its
+// operands' shapes `shape_of` over the symbols, where its op's inference
+// succeeds at every size at which the operands have those shapes (so the
+// step needs no check at a run): the rules below hold only what they can
+// show from the expressions themselves (equal canonical forms, constants,
+// bounds over the symbols' ranges), and give nothing otherwise.
+std::optional<std::vector<SymShape>> ProvenOutputs(const format::ContextDesc& c, const CheckedPlan& b, size_t k,
+                                                   const std::vector<std::optional<SymShape>>& shape_of,
+                                                   const std::vector<std::optional<Values>>& values_of,
+                                                   const ir::SymbolTable& symbols) {
+  const size_t si = static_cast<size_t>(b.reach_steps[k]);
+  const format::StepDesc& s = c.steps[si];
+  const FastShape fast = static_cast<FastShape>(b.reach_fast[k]);
+  const int64_t* params = b.reach_param_at[k] >= 0 ? &b.reach_params[static_cast<size_t>(b.reach_param_at[k])] : nullptr;
+  if (s.inputs.empty() || s.outputs.size() != 1 || s.inputs[0] < 0 || s.outputs[0] < 0 || !shape_of[s.inputs[0]])
+    return std::nullopt;
+  const SymShape& x = *shape_of[s.inputs[0]];
+  const CheckedStep& cs = b.steps[si];
+  if (cs.inputs.empty() || cs.outputs.size() != 1 || x.size() != cs.inputs[0].shape.size()) return std::nullopt;
+  auto at_least = [&](const DimExpr& e, int64_t lo) {
+    auto r = e.Bounds(symbols);
+    return r.ok() && r.value().lo >= lo;
+  };
+  auto in = [&](size_t i) -> const SymShape* {
+    return i < s.inputs.size() && s.inputs[i] >= 0 && shape_of[s.inputs[i]] ? &*shape_of[s.inputs[i]] : nullptr;
+  };
+  // Dims that broadcast (right-aligned) to one dim each: every operand's dim
+  // there is the constant 1 or one expression common to all of them.
+  auto broadcast = [&](const std::vector<const SymShape*>& ops, size_t skip_last, SymShape* out) {
+    size_t r = 0;
+    for (const SymShape* o : ops) r = std::max(r, o->size() - skip_last);
+    out->assign(r, DimExpr(1));
+    for (size_t d = 0; d < r; ++d) {
+      std::optional<DimExpr> common;
+      for (const SymShape* o : ops) {
+        const size_t n = o->size() - skip_last;
+        if (d < r - n) continue;
+        const DimExpr& e = (*o)[d - (r - n)];
+        if (e.AsConstant() == 1) continue;
+        if (common && *common != e) return false;
+        common = e;
+      }
+      if (common) (*out)[d] = *common;
+    }
+    return true;
+  };
+  SymShape o;
+  switch (fast) {
+    case FastShape::kSameAsInput0:
+      o = x;
+      break;
+    case FastShape::kTranspose:
+      for (size_t d = 0; d < x.size(); ++d) o.push_back(x[static_cast<size_t>(params[d])]);
+      break;
+    case FastShape::kLayerNorm: {
+      const size_t axis = static_cast<size_t>(params[0]);
+      if (axis > x.size()) return std::nullopt;
+      for (size_t d = axis; d < x.size(); ++d)
+        if (x[d].AsConstant() != cs.inputs[0].shape[d]) return std::nullopt;
+      o = x;
+      break;
+    }
+    case FastShape::kGemmPacked:
+      if (x.empty() || x.back().AsConstant() != cs.inputs[0].shape.back() || cs.outputs[0].shape.empty())
+        return std::nullopt;
+      o = x;
+      o.back() = DimExpr(cs.outputs[0].shape.back());
+      break;
+    case FastShape::kUnsqueeze: {
+      const size_t n = static_cast<size_t>(params[0]), r = x.size() + n;
+      size_t next_in = 0, next_axis = 0;
+      for (size_t i = 0; i < r; ++i) {
+        if (next_axis < n && params[1 + next_axis] == static_cast<int64_t>(i)) {
+          o.push_back(DimExpr(1));
+          ++next_axis;
+        } else {
+          if (next_in >= x.size()) return std::nullopt;
+          o.push_back(x[next_in++]);
+        }
+      }
+      if (next_in != x.size()) return std::nullopt;
+      break;
+    }
+    case FastShape::kBroadcast: {
+      std::vector<const SymShape*> ops;
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        if (!in(i)) return std::nullopt;
+        ops.push_back(in(i));
+      }
+      if (!broadcast(ops, 0, &o)) return std::nullopt;
+      break;
+    }
+    case FastShape::kMatMul: {
+      const SymShape* y = in(1);
+      if (!y || x.size() < 2 || y->size() < 2 || x.back() != (*y)[y->size() - 2]) return std::nullopt;
+      if (!broadcast({&x, y}, 2, &o)) return std::nullopt;
+      o.push_back(x[x.size() - 2]);
+      o.push_back(y->back());
+      break;
+    }
+    case FastShape::kConcat: {
+      const size_t axis = static_cast<size_t>(params[0]);
+      if (axis >= x.size()) return std::nullopt;
+      o = x;
+      o[axis] = DimExpr(0);
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        const SymShape* t = in(i);
+        if (!t || t->size() != x.size()) return std::nullopt;
+        for (size_t d = 0; d < x.size(); ++d)
+          if (d != axis && (*t)[d] != x[d]) return std::nullopt;
+        o[axis] += (*t)[axis];
+      }
+      break;
+    }
+    case FastShape::kGather: {
+      const size_t axis = static_cast<size_t>(params[0]);
+      const SymShape* idx = in(1);
+      if (!idx || axis >= x.size()) return std::nullopt;
+      o.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
+      o.insert(o.end(), idx->begin(), idx->end());
+      o.insert(o.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
+      break;
+    }
+    case FastShape::kConstantOfShape: {
+      // The shape's elements, each never below 0.
+      if (!values_of[s.inputs[0]]) return std::nullopt;
+      for (const DimExpr& d : *values_of[s.inputs[0]]) {
+        if (!at_least(d, 0)) return std::nullopt;
+        o.push_back(d);
+      }
+      break;
+    }
+    case FastShape::kExpand: {
+      // The input broadcast with the shape's elements: per dim one of them
+      // the constant 1 or both the same expression (an element never below
+      // 0 where the input's dim is 1).
+      if (s.inputs.size() < 2 || s.inputs[1] < 0 || !values_of[s.inputs[1]]) return std::nullopt;
+      const Values& v = *values_of[s.inputs[1]];
+      const size_t r = std::max(x.size(), v.size());
+      for (size_t i = 0; i < r; ++i) {
+        const DimExpr a = i < r - x.size() ? DimExpr(1) : x[i - (r - x.size())];
+        const DimExpr e = i < r - v.size() ? DimExpr(1) : v[i - (r - v.size())];
+        if (e.AsConstant() == 1 || a == e) {
+          o.push_back(a);
+        } else if (a.AsConstant() == 1 && at_least(e, 0)) {
+          o.push_back(e);
+        } else {
+          return std::nullopt;
+        }
+      }
+      break;
+    }
+    case FastShape::kRange: {
+      // start and delta constants, delta 1: limit - start elements, never
+      // below 0.
+      if (s.inputs.size() != 3) return std::nullopt;
+      const Values* v[3];
+      for (size_t i = 0; i < 3; ++i) {
+        v[i] = s.inputs[i] >= 0 && values_of[s.inputs[i]] ? &*values_of[s.inputs[i]] : nullptr;
+        if (!v[i] || v[i]->size() != 1) return std::nullopt;
+      }
+      const auto start = (*v[0])[0].AsConstant();
+      if (!start || (*v[2])[0].AsConstant() != 1) return std::nullopt;
+      const DimExpr n = ((*v[1])[0] - DimExpr(*start)).Simplify(symbols);
+      if (!at_least(n, 0)) return std::nullopt;
+      o.push_back(n);
+      break;
+    }
+    case FastShape::kSlice: {
+      // Constant starts, ends, axes and steps over dims that are constants:
+      // each sliced dim's count as the walk works it out (SliceAxisCount),
+      // the others the input's.
+      std::optional<std::vector<int64_t>> in_v[5];
+      for (size_t i = 1; i < 5 && i < s.inputs.size(); ++i) {
+        if (s.inputs[i] < 0) continue;
+        if (!values_of[s.inputs[i]]) return std::nullopt;
+        std::vector<int64_t> e;
+        for (const DimExpr& d : *values_of[s.inputs[i]]) {
+          if (!d.AsConstant()) return std::nullopt;
+          e.push_back(*d.AsConstant());
+        }
+        in_v[i] = std::move(e);
+      }
+      if (!in_v[1] || !in_v[2] || in_v[1]->size() != in_v[2]->size()) return std::nullopt;
+      const size_t n = in_v[1]->size();
+      if ((in_v[3] && in_v[3]->size() != n) || (in_v[4] && in_v[4]->size() != n) || (!in_v[3] && n > x.size()) ||
+          x.size() > 64)
+        return std::nullopt;
+      o = x;
+      uint64_t seen = 0;
+      const int64_t rank = static_cast<int64_t>(x.size());
+      for (size_t i = 0; i < n; ++i) {
+        int64_t a = in_v[3] ? (*in_v[3])[i] : static_cast<int64_t>(i);
+        if (a < -rank || a >= rank) return std::nullopt;
+        if (a < 0) a += rank;
+        if (seen & (uint64_t{1} << a)) return std::nullopt;
+        seen |= uint64_t{1} << a;
+        const auto dim = x[static_cast<size_t>(a)].AsConstant();
+        const int64_t step = in_v[4] ? (*in_v[4])[i] : 1;
+        if (!dim || step == 0 || step == INT64_MIN) return std::nullopt;
+        int64_t first;
+        o[static_cast<size_t>(a)] = DimExpr(*dim == 0 ? 0 : SliceAxisCount(*dim, (*in_v[1])[i], (*in_v[2])[i], step, &first));
+      }
+      break;
+    }
+    case FastShape::kReshape: {
+      // The target's elements: each a constant or never below 1 (so never
+      // 0 or -1 at a run); one -1 at most, taking what the others leave,
+      // exactly (the product of all equals the input's element count).
+      if (s.inputs.size() < 2 || s.inputs[1] < 0 || !values_of[s.inputs[1]]) return std::nullopt;
+      const Values& v = *values_of[s.inputs[1]];
+      int infer_at = -1;
+      DimExpr known(1);
+      for (size_t i = 0; i < v.size(); ++i) {
+        DimExpr d = v[i];
+        if (auto k0 = v[i].AsConstant()) {
+          if (*k0 == -1) {
+            if (infer_at >= 0) return std::nullopt;
+            infer_at = static_cast<int>(i);
+            o.push_back(DimExpr(0));
+            continue;
+          }
+          if (*k0 < -1) return std::nullopt;
+          if (*k0 == 0) {
+            if (i >= x.size()) return std::nullopt;
+            d = x[i];
+          }
+        } else if (!at_least(d, 1)) {
+          return std::nullopt;
+        }
+        known *= d;
+        o.push_back(d);
+      }
+      const DimExpr total = ir::SymNumElements(x);
+      if (infer_at >= 0) {
+        if (!at_least(known, 1)) return std::nullopt;
+        o[static_cast<size_t>(infer_at)] = ir::FloorDiv(total, known).Simplify(symbols);
+        if (ir::SymNumElements(o) != total) return std::nullopt;
+      } else if (known != total) {
+        return std::nullopt;
+      }
+      break;
+    }
+    default:
+      return std::nullopt;
+  }
+  // As declared (rank), never negative, within the bytes planned at every size.
+  const int32_t t = s.outputs[0];
+  if (o.size() != cs.outputs[0].shape.size()) return std::nullopt;
+  for (const DimExpr& d : o)
+    if (!d.valid() || !at_least(d, 0)) return std::nullopt;
+  auto numel = ir::SymNumElements(o).Bounds(symbols);
+  if (!numel.ok() || numel.value().hi > ops::kMaxElements ||
+      static_cast<uint64_t>(numel.value().hi) * ir::DTypeSize(b.dtypes[t]) > b.bytes[t])
+    return std::nullopt;
+  return std::vector<SymShape>{std::move(o)};
+}
+
+}  // namespace
+
 void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym, CheckedPlan* bound) {
   CheckedPlan& b = *bound;
   b.value_program = ir::DimProgram();
@@ -635,6 +897,16 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   b.value_program_bound.clear();
   b.reach_walk.clear();
   b.unread_tensors.clear();
+  b.walk_compiled = false;
+  b.unread_steps = 0;
+  b.proven_step_index.clear();
+  b.proven_tensors.clear();
+  b.proven_dim_index.clear();
+  b.proven_dim_slot.clear();
+  b.proven_scratch = 0;
+  b.verify_tensor.clear();
+  b.verify_dim.clear();
+  b.verify_slot.clear();
   for (uint8_t& f : b.reach_flags) f &= static_cast<uint8_t>(~CheckedPlan::kReachValueUnread);
   if (sym.values.size() != c.tensors.size() || sym.shapes.size() != c.tensors.size() ||
       b.computed_steps.size() != c.steps.size() || b.steps.size() != c.steps.size())
@@ -658,6 +930,100 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
     at[k] = static_cast<int32_t>(exprs.size());
     for (int32_t t : s.outputs) exprs.insert(exprs.end(), sym.values[t]->begin(), sym.values[t]->end());
   }
+  const size_t value_outputs = exprs.size();
+  // The steps whose output shapes follow from their operands' at every size
+  // (ProvenOutputs): their dims become outputs of the same program, and a
+  // resolution neither walks nor checks them. Their operands' shapes are
+  // the inputs' (the symbols), the bound's for what no change of sizes
+  // reaches, the proven ones', and the symbolic plan's for a step walked,
+  // which a resolution checks against the walk's (verify_*) before it
+  // takes the proven shapes that read them. A Reshape's target must be a
+  // value the program gives or a weight.
+  const size_t nt = c.tensors.size();
+  std::vector<std::optional<SymShape>> shape_of(nt);
+  std::vector<std::optional<Values>> values_of(nt);
+  std::vector<uint8_t> made_by(nt, 0);  // 1: a step walked, 2: a proven step or the program
+  for (size_t t = 0; t < nt; ++t) {
+    shape_of[t] = ir::ToSymShape(b.infos[t].shape);
+    if (b.small_constants[t] && !b.computed_tensors[t] && sym.values[t]) values_of[t] = sym.values[t];
+  }
+  for (int32_t t : c.inputs)
+    if (t >= 0 && static_cast<size_t>(t) < nt) shape_of[t] = sym.shapes[t];
+  std::vector<int32_t> proven_k;
+  std::vector<std::pair<int32_t, SymShape>> proven_shapes;
+  std::vector<int32_t> verify;  // walked outputs a proven step reads
+  for (size_t k = 0; k < b.reach_steps.size(); ++k) {
+    const format::StepDesc& s = c.steps[static_cast<size_t>(b.reach_steps[k])];
+    if (at[k] >= 0) {  // the program's values: the same shapes at every size
+      for (int32_t t : s.outputs) {
+        shape_of[t] = ir::ToSymShape(b.infos[t].shape);
+        values_of[t] = sym.values[t];
+        made_by[t] = 2;
+      }
+      continue;
+    }
+    std::optional<std::vector<SymShape>> o;
+    if (!(b.reach_flags[k] & (CheckedPlan::kReachScratch | CheckedPlan::kReachGuard | CheckedPlan::kReachComputed)))
+      o = ProvenOutputs(c, b, k, shape_of, values_of, sym.symbols);
+    // Its other operands (a normalization's scale, a GEMM's packed weights,
+    // a Reshape's target) as at the bound at every size: what the bound's
+    // check accepted for them holds.
+    if (o) {
+      const FastShape kind = static_cast<FastShape>(b.reach_fast[k]);
+      const CheckedStep& cs = b.steps[static_cast<size_t>(b.reach_steps[k])];
+      for (size_t i = 0; o && i < s.inputs.size(); ++i) {
+        const int32_t t = s.inputs[i];
+        if (t < 0) continue;
+        const bool ruled = kind == FastShape::kBroadcast || kind == FastShape::kConcat ||
+                           ((kind == FastShape::kMatMul || kind == FastShape::kGather) && i < 2) || i == 0;
+        const auto fixed = shape_of[t] ? ir::StaticShape(*shape_of[t]) : std::nullopt;
+        if (!shape_of[t] || (!ruled && (!fixed || i >= cs.inputs.size() || *fixed != cs.inputs[i].shape))) o.reset();
+      }
+    }
+    // A step whose operands' and outputs' shapes are the same at every size
+    // is left to the walk, which passes it by where no value it reads
+    // changed (a proven step counts as changed at every size).
+    if (o) {
+      bool varies = false;
+      for (int32_t t : s.inputs)
+        varies = varies || (t >= 0 && (!shape_of[t] || !ir::StaticShape(*shape_of[t])));
+      for (const SymShape& shape : *o) varies = varies || !ir::StaticShape(shape);
+      if (!varies) o.reset();
+    }
+    if (!o) {
+      for (int32_t t : s.outputs)
+        if (t >= 0) {
+          shape_of[t] = sym.shapes[t];
+          values_of[t] = std::nullopt;
+          made_by[t] = 1;
+        }
+      continue;
+    }
+    for (int32_t t : s.inputs)
+      if (t >= 0 && made_by[t] == 1 && std::find(verify.begin(), verify.end(), t) == verify.end()) verify.push_back(t);
+    proven_k.push_back(static_cast<int32_t>(k));
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      shape_of[s.outputs[i]] = (*o)[i];
+      values_of[s.outputs[i]] = std::nullopt;
+      made_by[s.outputs[i]] = 2;
+      proven_shapes.emplace_back(s.outputs[i], (*o)[i]);
+    }
+  }
+  // Only the dims that are not constants: the others keep the bound's
+  // (a resolution's dims start as a copy of the bound's).
+  std::vector<int32_t> proven_dim_index, verify_tensor, verify_dim;
+  for (const auto& [t, shape] : proven_shapes)
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d].IsConstant()) continue;
+      proven_dim_index.push_back(b.dim_at[t] + static_cast<int32_t>(d));
+      exprs.push_back(shape[d]);
+    }
+  for (int32_t t : verify)
+    for (size_t d = 0; d < shape_of[t]->size(); ++d) {
+      verify_tensor.push_back(t);
+      verify_dim.push_back(static_cast<int32_t>(d));
+      exprs.push_back((*shape_of[t])[d]);
+    }
   if (exprs.empty()) return;
   auto program = ir::DimProgram::Compile(exprs, c.symbols.size());
   if (!program.ok()) return;
@@ -667,8 +1033,18 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   for (const auto& symbol : c.symbols) hi.push_back(symbol.hi);
   slots.resize(program.value().num_slots());
   if (!program.value().Evaluate(hi, slots).ok()) return;
-  std::vector<int64_t> at_bound(program.value().num_outputs());
+  std::vector<int64_t> at_bound(value_outputs);
   for (size_t j = 0; j < at_bound.size(); ++j) at_bound[j] = slots[program.value().output_slot(j)];
+  // The proven shapes and those checked at the bound: the bound's.
+  for (const auto& [t, shape] : proven_shapes)
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d].IsConstant() && shape[d].constant_value() != b.infos[t].shape[d]) return;
+  for (size_t j = 0; j < proven_dim_index.size(); ++j)
+    if (slots[program.value().output_slot(value_outputs + j)] != b.dims[static_cast<size_t>(proven_dim_index[j])]) return;
+  for (size_t j = 0; j < verify_tensor.size(); ++j)
+    if (slots[program.value().output_slot(value_outputs + proven_dim_index.size() + j)] !=
+        b.infos[verify_tensor[j]].shape[static_cast<size_t>(verify_dim[j])])
+      return;
   for (size_t k = 0; k < at.size(); ++k) {
     if (at[k] < 0) continue;
     size_t from = static_cast<size_t>(at[k]);
@@ -697,13 +1073,30 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
       for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) unread = unread && !b.needed[t] && !read[t];
       if (unread) b.reach_flags[k] |= CheckedPlan::kReachValueUnread;
     }
+    std::vector<bool> proven(at.size(), false);
+    for (int32_t k : proven_k) proven[static_cast<size_t>(k)] = true;
     for (size_t k = 0; k < at.size(); ++k) {
-      if (!(b.reach_flags[k] & CheckedPlan::kReachValueUnread)) {
+      if (b.reach_flags[k] & CheckedPlan::kReachValueUnread) {
+        for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) b.unread_tensors.push_back(t);
+        ++b.unread_steps;
+      } else if (!proven[k]) {
         b.reach_walk.push_back(static_cast<int32_t>(k));
-        continue;
       }
-      for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) b.unread_tensors.push_back(t);
     }
+    const ir::DimProgram& pr = program.value();
+    for (int32_t k : proven_k) {
+      b.proven_step_index.push_back(b.reach_steps[static_cast<size_t>(k)]);
+      b.proven_scratch = std::max(b.proven_scratch, (b.reach_scratch[static_cast<size_t>(k)] + 63) / 64 * 64);
+    }
+    for (const auto& ps : proven_shapes) b.proven_tensors.push_back(ps.first);
+    b.proven_dim_index = std::move(proven_dim_index);
+    for (size_t j = 0; j < b.proven_dim_index.size(); ++j)
+      b.proven_dim_slot.push_back(static_cast<int32_t>(pr.output_slot(value_outputs + j)));
+    b.verify_tensor = std::move(verify_tensor);
+    b.verify_dim = std::move(verify_dim);
+    for (size_t j = 0; j < b.verify_tensor.size(); ++j)
+      b.verify_slot.push_back(static_cast<int32_t>(pr.output_slot(value_outputs + b.proven_dim_index.size() + j)));
+    b.walk_compiled = true;
   }
   b.value_program = std::move(program).value();
   b.reach_value_at = std::move(at);
