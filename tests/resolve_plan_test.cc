@@ -164,10 +164,11 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       const ops::CheckedPlan& b0 = *m.bound_plan;
       std::vector<int64_t> slots(b0.value_program.num_slots());
       // A slot with another value at these sizes (at some sizes every slot holds one value).
-      const auto other = !b0.verify_slot.empty() && fallbacks < 3 && b0.value_program.Evaluate(values, slots).ok()
-                             ? std::find_if(slots.begin(), slots.end(),
-                                            [&](int64_t v) { return v != slots[static_cast<size_t>(b0.verify_slot[0])]; })
-                             : slots.end();
+      const bool evaluated =
+          !b0.verify_slot.empty() && fallbacks < 3 && b0.value_program.Evaluate(values, slots).ok();
+      const int64_t expected = evaluated ? slots[static_cast<size_t>(b0.verify_slot[0])] : 0;
+      const auto other = evaluated ? std::find_if(slots.begin(), slots.end(), [&](int64_t v) { return v != expected; })
+                                   : slots.end();
       if (other != slots.end()) {
         ops::CheckedPlan wrong = b0;
         wrong.verify_slot[0] = static_cast<int32_t>(other - slots.begin());

@@ -50,7 +50,8 @@ Status BroadcastPlan::Make(std::string_view op, const std::span<const int64_t>* 
         if (walks) {
           if (in_dim == out[d]) s[i] = in_stride[i];
           else if (in_dim != 1)
-            return OpError(op, "shape " + ir::ShapeToString(ir::Shape(in[i].begin(), in[i].end())) + " does not broadcast to " +
+            return OpError(op, "shape " + ir::ShapeToString(ir::Shape(in[i].begin(), in[i].end())) +
+                                   " does not broadcast to " +
                                    ir::ShapeToString(ir::Shape(out.begin(), out.end())));
         }
         in_stride[i] *= in_dim;

@@ -745,11 +745,11 @@ uint32_t ValueShapedInputs(std::string_view op) {
   // the indices' shape, whatever their values: a kernel checks them as it
   // reads them).
   static constexpr std::string_view kNone[] = {
-      "Abs", "Add", "And", "BitShift", "Cast", "Ceil", "Concat", "Div", "Equal", "Erf", "Exp", "Floor", "Gather", "Gelu",
-      "Greater", "GreaterOrEqual", "Identity", "IsInf", "IsNaN", "LayerNormalization", "Less", "LessOrEqual", "Log",
-      "LogSoftmax", "MatMul", "Max", "Mean", "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal", "Relu",
-      "Round", "Shape", "Sigmoid", "Sign", "Size", "Softmax", "Sqrt", "Sub", "Sum", "Tanh", "Transpose", "Where",
-      "Xor"};
+      "Abs", "Add", "And", "BitShift", "Cast", "Ceil", "Concat", "Div", "Equal", "Erf", "Exp", "Floor", "Gather",
+      "Gelu", "Greater", "GreaterOrEqual", "Identity", "IsInf", "IsNaN", "LayerNormalization", "Less", "LessOrEqual",
+      "Log", "LogSoftmax", "MatMul", "Max", "Mean", "Min", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "Reciprocal",
+      "Relu", "Round", "Shape", "Sigmoid", "Sign", "Size", "Softmax", "Sqrt", "Sub", "Sum", "Tanh", "Transpose",
+      "Where", "Xor"};
   for (std::string_view n : kNone)
     if (op == n) return 0;
   if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Expand" || op == "Tile" ||
@@ -1255,7 +1255,8 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
     r.values_compiled = static_cast<uint32_t>(bound.unread_steps);
     const int64_t* slots = r.program_slots.data();
     int64_t* dims = r.dims.data();
-    for (size_t j = 0; j < bound.proven_dim_index.size(); ++j) dims[bound.proven_dim_index[j]] = slots[bound.proven_dim_slot[j]];
+    for (size_t j = 0; j < bound.proven_dim_index.size(); ++j)
+      dims[bound.proven_dim_index[j]] = slots[bound.proven_dim_slot[j]];
     for (int32_t t : bound.proven_tensors) changed[t] |= kShape;
     // Their Step slots hold nothing of theirs (their scratch is the bound's).
     for (int32_t si : bound.proven_step_index) r.step_slot[si] = static_cast<int32_t>(used++);
@@ -1487,7 +1488,8 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // The walked shapes the proven ones were worked out from: as the symbolic
   // plan has them, else resolve again walking every step.
   for (size_t j = 0; skip_unread && j < bound.verify_tensor.size(); ++j)
-    if (r.dims_of(bound.verify_tensor[j])[static_cast<size_t>(bound.verify_dim[j])] != r.program_slots[bound.verify_slot[j]])
+    if (r.dims_of(bound.verify_tensor[j])[static_cast<size_t>(bound.verify_dim[j])] !=
+        r.program_slots[bound.verify_slot[j]])
       return Resolve(c, bound, input_shapes, out, false);
   return Status::Ok();
 }

@@ -208,9 +208,11 @@ struct ResolvedPlan {
   std::vector<Step> steps;
   // The shapes at these sizes of the tensors whose shapes differ from the
   // bound's (changed_tensors), flat as the bound's (CheckedPlan::dim_at); the
-  // others' places hold whatever an earlier resolution left. A resolution
-  // writes each shape here and nowhere else: kernels read them in place
-  // (RunContext::shapes), so a change of sizes builds no shape objects.
+  // others' places hold the bound's dims or what an earlier resolution left
+  // (they start as a copy of the bound's; a proven shape's constant dims are
+  // never written). A resolution writes each shape here and nowhere else:
+  // kernels read them in place (RunContext::shapes), so a change of sizes
+  // builds no shape objects.
   std::vector<int64_t> dims;
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`), else -1,
@@ -243,9 +245,10 @@ struct ResolvedPlan {
   std::vector<const ir::TensorData*> fast_values;
   uint64_t scratch_bytes = 0;
   // How the steps walked again got their output shapes: the bound's kept
-  // (only values they ignore changed), FastShape, the op's inference; and
-  // how many computed steps took their values from the bound's
-  // value_program.
+  // (only values they ignore changed), FastShape, the op's inference; how
+  // many computed steps took their values from the bound's value_program;
+  // and how many steps' shapes were proven (CheckedPlan::proven_step_index:
+  // from the program, not walked).
   uint32_t shapes_kept = 0, shapes_fast = 0, shapes_inferred = 0, values_compiled = 0, shapes_proven = 0;
   // ResolvePlan's own: the symbols' values at these sizes and the value
   // program's slots.

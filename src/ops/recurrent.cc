@@ -195,7 +195,8 @@ Status Parse(const InferContext& c, Kind kind, Plan* p) {
     p->clip_at = c.attrs.GetFloat("clip", 0);
     if (!(p->clip_at > 0)) return OpError(c.op, "clip must be > 0");
   }
-  if (SafeProduct(ir::Shape{p->seq, p->batch, D, H}, 0, 4) < 0 || SafeProduct(ir::Shape{D, G * H, p->input + H}, 0, 3) < 0)
+  if (SafeProduct(ir::Shape{p->seq, p->batch, D, H}, 0, 4) < 0 ||
+      SafeProduct(ir::Shape{D, G * H, p->input + H}, 0, 3) < 0)
     return OpError(c.op, "tensor sizes exceed the supported range");
   return ParseActs(c, p);
 }

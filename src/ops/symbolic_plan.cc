@@ -643,7 +643,8 @@ std::optional<std::vector<SymShape>> ProvenOutputs(const format::ContextDesc& c,
   const size_t si = static_cast<size_t>(b.reach_steps[k]);
   const format::StepDesc& s = c.steps[si];
   const FastShape fast = static_cast<FastShape>(b.reach_fast[k]);
-  const int64_t* params = b.reach_param_at[k] >= 0 ? &b.reach_params[static_cast<size_t>(b.reach_param_at[k])] : nullptr;
+  const int64_t* params =
+      b.reach_param_at[k] >= 0 ? &b.reach_params[static_cast<size_t>(b.reach_param_at[k])] : nullptr;
   if (s.inputs.empty() || s.outputs.size() != 1 || s.inputs[0] < 0 || s.outputs[0] < 0 || !shape_of[s.inputs[0]])
     return std::nullopt;
   const SymShape& x = *shape_of[s.inputs[0]];
@@ -831,7 +832,8 @@ std::optional<std::vector<SymShape>> ProvenOutputs(const format::ContextDesc& c,
         const int64_t step = in_v[4] ? (*in_v[4])[i] : 1;
         if (!dim || step == 0 || step == INT64_MIN) return std::nullopt;
         int64_t first;
-        o[static_cast<size_t>(a)] = DimExpr(*dim == 0 ? 0 : SliceAxisCount(*dim, (*in_v[1])[i], (*in_v[2])[i], step, &first));
+        o[static_cast<size_t>(a)] =
+            DimExpr(*dim == 0 ? 0 : SliceAxisCount(*dim, (*in_v[1])[i], (*in_v[2])[i], step, &first));
       }
       break;
     }
@@ -1040,7 +1042,8 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
     for (size_t d = 0; d < shape.size(); ++d)
       if (shape[d].IsConstant() && shape[d].constant_value() != b.infos[t].shape[d]) return;
   for (size_t j = 0; j < proven_dim_index.size(); ++j)
-    if (slots[program.value().output_slot(value_outputs + j)] != b.dims[static_cast<size_t>(proven_dim_index[j])]) return;
+    if (slots[program.value().output_slot(value_outputs + j)] != b.dims[static_cast<size_t>(proven_dim_index[j])])
+      return;
   for (size_t j = 0; j < verify_tensor.size(); ++j)
     if (slots[program.value().output_slot(value_outputs + proven_dim_index.size() + j)] !=
         b.infos[verify_tensor[j]].shape[static_cast<size_t>(verify_dim[j])])

@@ -53,7 +53,10 @@ SymbolicPlan InferSymbolicPlan(const format::ContextDesc& c, const CheckedPlan& 
 // values plan `c` computes from the shapes that `sym` knows: every computed
 // step reached by a change of sizes whose outputs are int64 tensors of one
 // shape at every size with every element known, and that needs no scratch,
-// gets its elements from CheckedPlan::value_program (see there). Leaves the
+// gets its elements from CheckedPlan::value_program (see there); and the
+// output shapes of the reached steps that cannot refuse at any size within
+// the ranges come from the same program (CheckedPlan::proven_step_index and
+// what follows it: a resolution neither walks nor checks them). Leaves the
 // plan as it was where none does or the expressions do not compile.
 void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym, CheckedPlan* bound);
 
