@@ -1246,11 +1246,11 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // unread here, and the walk goes over the others alone.
   // The steps whose shapes are proven (CheckedPlan::proven_step_index) get them
   // from the program, every dim of their outputs, and count as walked.
-  const bool skip_unread = compiled && program_ready && bound.walk_compiled && bound.reach_walk.size() <= nk &&
+  const bool compiled_walk = compiled && program_ready && bound.walk_compiled && bound.reach_walk.size() <= nk &&
                            bound.proven_dim_index.size() == bound.proven_dim_slot.size() &&
                            bound.verify_tensor.size() == bound.verify_slot.size();
   r.shapes_proven = 0;
-  if (skip_unread) {
+  if (compiled_walk) {
     for (int32_t t : bound.unread_tensors) r.value_slot[t] = ResolvedPlan::kUnread;
     r.values_compiled = static_cast<uint32_t>(bound.unread_steps);
     const int64_t* slots = r.program_slots.data();
@@ -1258,14 +1258,14 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
     for (size_t j = 0; j < bound.proven_dim_index.size(); ++j)
       dims[bound.proven_dim_index[j]] = slots[bound.proven_dim_slot[j]];
     for (int32_t t : bound.proven_tensors) changed[t] |= kShape;
-    // Their Step slots hold nothing of theirs (their scratch is the bound's).
+    // Changed at every size; their Step slots hold nothing of theirs.
     for (int32_t si : bound.proven_step_index) r.step_slot[si] = static_cast<int32_t>(used++);
     r.scratch_bytes = std::max(r.scratch_bytes, bound.proven_scratch);
     r.shapes_proven = static_cast<uint32_t>(bound.proven_step_index.size());
   }
-  const size_t n_walk = skip_unread ? bound.reach_walk.size() : nk;
+  const size_t n_walk = compiled_walk ? bound.reach_walk.size() : nk;
   for (size_t w = 0; w < n_walk; ++w) {
-    const size_t k = skip_unread ? static_cast<size_t>(bound.reach_walk[w]) : w;
+    const size_t k = compiled_walk ? static_cast<size_t>(bound.reach_walk[w]) : w;
     const size_t si = static_cast<size_t>(bound.reach_steps[k]);
     const int32_t* step_in = bound.reach_inputs.data() + bound.reach_offsets[k];
     const size_t n_in = static_cast<size_t>(bound.reach_offsets[k + 1] - bound.reach_offsets[k]);
@@ -1370,7 +1370,6 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
         for (size_t i = 0; reshaped && i < n_out; ++i) set_dims(step_out[i], r.fast_dims.data() + i * kRankCap);
         ++(reshaped ? r.shapes_fast : r.shapes_kept);
         r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
-        r.steps[used].scratch = bound.reach_scratch[k];
         r.step_slot[si] = static_cast<int32_t>(used++);
         continue;
       }
@@ -1482,12 +1481,11 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
         return InvalidArgument(b.where + ": scratch of " + std::to_string(scratch) + " bytes is too large");
     }
     r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(scratch));
-    rs.scratch = scratch;
     r.step_slot[si] = static_cast<int32_t>(used++);
   }
   // The walked shapes the proven ones were worked out from: as the symbolic
   // plan has them, else resolve again walking every step.
-  for (size_t j = 0; skip_unread && j < bound.verify_tensor.size(); ++j)
+  for (size_t j = 0; compiled_walk && j < bound.verify_tensor.size(); ++j)
     if (r.dims_of(bound.verify_tensor[j])[static_cast<size_t>(bound.verify_dim[j])] !=
         r.program_slots[bound.verify_slot[j]])
       return Resolve(c, bound, input_shapes, out, false);

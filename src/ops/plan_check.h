@@ -192,15 +192,15 @@ inline constexpr size_t kMaxFastOutputs = 64, kMaxFastOperands = 64;
 // structure (checked once at load) need not be checked again.
 struct ResolvedPlan {
   const CheckedPlan* bound = nullptr;
-  // Per step: its scratch at these sizes where it was walked again (index
-  // into `steps`), else -1 (the bound's step holds). Its operands and
-  // outputs are the resolution's shapes and values (dims_of, value,
-  // create_context). `outputs` is ResolvePlan's own: the storage of a step's
-  // outputs where its op's inference (or something that needs them whole)
-  // works them out, left over otherwise; dims_of holds every shape.
+  // Per step: where its shapes or the values it reads differ from the
+  // bound's at these sizes (changed), an index into `steps`, else -1 (the
+  // bound's step holds). Its operands and outputs are the resolution's
+  // shapes and values (dims_of, value, create_context). A Step is
+  // ResolvePlan's own: the storage of a step's outputs where its op's
+  // inference (or something that needs them whole) works them out, left
+  // over otherwise; dims_of holds every shape.
   struct Step {
     std::vector<TensorInfo> outputs;
-    uint64_t scratch = 0;
   };
   std::vector<int32_t> step_slot;
   // At least one per step reached (those past the ones changed are left over from

@@ -944,7 +944,7 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   const size_t nt = c.tensors.size();
   std::vector<std::optional<SymShape>> shape_of(nt);
   std::vector<std::optional<Values>> values_of(nt);
-  std::vector<uint8_t> made_by(nt, 0);  // 1: a step walked, 2: a proven step or the program
+  std::vector<bool> walked(nt, false);  // an output of a step the resolution walks
   for (size_t t = 0; t < nt; ++t) {
     shape_of[t] = ir::ToSymShape(b.infos[t].shape);
     if (b.small_constants[t] && !b.computed_tensors[t] && sym.values[t]) values_of[t] = sym.values[t];
@@ -960,7 +960,6 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
       for (int32_t t : s.outputs) {
         shape_of[t] = ir::ToSymShape(b.infos[t].shape);
         values_of[t] = sym.values[t];
-        made_by[t] = 2;
       }
       continue;
     }
@@ -997,17 +996,16 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
         if (t >= 0) {
           shape_of[t] = sym.shapes[t];
           values_of[t] = std::nullopt;
-          made_by[t] = 1;
+          walked[t] = true;
         }
       continue;
     }
     for (int32_t t : s.inputs)
-      if (t >= 0 && made_by[t] == 1 && std::find(verify.begin(), verify.end(), t) == verify.end()) verify.push_back(t);
+      if (t >= 0 && walked[t] && std::find(verify.begin(), verify.end(), t) == verify.end()) verify.push_back(t);
     proven_k.push_back(static_cast<int32_t>(k));
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       shape_of[s.outputs[i]] = (*o)[i];
       values_of[s.outputs[i]] = std::nullopt;
-      made_by[s.outputs[i]] = 2;
       proven_shapes.emplace_back(s.outputs[i], (*o)[i]);
     }
   }
