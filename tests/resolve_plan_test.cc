@@ -133,6 +133,7 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
     // One resolution resolved over again at every size, as an execution's
     // cache does with its least recently used entry: the same as a new one.
     ops::ResolvedPlan reused;
+    ShapeValues patched_reused;  // FillResolved into the same storage at every size
     uint64_t values_compiled = 0, values_passed_by = 0, shapes_proven = 0, fallbacks = 0;
     for (const auto& values : sizes_of(c)) {
       ASSERT_EQ(values.size(), c.symbols.size());
@@ -164,32 +165,63 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       const ops::CheckedPlan& b0 = *m.bound_plan;
       std::vector<int64_t> slots(b0.value_program.num_slots());
       // A slot with another value at these sizes (at some sizes every slot holds one value).
-      const bool evaluated =
-          !b0.verify_slot.empty() && fallbacks < 3 && b0.value_program.Evaluate(values, slots).ok();
+      // (The first sizes, and the upper bounds: there each walked shape is the
+      // bound's, so nothing but putting back what the proving resolution
+      // before wrote makes them right.)
+      bool at_hi = true;
+      for (size_t k = 0; k < values.size(); ++k) at_hi = at_hi && values[k] == c.symbols[k].hi;
+      const bool evaluated = !b0.verify_slot.empty() && (fallbacks < 3 || at_hi) &&
+                             b0.value_program.Evaluate(values, slots).ok();
       const int64_t expected = evaluated ? slots[static_cast<size_t>(b0.verify_slot[0])] : 0;
       const auto other = evaluated ? std::find_if(slots.begin(), slots.end(), [&](int64_t v) { return v != expected; })
                                    : slots.end();
       if (other != slots.end()) {
         ops::CheckedPlan wrong = b0;
         wrong.verify_slot[0] = static_cast<int32_t>(other - slots.begin());
+        // (and the proven dims it writes before it walks, which the walk
+        // must then put right, made wrong too)
+        for (int32_t& slot : wrong.proven_dim_slot) slot = wrong.verify_slot[0];
         ops::ResolvedPlan fallback;
         s = ops::ResolvePlan(c, wrong, shapes, &fallback);
         ASSERT_TRUE(s.ok()) << s.message();
         EXPECT_EQ(ops::ResolutionDifference(c, full.value(), fallback), "") << "walking every step";
         EXPECT_EQ(fallback.shapes_proven, 0u);
+        // The same walk over a resolution that proved its shapes (at the
+        // sizes before), and (below) a proving one over it: every shape put
+        // back or written again.
+        s = ops::ResolvePlan(c, wrong, shapes, &reused);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(ops::ResolutionDifference(c, full.value(), reused), "") << "walking every step over a resolution";
+        EXPECT_EQ(reused.shapes_proven, 0u);
+        ShapeValues walked;
+        walked.Fill(c, *m.bound_plan, reused);
+        patched_reused.FillResolved(m.shape_values, *m.bound_plan, reused);
+        EXPECT_TRUE(walked.actions == patched_reused.actions) << "FillResolved over an earlier one: another action";
+        EXPECT_TRUE(walked.values == patched_reused.values) << "FillResolved over an earlier one: another value";
         ++fallbacks;
       }
       // A value passed by (ResolvedPlan::kUnread: only other program steps
-      // read it) is never one that a step run or evaluated reads, nor one the
-      // method returns.
+      // read it, or steps not walked at an input whose contents their kernels
+      // never read) is never one whose contents a step run reads, nor one the
+      // method returns, nor one a step walked or evaluated reads.
       const ops::CheckedPlan& bound = *m.bound_plan;
       for (size_t t = 0; t < c.tensors.size(); ++t) {
         if (r.value_slot[t] != ops::ResolvedPlan::kUnread) continue;
         ++values_passed_by;
-        EXPECT_FALSE(bound.needed[t]) << "tensor '" << c.tensors[t].name << "' is read but was passed by";
+        EXPECT_TRUE(std::find(c.outputs.begin(), c.outputs.end(), static_cast<int32_t>(t)) == c.outputs.end())
+            << "tensor '" << c.tensors[t].name << "' is returned but was passed by";
+        for (size_t si = 0; si < c.steps.size(); ++si) {
+          if (bound.computed_steps[si]) continue;
+          for (size_t j = 0; j < c.steps[si].inputs.size(); ++j)
+            EXPECT_TRUE(c.steps[si].inputs[j] != static_cast<int32_t>(t) ||
+                        !ops::ReadsInputContents(*bound.steps[si].def, j))
+                << "tensor '" << c.tensors[t].name << "' is read by " << bound.steps[si].where << " but was passed by";
+        }
       }
+      std::vector<bool> walked(bound.reach_steps.size(), !r.proven_written);
+      for (int32_t k : bound.reach_walk) walked[static_cast<size_t>(k)] = true;
       for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
-        if (k < bound.reach_value_at.size() && bound.reach_value_at[k] >= 0) continue;
+        if ((k < bound.reach_value_at.size() && bound.reach_value_at[k] >= 0) || !walked[k]) continue;
         for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
           const int32_t t = bound.reach_inputs[j];
           EXPECT_TRUE(t < 0 || r.value_slot[t] != ops::ResolvedPlan::kUnread)
@@ -199,6 +231,11 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       s = ops::ResolvePlan(c, *m.bound_plan, shapes, &reused);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(ops::ResolutionDifference(c, full.value(), reused), "") << "resolved over an earlier resolution";
+      ShapeValues every_reused;
+      every_reused.Fill(c, *m.bound_plan, reused);
+      patched_reused.FillResolved(m.shape_values, *m.bound_plan, reused);
+      EXPECT_TRUE(every_reused.actions == patched_reused.actions) << "FillResolved over an earlier one: another action";
+      EXPECT_TRUE(every_reused.values == patched_reused.values) << "FillResolved over an earlier one: another value";
       ++compared;
     }
     std::printf("%s: %llu values taken from the compiled program over all sizes, %llu passed by, %llu steps' "

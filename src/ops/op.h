@@ -183,6 +183,14 @@ enum OpTraits : uint32_t {
   // Its scratch (OpDef::scratch) is the same whatever the operands' shapes:
   // a plan resolved at other sizes keeps the bound's without asking again.
   kTraitFixedScratch = 128,
+  // The contents of its inputs after the first only shape its output (a
+  // Reshape's target shape, a Squeeze's or an Unsqueeze's axes): its kernel
+  // reads them neither when it is made nor when it runs, so a plan resolved
+  // at other sizes may leave such a value unwritten where the output's shape
+  // is known without it (ReadsInputContents).
+  kTraitShapeParams = 256,
+  // Likewise the contents of every input (ConstantOfShape: its output's shape).
+  kTraitShapeParamsOnly = 512,
 };
 
 struct OpDef {
@@ -230,6 +238,14 @@ struct OpDef {
   bool (*write_channel_slice)(format::StepDesc* s, int64_t offset, int64_t channels) = nullptr;
   bool (*read_nchw_input)(format::StepDesc* s, const ir::Shape& nchw) = nullptr;
 };
+
+// Whether a step of op `def` reads the contents of its input `input` when its
+// kernel is made or run (kTraitShapeParams, kTraitShapeParamsOnly: not those
+// that only shape its output).
+inline bool ReadsInputContents(const OpDef& def, size_t input) {
+  if (def.traits & kTraitShapeParamsOnly) return false;
+  return !(def.traits & kTraitShapeParams) || input == 0;
+}
 
 // The registry's name of operator `op_type` of ONNX domain `domain`: op_type
 // itself for the default domain ("" or "ai.onnx"), "<domain>.<op_type>" for

@@ -1136,8 +1136,20 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // operands' shapes from these two flat arrays (dims_of below) rather than
   // from the scattered TensorInfo vectors.
   // Its places start as the bound's dims (those a resolution never writes,
-  // the constant dims of the proven shapes, keep them).
-  if (r.dims.size() != bound.dims.size()) r.dims = bound.dims;
+  // the constant dims of the proven shapes, keep them), and every shape an
+  // earlier resolution into this one wrote is put back to the bound's first
+  // (dims_written; the proven ones below): so after a resolution `dims`
+  // holds every tensor's shape at its sizes, and a span into it (an adapting
+  // kernel's, ResolvedMethod::shapes) stays valid from one size to the next.
+  if (r.dims.size() != bound.dims.size()) {
+    r.dims = bound.dims;
+    r.dims_written.clear();
+    r.proven_written = false;
+  }
+  for (int32_t t : r.dims_written)
+    std::copy(bound.dims.data() + bound.dim_at[t], bound.dims.data() + bound.dim_at[t + 1],
+              r.dims.data() + bound.dim_at[t]);
+  r.dims_written.clear();
   r.fast_dims.resize(kMaxFastOutputs * kRankCap);
   r.fast_ranks.resize(kMaxFastOutputs);
   r.fast_refs.resize(kMaxFastOperands);
@@ -1172,6 +1184,7 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
     if (std::equal(now, now + rank_of(t), bound_dims(t))) return;
     std::copy(now, now + rank_of(t), new_dims(t));
     changed[t] |= kShape;
+    r.dims_written.push_back(t);
   };
   auto set_value = [&](int32_t t, std::shared_ptr<ir::TensorData> v) {
     if (r.value_slot[t] < 0) {
@@ -1250,6 +1263,13 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
                            bound.proven_dim_index.size() == bound.proven_dim_slot.size() &&
                            bound.verify_tensor.size() == bound.verify_slot.size();
   r.shapes_proven = 0;
+  // The proven shapes an earlier resolution wrote: written again below, or
+  // put back to the bound's where this one walks them.
+  if (r.proven_written && !compiled_walk)
+    for (int32_t t : bound.proven_tensors)
+      std::copy(bound.dims.data() + bound.dim_at[t], bound.dims.data() + bound.dim_at[t + 1],
+                r.dims.data() + bound.dim_at[t]);
+  r.proven_written = compiled_walk;
   if (compiled_walk) {
     for (int32_t t : bound.unread_tensors) r.value_slot[t] = ResolvedPlan::kUnread;
     r.values_compiled = static_cast<uint32_t>(bound.unread_steps);

@@ -101,10 +101,12 @@ struct CheckedPlan {
   // operands): where the program evaluates, a resolution passes it by
   // without working its values out.
   static constexpr uint8_t kReachScratch = 1, kReachGuard = 2, kReachComputed = 4, kReachValueUnread = 8;
-  // Set with them: the reached steps (as indices into reach_steps) that are
-  // not kReachValueUnread, which is all a resolution where the program
-  // evaluates walks, and the outputs of those that are (it marks them
-  // unread without visiting their steps).
+  // Set with them: the reached steps (as indices into reach_steps) that a
+  // resolution where the program evaluates walks, and the outputs of the
+  // program's steps it passes by (it marks them unread without visiting
+  // their steps): those kReachValueUnread, and those whose values are read
+  // only by steps it does not walk (the proven ones below) at inputs whose
+  // contents no kernel reads (ReadsInputContents: a Reshape's target shape).
   std::vector<int32_t> reach_walk, unread_tensors;
   size_t unread_steps = 0;
   // Set with them too: the reached steps whose output shapes follow from
@@ -206,14 +208,20 @@ struct ResolvedPlan {
   // At least one per step reached (those past the ones changed are left over from
   // an earlier resolution into this one: ResolvePlan reuses their storage).
   std::vector<Step> steps;
-  // The shapes at these sizes of the tensors whose shapes differ from the
-  // bound's (changed_tensors), flat as the bound's (CheckedPlan::dim_at); the
-  // others' places hold the bound's dims or what an earlier resolution left
-  // (they start as a copy of the bound's; a proven shape's constant dims are
-  // never written). A resolution writes each shape here and nowhere else:
-  // kernels read them in place (RunContext::shapes), so a change of sizes
-  // builds no shape objects.
+  // Every tensor's shape at these sizes, flat as the bound's (CheckedPlan::
+  // dim_at): a copy of the bound's dims over which a resolution writes the
+  // shapes that differ (changed_tensors) and puts back those an earlier
+  // resolution wrote (a proven shape's constant dims are never written). A
+  // resolution writes each shape here and nowhere else: kernels read them in
+  // place (RunContext::shapes), so a change of sizes builds no shape objects.
   std::vector<int64_t> dims;
+  // ResolvePlan's own: the tensors whose dims it wrote (but the proven
+  // shapes'), and whether it wrote the proven shapes' (CheckedPlan::
+  // proven_tensors): what the next resolution into this one puts back to the
+  // bound's before it writes its own, so that `dims` always holds every
+  // tensor's dims at the sizes resolved (spans into it stay valid).
+  std::vector<int32_t> dims_written;
+  bool proven_written = false;
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`), else -1,
   // or kUnread for a value nothing reads, not worked out (CheckedPlan::
@@ -259,11 +267,10 @@ struct ResolvedPlan {
   // Per tensor (changed_tensors): its shape, its value computed from the
   // shapes differs from the bound's.
   static constexpr uint8_t kShapeChanged = 1, kValueChanged = 2;
-  // Tensor t's dims at these sizes, read in place: this resolution's flat
-  // dims where its shape changed, else the bound's.
+  // Tensor t's dims at these sizes, read in place (the flat dims).
   std::span<const int64_t> dims_of(int32_t t) const {
     const size_t at = static_cast<size_t>(bound->dim_at[t]), n = static_cast<size_t>(bound->dim_at[t + 1]) - at;
-    return {((changed_tensors[t] & kShapeChanged) ? dims.data() : bound->dims.data()) + at, n};
+    return {dims.data() + at, n};
   }
 
   ResolvedPlan() = default;

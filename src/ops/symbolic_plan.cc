@@ -1076,9 +1076,33 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
     }
     std::vector<bool> proven(at.size(), false);
     for (int32_t k : proven_k) proven[static_cast<size_t>(k)] = true;
+    // Where the walk is compiled, also the program's steps whose values are
+    // read only by steps it does not walk (the proven ones) at inputs whose
+    // contents no kernel reads (a Reshape's target shape, a ConstantOfShape's
+    // shape: ReadsInputContents), and are not the method's outputs: the
+    // proven shapes are all such a reader takes from them. (Walking every
+    // step, the resolution works them out: kReachValueUnread is not set.)
+    std::vector<bool> contents_read(c.tensors.size(), false), walked_read(c.tensors.size(), false);
+    for (size_t si = 0; si < c.steps.size(); ++si) {
+      if (b.computed_steps[si]) continue;
+      const auto& in = c.steps[si].inputs;
+      for (size_t j = 0; j < in.size(); ++j)
+        if (in[j] >= 0 && ReadsInputContents(*b.steps[si].def, j)) contents_read[static_cast<size_t>(in[j])] = true;
+    }
+    for (int32_t t : c.outputs) contents_read[static_cast<size_t>(t)] = true;
+    for (size_t k = 0; k < at.size(); ++k)
+      if (at[k] < 0 && !proven[k])
+        for (int32_t j = b.reach_offsets[k]; j < b.reach_offsets[k + 1]; ++j)
+          if (b.reach_inputs[j] >= 0) walked_read[static_cast<size_t>(b.reach_inputs[j])] = true;
     for (size_t k = 0; k < at.size(); ++k) {
-      if (b.reach_flags[k] & CheckedPlan::kReachValueUnread) {
-        for (int32_t t : c.steps[static_cast<size_t>(b.reach_steps[k])].outputs) b.unread_tensors.push_back(t);
+      const auto& outs = c.steps[static_cast<size_t>(b.reach_steps[k])].outputs;
+      bool passed_by = (b.reach_flags[k] & CheckedPlan::kReachValueUnread) != 0;
+      if (!passed_by && at[k] >= 0 && !proven[k]) {
+        passed_by = true;
+        for (int32_t t : outs) passed_by = passed_by && !contents_read[static_cast<size_t>(t)] && !walked_read[static_cast<size_t>(t)];
+      }
+      if (passed_by) {
+        for (int32_t t : outs) b.unread_tensors.push_back(t);
         ++b.unread_steps;
       } else if (!proven[k]) {
         b.reach_walk.push_back(static_cast<int32_t>(k));

@@ -255,12 +255,12 @@ Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, DType* dtype
 }
 
 void RegisterTensorOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView));
+  ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView | kTraitShapeParams));
   ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1, 1, 1, kTraitView));
-  ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2, 1, 1, kTraitView));
-  ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2, 1, 1, kTraitView));
+  ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2, 1, 1, kTraitView | kTraitShapeParams));
+  ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2, 1, 1, kTraitView | kTraitShapeParams));
   for (const char* name : {"Shape", "Size"}) ops->push_back(Def<InferShape, CreateShape>(name, 1, 1));
-  ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1));
+  ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1, 1, 1, kTraitShapeParamsOnly));
   ops->push_back(Def<InferRange, CreateRange>("Range", 3, 3));
 }
 

@@ -142,6 +142,20 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
       m->bound_kernels.push_back(ps.kernel.get());
       m->adapts.push_back(ps.kernel && ps.kernel->adapts() ? 1 : 0);
     }
+    const ops::CheckedPlan& b = *m->bound_plan;
+    m->adapt_shapes_at.assign(m->steps.size(), -1);
+    for (size_t k = 0; k < b.reach_steps.size(); ++k) {
+      const size_t si = static_cast<size_t>(b.reach_steps[k]);
+      if (b.reach_flags[k] & ops::CheckedPlan::kReachComputed) continue;
+      if (!m->adapts[si]) {
+        m->remade_reach.push_back(static_cast<int32_t>(k));
+        continue;
+      }
+      m->adapt_shapes_at[si] = static_cast<int32_t>(m->adapt_operands.size());
+      for (int32_t j = b.reach_offsets[k]; j < b.reach_offsets[k + 1]; ++j) m->adapt_operands.push_back(b.reach_inputs[j]);
+      for (int32_t j = b.reach_out_offsets[k]; j < b.reach_out_offsets[k + 1]; ++j)
+        m->adapt_operands.push_back(b.reach_outputs[j]);
+    }
   }
   return Status::Ok();
 }
@@ -243,33 +257,38 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
   const ops::CheckedPlan& bound = *m.bound_plan;
   std::vector<ops::TensorInfo> inputs, outputs;  // one step's operands, reused (create keeps nothing of them)
   std::vector<const ir::TensorData*> constants;
-  // The bound's kernels, but for the steps reached at these sizes (only they
-  // can change), looked at through the bound's flat index of them.
-  r->kernels.assign(m.bound_kernels.begin(), m.bound_kernels.end());
-  r->shapes_at.assign(c.steps.size(), -1);
-  r->shapes.clear();
-  for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
-    const size_t si = static_cast<size_t>(bound.reach_steps[k]);
-    // The bound's kernel where none of its operands' shapes or values from
-    // the shapes changed (kernels are immutable), or a step computed from the
-    // shapes (never runs its kernel: ShapeValues) or guarded off.
-    if (!p.changed(si) || (bound.reach_flags[k] & ops::CheckedPlan::kReachComputed) || p.guarded_off[si]) continue;
-    // A kernel that adapts runs at these sizes given its operands' shapes.
-    if (m.adapts[si]) {
-      r->shapes_at[si] = static_cast<int32_t>(r->shapes.size());
-      for (int32_t j = bound.reach_offsets[k]; j < bound.reach_offsets[k + 1]; ++j) {
-        const int32_t t = bound.reach_inputs[j];
-        r->shapes.push_back(t >= 0 ? p.dims_of(t) : std::span<const int64_t>());
-      }
-      for (int32_t j = bound.reach_out_offsets[k]; j < bound.reach_out_offsets[k + 1]; ++j)
-        r->shapes.push_back(p.dims_of(bound.reach_outputs[j]));
-      continue;
+  // The bound's kernels and shapes_at, put back where an earlier resolution
+  // into this storage (or its specialization) set others.
+  if (r->kernels.size() != m.bound_kernels.size() || r->shapes_at.size() != m.adapt_shapes_at.size()) {
+    r->kernels.assign(m.bound_kernels.begin(), m.bound_kernels.end());
+    r->shapes_at.assign(m.adapt_shapes_at.begin(), m.adapt_shapes_at.end());
+  } else {
+    for (int32_t si : r->kernels_set) {
+      r->kernels[static_cast<size_t>(si)] = m.bound_kernels[static_cast<size_t>(si)];
+      r->shapes_at[static_cast<size_t>(si)] = m.adapt_shapes_at[static_cast<size_t>(si)];
     }
+  }
+  r->kernels_set.clear();
+  // A kernel that adapts runs at every size given its operands' shapes: spans
+  // into the plan's flat dims, which hold every shape at the sizes resolved,
+  // so they are made once for this storage.
+  if (r->shapes_base != p.dims.data() || r->shapes.size() != m.adapt_operands.size()) {
+    r->shapes.clear();
+    for (int32_t t : m.adapt_operands) r->shapes.push_back(t >= 0 ? p.dims_of(t) : std::span<const int64_t>());
+    r->shapes_base = p.dims.data();
+  }
+  // The kernels that do not adapt, remade where the step is reached at these
+  // sizes: the bound's where none of its operands' shapes or values from the
+  // shapes changed (kernels are immutable) or where it is guarded off.
+  for (int32_t k : m.remade_reach) {
+    const size_t si = static_cast<size_t>(bound.reach_steps[static_cast<size_t>(k)]);
+    if (!p.changed(si) || p.guarded_off[si]) continue;
     const ops::OpDef& def = *bound.steps[si].def;
     auto kernel = def.create(p.create_context(c.steps[si], si, &inputs, &outputs, &constants));
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);
     r->made.push_back(std::move(kernel).value());
     r->kernels[si] = r->made.back().get();
+    r->kernels_set.push_back(static_cast<int32_t>(si));
   }
   r->output_shapes.resize(c.outputs.size());
   for (size_t k = 0; k < c.outputs.size(); ++k) {
@@ -294,6 +313,12 @@ Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r) {
   std::vector<const ir::TensorData*> constants;
   for (size_t si = 0; si < r->shapes_at.size(); ++si) {
     if (r->shapes_at[si] < 0) continue;
+    r->kernels_set.push_back(static_cast<int32_t>(si));
+    // Unchanged at these sizes or guarded off: the bound's kernel as it is.
+    if (!r->plan.changed(si) || r->plan.guarded_off[si]) {
+      r->shapes_at[si] = -1;
+      continue;
+    }
     const ops::OpDef& def = *m.bound_plan->steps[si].def;
     auto kernel = def.create(r->plan.create_context(c.steps[si], si, &inputs, &outputs, &constants));
     if (!kernel.ok()) return kernel.TakeStatus().Annotate("method '" + c.method + "', " + m.steps[si].where);

@@ -53,23 +53,53 @@ struct ShapeValues {
       const auto& out = c.steps[si].outputs;
       SetStep(si, out.data(), out.data() + out.size(), bound.computed_steps[si], bound, p);
     }
+    set_steps.clear();
+    set_tensors.clear();
   }
   // The same for a resolution `p` of a plan with symbols, from the bound's
-  // (`at_bound`, Fill of the bound): only the steps a change of sizes
+  // (`at_bound`, Fill of the bound), into storage that may hold an earlier
+  // resolution's (whose differences from the bound's, set_steps and
+  // set_tensors, are put back first): only the steps a change of sizes
   // reaches can differ (their guards, their values), so only those are
-  // looked at, through the bound's flat index of them.
+  // looked at, through the bound's flat index of them. Where `p` took the
+  // compiled walk (ResolvedPlan::proven_written), which steps are computed
+  // and needed is the bound's, so only the guarded steps and the values
+  // `p` holds or passed by unread can differ.
   void FillResolved(const ShapeValues& at_bound, const ops::CheckedPlan& bound, const ops::ResolvedPlan& p) {
-    actions.assign(at_bound.actions.begin(), at_bound.actions.end());
-    values.assign(at_bound.values.begin(), at_bound.values.end());
+    if (actions.size() != at_bound.actions.size() || values.size() != at_bound.values.size()) {
+      actions.assign(at_bound.actions.begin(), at_bound.actions.end());
+      values.assign(at_bound.values.begin(), at_bound.values.end());
+    } else {
+      for (int32_t si : set_steps) actions[static_cast<size_t>(si)] = at_bound.actions[static_cast<size_t>(si)];
+      for (int32_t t : set_tensors) values[static_cast<size_t>(t)] = at_bound.values[static_cast<size_t>(t)];
+    }
+    set_steps.clear();
+    set_tensors.clear();
     if (actions.empty()) return;
+    const bool compiled = p.proven_written;
+    if (compiled) {
+      for (size_t j = 0; j < p.values.size() && j < p.value_tensors.size(); ++j) {
+        values[static_cast<size_t>(p.value_tensors[j])] = p.values[j].get();
+        set_tensors.push_back(p.value_tensors[j]);
+      }
+      for (int32_t t : bound.unread_tensors) {
+        values[static_cast<size_t>(t)] = nullptr;
+        set_tensors.push_back(t);
+      }
+    }
+    const uint8_t visit = compiled ? ops::CheckedPlan::kReachGuard
+                                   : (ops::CheckedPlan::kReachGuard | ops::CheckedPlan::kReachComputed);
     for (size_t k = 0; k < bound.reach_steps.size(); ++k) {
       const uint8_t flags = bound.reach_flags[k];
-      if (!(flags & (ops::CheckedPlan::kReachGuard | ops::CheckedPlan::kReachComputed))) continue;
+      if (!(flags & visit)) continue;
       SetStep(static_cast<size_t>(bound.reach_steps[k]), bound.reach_outputs.data() + bound.reach_out_offsets[k],
               bound.reach_outputs.data() + bound.reach_out_offsets[k + 1],
               (flags & ops::CheckedPlan::kReachComputed) != 0, bound, p);
     }
   }
+  // The steps and tensors whose action or value FillResolved set (it puts
+  // them back to the bound's at the next resolution into this storage).
+  std::vector<int32_t> set_steps, set_tensors;
 
  private:
   // Step `si` (outputs [out, out_end)): skipped where its guard is off (the
@@ -79,6 +109,7 @@ struct ShapeValues {
   template <typename Plan>
   void SetStep(size_t si, const int32_t* out, const int32_t* out_end, bool computed, const ops::CheckedPlan& bound,
                const Plan& p) {
+    set_steps.push_back(static_cast<int32_t>(si));
     if (p.guarded_off[si]) {
       actions[si] = Action::kSkip;
       return;
@@ -90,7 +121,10 @@ struct ShapeValues {
     bool needed = false;
     for (const int32_t* t = out; t != out_end; ++t) needed = needed || bound.needed[*t];
     actions[si] = needed ? Action::kCopy : Action::kSkip;
-    for (const int32_t* t = out; t != out_end; ++t) values[*t] = p.value(*t).get();
+    for (const int32_t* t = out; t != out_end; ++t) {
+      values[*t] = p.value(*t).get();
+      set_tensors.push_back(*t);
+    }
   }
 };
 
@@ -113,9 +147,19 @@ struct ResolvedMethod {
   std::vector<std::unique_ptr<ops::Kernel>> retired;
   // Per step: where its kernel is the bound's run at these sizes (one that
   // adapts, ops::Kernel::adapts), the index in `shapes` of its operands'
-  // shapes (ops::RunContext::shapes), else -1.
+  // shapes (ops::RunContext::shapes), else -1: PreparedMethod::
+  // adapt_shapes_at, but -1 where a kernel made for exactly these sizes
+  // replaced the bound's (SpecializeMethod). `shapes` are spans into the
+  // plan's flat dims (which always hold every shape at the sizes resolved,
+  // ops::ResolvedPlan::dims), made once for this storage (`shapes_base`: the
+  // dims they point into) and valid at every size resolved into it.
   std::vector<int32_t> shapes_at;
   std::vector<std::span<const int64_t>> shapes;
+  const int64_t* shapes_base = nullptr;
+  // The steps whose kernel or shapes_at differ from the bound's (a kernel
+  // made here or by SpecializeMethod): put back at the next resolution into
+  // this storage.
+  std::vector<int32_t> kernels_set;
   std::vector<std::vector<int64_t>> output_shapes;    // per method output
 };
 
@@ -157,6 +201,15 @@ struct PreparedMethod {
   // `steps`) and whether it adapts (ops::Kernel::adapts).
   std::vector<const ops::Kernel*> bound_kernels;
   std::vector<uint8_t> adapts;
+  // Plans with symbols, from the bound's flat index of the steps a change of
+  // sizes reaches: per step reached whose kernel adapts and that is not
+  // computed from the shapes, the index in adapt_operands of its operands'
+  // tensors (inputs then outputs, -1 for an absent one), else -1 (every
+  // resolution passes such a step its operands' shapes, ResolvedMethod::
+  // shapes); and the reached steps (indices into reach_steps) whose kernels
+  // do not adapt and are not computed from the shapes (remade where their
+  // operands change).
+  std::vector<int32_t> adapt_shapes_at, adapt_operands, remade_reach;
   // Plans with symbols: the relations between the symbols every run must
   // meet (ops::SymbolicPlan::requires_equal, over context->symbols), checked
   // at each new combination of sizes before the plan is resolved, so that
