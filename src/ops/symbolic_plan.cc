@@ -1101,10 +1101,19 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
         passed_by = true;
         for (int32_t t : outs) passed_by = passed_by && !contents_read[static_cast<size_t>(t)] && !walked_read[static_cast<size_t>(t)];
       }
+      // A step of the program whose every element is a constant (a Slice's
+      // offset worked out from dims no change of sizes reaches) holds the
+      // bound's values at every size: it is neither walked nor passed by.
+      bool constant = !passed_by && at[k] >= 0 && !proven[k];
+      for (size_t e = 0, n = 0; constant && e < outs.size(); ++e) {
+        const size_t from = static_cast<size_t>(at[k]) + n;
+        n += sym.values[outs[e]]->size();
+        for (size_t j = from; constant && j < static_cast<size_t>(at[k]) + n; ++j) constant = exprs[j].IsConstant();
+      }
       if (passed_by) {
         for (int32_t t : outs) b.unread_tensors.push_back(t);
         ++b.unread_steps;
-      } else if (!proven[k]) {
+      } else if (!proven[k] && !constant) {
         b.reach_walk.push_back(static_cast<int32_t>(k));
       }
     }

@@ -55,6 +55,7 @@ struct ShapeValues {
     }
     set_steps.clear();
     set_tensors.clear();
+    unread_nulled = false;
   }
   // The same for a resolution `p` of a plan with symbols, from the bound's
   // (`at_bound`, Fill of the bound), into storage that may hold an earlier
@@ -69,6 +70,7 @@ struct ShapeValues {
     if (actions.size() != at_bound.actions.size() || values.size() != at_bound.values.size()) {
       actions.assign(at_bound.actions.begin(), at_bound.actions.end());
       values.assign(at_bound.values.begin(), at_bound.values.end());
+      unread_nulled = false;
     } else {
       for (int32_t si : set_steps) actions[static_cast<size_t>(si)] = at_bound.actions[static_cast<size_t>(si)];
       for (int32_t t : set_tensors) values[static_cast<size_t>(t)] = at_bound.values[static_cast<size_t>(t)];
@@ -76,15 +78,17 @@ struct ShapeValues {
     set_steps.clear();
     set_tensors.clear();
     if (actions.empty()) return;
+    // The values a compiled walk passes by (the same at every size, so left
+    // null from one such resolution to the next).
     const bool compiled = p.proven_written;
+    if (unread_nulled != compiled)
+      for (int32_t t : bound.unread_tensors)
+        values[static_cast<size_t>(t)] = compiled ? nullptr : at_bound.values[static_cast<size_t>(t)];
+    unread_nulled = compiled;
     if (compiled) {
       for (size_t j = 0; j < p.values.size() && j < p.value_tensors.size(); ++j) {
         values[static_cast<size_t>(p.value_tensors[j])] = p.values[j].get();
         set_tensors.push_back(p.value_tensors[j]);
-      }
-      for (int32_t t : bound.unread_tensors) {
-        values[static_cast<size_t>(t)] = nullptr;
-        set_tensors.push_back(t);
       }
     }
     const uint8_t visit = compiled ? ops::CheckedPlan::kReachGuard
@@ -98,8 +102,11 @@ struct ShapeValues {
     }
   }
   // The steps and tensors whose action or value FillResolved set (it puts
-  // them back to the bound's at the next resolution into this storage).
+  // them back to the bound's at the next resolution into this storage), and
+  // whether the values the compiled walk passes by (CheckedPlan::
+  // unread_tensors) are null.
   std::vector<int32_t> set_steps, set_tensors;
+  bool unread_nulled = false;
 
  private:
   // Step `si` (outputs [out, out_end)): skipped where its guard is off (the
