@@ -183,14 +183,6 @@ enum OpTraits : uint32_t {
   // Its scratch (OpDef::scratch) is the same whatever the operands' shapes:
   // a plan resolved at other sizes keeps the bound's without asking again.
   kTraitFixedScratch = 128,
-  // The contents of its inputs after the first only shape its output (a
-  // Reshape's target shape, a Squeeze's or an Unsqueeze's axes): its kernel
-  // reads them neither when it is made nor when it runs, so a plan resolved
-  // at other sizes may leave such a value unwritten where the output's shape
-  // is known without it (ReadsInputContents).
-  kTraitShapeParams = 256,
-  // Likewise the contents of every input (ConstantOfShape: its output's shape).
-  kTraitShapeParamsOnly = 512,
 };
 
 struct OpDef {
@@ -203,6 +195,12 @@ struct OpDef {
   ScratchFn scratch = nullptr;  // null: the op needs no scratch
   FlopsFn flops = nullptr;      // null: no operation count (profiles show none)
   uint32_t traits = kTraitNone;
+  // Bit i: the contents of input i only shape the output (a Reshape's target
+  // shape, an Unsqueeze's axes, a ConstantOfShape's shape, a Range's limit):
+  // its kernel reads them neither when it is made nor when it runs, so a
+  // plan resolved at other sizes may leave such a value unwritten where the
+  // output's shape is known without it (ReadsInputContents).
+  uint32_t shape_only_inputs = 0;
   // Rules that produce this op from graph nodes of op `from`, tried in
   // descending priority across every op that registers one for `from`.
   struct Lowering {
@@ -240,11 +238,10 @@ struct OpDef {
 };
 
 // Whether a step of op `def` reads the contents of its input `input` when its
-// kernel is made or run (kTraitShapeParams, kTraitShapeParamsOnly: not those
-// that only shape its output).
+// kernel is made or run (not those that only shape its output:
+// OpDef::shape_only_inputs).
 inline bool ReadsInputContents(const OpDef& def, size_t input) {
-  if (def.traits & kTraitShapeParamsOnly) return false;
-  return !(def.traits & kTraitShapeParams) || input == 0;
+  return input >= 32 || !((def.shape_only_inputs >> input) & 1);
 }
 
 // The registry's name of operator `op_type` of ONNX domain `domain`: op_type

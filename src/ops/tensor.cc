@@ -255,13 +255,20 @@ Status ConstantOfShapeFill(std::string_view op, const Attrs& attrs, DType* dtype
 }
 
 void RegisterTensorOps(std::vector<OpDef>* ops) {
-  ops->push_back(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView | kTraitShapeParams));
+  // Which inputs only shape the output (OpDef::shape_only_inputs): CreateCopy
+  // reads input 0 alone, ConstantOfShape fills its output's count, Range
+  // reads start and delta (its count is the output's).
+  auto shaped_by = [](OpDef d, uint32_t inputs) {
+    d.shape_only_inputs = inputs;
+    return d;
+  };
+  ops->push_back(shaped_by(Def<InferReshape, CreateCopy>("Reshape", 1, 2, 1, 1, kTraitView), 2));
   ops->push_back(Def<InferFlatten, CreateCopy>("Flatten", 1, 1, 1, 1, kTraitView));
-  ops->push_back(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2, 1, 1, kTraitView | kTraitShapeParams));
-  ops->push_back(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2, 1, 1, kTraitView | kTraitShapeParams));
+  ops->push_back(shaped_by(Def<InferSqueeze, CreateCopy>("Squeeze", 1, 2, 1, 1, kTraitView), 2));
+  ops->push_back(shaped_by(Def<InferUnsqueeze, CreateCopy>("Unsqueeze", 1, 2, 1, 1, kTraitView), 2));
   for (const char* name : {"Shape", "Size"}) ops->push_back(Def<InferShape, CreateShape>(name, 1, 1));
-  ops->push_back(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1, 1, 1, kTraitShapeParamsOnly));
-  ops->push_back(Def<InferRange, CreateRange>("Range", 3, 3));
+  ops->push_back(shaped_by(Def<InferConstantOfShape, CreateConstantOfShape>("ConstantOfShape", 1, 1), 1));
+  ops->push_back(shaped_by(Def<InferRange, CreateRange>("Range", 3, 3), 2));
 }
 
 }  // namespace fcb::ops
