@@ -1125,12 +1125,41 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // (changed_tensors and dims, value_slot, step_slot) with what differs at
   // these sizes.
   r.bound = &bound;
-  r.step_slot.assign(ns, -1);
   // One Step per step reached, reused from a recycled resolution (their
   // output vectors keep their storage).
   if (r.steps.size() < nk) r.steps.resize(nk);
   size_t used = 0;
-  r.value_slot.assign(nt, -1);
+  // Per tensor: its shape (kShape) or its value computed from the shapes
+  // (kValue) differs from the bound's.
+  constexpr uint8_t kShape = ResolvedPlan::kShapeChanged, kValue = ResolvedPlan::kValueChanged;
+  std::vector<uint8_t>& changed = r.changed_tensors;
+  // The overlays (step_slot, value_slot, changed_tensors, dims) keep their
+  // storage from one resolution into this one to the next: each starts as
+  // the bound's (-1, 0, the bound's dims) with what the earlier resolution
+  // set put back through its lists (the steps walked, the values worked out,
+  // the shapes written, the values marked unread), but for what a compiled
+  // walk sets the same at every size (the proven steps' slots and shapes,
+  // the values it passes by: below), which stays where this one is compiled
+  // too. A resolution runs with cold caches: this touches what changes
+  // rather than every tensor's and step's entry.
+  if (r.step_slot.size() != ns || r.value_slot.size() != nt || changed.size() != nt ||
+      r.dims.size() != bound.dims.size()) {
+    r.step_slot.assign(ns, -1);
+    r.value_slot.assign(nt, -1);
+    changed.assign(nt, 0);
+    r.dims = bound.dims;
+    r.dims_written.clear();
+    r.slotted_steps.clear();
+    r.unread_marked.clear();
+    r.values.clear();
+    r.value_tensors.clear();
+    r.proven_written = false;
+  }
+  for (int32_t si : r.slotted_steps) r.step_slot[si] = -1;
+  for (int32_t t : r.unread_marked) r.value_slot[t] = -1;
+  for (int32_t t : r.value_tensors) r.value_slot[t] = -1, changed[t] = 0;
+  r.slotted_steps.clear();
+  r.unread_marked.clear();
   // The dims of the tensors whose shapes change, flat as the bound's: a
   // resolution runs with cold caches, so the steps walked read their
   // operands' shapes from these two flat arrays (dims_of below) rather than
@@ -1141,14 +1170,11 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // (dims_written; the proven ones below): so after a resolution `dims`
   // holds every tensor's shape at its sizes, and a span into it (an adapting
   // kernel's, ResolvedMethod::shapes) stays valid from one size to the next.
-  if (r.dims.size() != bound.dims.size()) {
-    r.dims = bound.dims;
-    r.dims_written.clear();
-    r.proven_written = false;
-  }
-  for (int32_t t : r.dims_written)
+  for (int32_t t : r.dims_written) {
     std::copy(bound.dims.data() + bound.dim_at[t], bound.dims.data() + bound.dim_at[t + 1],
               r.dims.data() + bound.dim_at[t]);
+    changed[t] = 0;
+  }
   r.dims_written.clear();
   r.fast_dims.resize(kMaxFastOutputs * kRankCap);
   r.fast_ranks.resize(kMaxFastOutputs);
@@ -1169,11 +1195,6 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // bound's unreached_scratch.
   r.scratch_bytes = bound.unreached_scratch;
   r.shapes_kept = r.shapes_fast = r.shapes_inferred = 0;
-  // Per tensor: its shape (kShape) or its value computed from the shapes
-  // (kValue) differs from the bound's.
-  constexpr uint8_t kShape = ResolvedPlan::kShapeChanged, kValue = ResolvedPlan::kValueChanged;
-  std::vector<uint8_t>& changed = r.changed_tensors;
-  changed.assign(nt, 0);
   // Tensor t's dims at these sizes: this resolution's where its shape
   // changed, else the bound's.
   auto bound_dims = [&](int32_t t) { return bound.dims.data() + bound.dim_at[t]; };
@@ -1263,23 +1284,34 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
                            bound.proven_dim_index.size() == bound.proven_dim_slot.size() &&
                            bound.verify_tensor.size() == bound.verify_slot.size();
   r.shapes_proven = 0;
-  // The proven shapes an earlier resolution wrote: written again below, or
-  // put back to the bound's where this one walks them.
-  if (r.proven_written && !compiled_walk)
-    for (int32_t t : bound.proven_tensors)
+  // What a compiled walk sets the same at every size (the proven steps'
+  // slots and shapes, changed at every size, their Step slots holding
+  // nothing of theirs; the values it passes by, unread): kept from an
+  // earlier compiled resolution into this one, set where there was none, put
+  // back to the bound's where this one walks every step (the proven dims
+  // included: they are written again below where it is compiled).
+  if (r.proven_written && !compiled_walk) {
+    for (int32_t t : bound.proven_tensors) {
       std::copy(bound.dims.data() + bound.dim_at[t], bound.dims.data() + bound.dim_at[t + 1],
                 r.dims.data() + bound.dim_at[t]);
+      changed[t] = 0;
+    }
+    for (int32_t si : bound.proven_step_index) r.step_slot[si] = -1;
+    for (int32_t t : bound.unread_tensors) r.value_slot[t] = -1;
+  } else if (!r.proven_written && compiled_walk) {
+    for (int32_t t : bound.proven_tensors) changed[t] |= kShape;
+    for (size_t j = 0; j < bound.proven_step_index.size(); ++j)
+      r.step_slot[bound.proven_step_index[j]] = static_cast<int32_t>(j);
+    for (int32_t t : bound.unread_tensors) r.value_slot[t] = ResolvedPlan::kUnread;
+  }
   r.proven_written = compiled_walk;
   if (compiled_walk) {
-    for (int32_t t : bound.unread_tensors) r.value_slot[t] = ResolvedPlan::kUnread;
+    used = bound.proven_step_index.size();
     r.values_compiled = static_cast<uint32_t>(bound.unread_steps);
     const int64_t* slots = r.program_slots.data();
     int64_t* dims = r.dims.data();
     for (size_t j = 0; j < bound.proven_dim_index.size(); ++j)
       dims[bound.proven_dim_index[j]] = slots[bound.proven_dim_slot[j]];
-    for (int32_t t : bound.proven_tensors) changed[t] |= kShape;
-    // Changed at every size; their Step slots hold nothing of theirs.
-    for (int32_t si : bound.proven_step_index) r.step_slot[si] = static_cast<int32_t>(used++);
     r.scratch_bytes = std::max(r.scratch_bytes, bound.proven_scratch);
     r.shapes_proven = static_cast<uint32_t>(bound.proven_step_index.size());
   }
@@ -1301,7 +1333,10 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
       ++r.values_compiled;
       r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
       if (flags & CheckedPlan::kReachValueUnread) {
-        for (size_t i = 0; i < n_out; ++i) r.value_slot[step_out[i]] = ResolvedPlan::kUnread;
+        for (size_t i = 0; i < n_out; ++i) {
+          r.value_slot[step_out[i]] = ResolvedPlan::kUnread;
+          r.unread_marked.push_back(step_out[i]);
+        }
         continue;
       }
       size_t at = static_cast<size_t>(bound.reach_value_at[k]);
@@ -1391,6 +1426,7 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
         ++(reshaped ? r.shapes_fast : r.shapes_kept);
         r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(bound.reach_scratch[k]));
         r.step_slot[si] = static_cast<int32_t>(used++);
+        r.slotted_steps.push_back(static_cast<int32_t>(si));
         continue;
       }
     }
@@ -1502,6 +1538,7 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
     }
     r.scratch_bytes = std::max(r.scratch_bytes, ScratchSlot(scratch));
     r.step_slot[si] = static_cast<int32_t>(used++);
+    r.slotted_steps.push_back(static_cast<int32_t>(si));
   }
   // The walked shapes the proven ones were worked out from: as the symbolic
   // plan has them, else resolve again walking every step.
@@ -1558,6 +1595,20 @@ std::string ResolutionDifference(const format::ContextDesc& c, const CheckedPlan
     for (size_t i = 0; i < a.size(); ++i)
       if (a[i].dtype != r.dtype_of(b[i]) || a[i].shape != shape_of(b[i]))
         return full.steps[si].where + ": output " + std::to_string(i) + " differs";
+    // A step not marked changed runs the bound's kernel: its operands'
+    // shapes and the values it reads are the bound's.
+    if (r.changed(si) || full.computed_steps[si] || full.guarded_off[si]) continue;
+    const auto& in = c.steps[si].inputs;
+    for (size_t i = 0; i < in.size() + b.size(); ++i) {
+      const int32_t t = i < in.size() ? in[i] : b[i - in.size()];
+      if (t < 0) continue;
+      const ir::TensorData* va = full.small_constants[t].get();
+      const ir::TensorData* vb = r.bound->small_constants[t].get();
+      if (full.infos[t].shape != r.bound->infos[t].shape ||
+          (i < in.size() && (va == nullptr) != (vb == nullptr)) || (i < in.size() && va && va->bytes != vb->bytes))
+        return full.steps[si].where + ": not marked changed, but operand '" + c.tensors[t].name +
+               "' differs from the bound's";
+    }
   }
   if (full.scratch_bytes != r.scratch_bytes)
     return "scratch " + std::to_string(full.scratch_bytes) + " when checked, " + std::to_string(r.scratch_bytes) +

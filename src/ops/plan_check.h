@@ -222,6 +222,11 @@ struct ResolvedPlan {
   // tensor's dims at the sizes resolved (spans into it stay valid).
   std::vector<int32_t> dims_written;
   bool proven_written = false;
+  // ResolvePlan's own, likewise: the steps walked given a slot in step_slot
+  // and the tensors it marked kUnread while walking (put back to -1 by the
+  // next resolution into this one; what a compiled walk sets at every size,
+  // while proven_written, is kept where the next is compiled too).
+  std::vector<int32_t> slotted_steps, unread_marked;
   // Per tensor: its value computed from the shapes at these sizes where it
   // differs from the bound's small_constants (index into `values`), else -1,
   // or kUnread for a value nothing reads, not worked out (CheckedPlan::
