@@ -1099,7 +1099,8 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
       bool passed_by = (b.reach_flags[k] & CheckedPlan::kReachValueUnread) != 0;
       if (!passed_by && at[k] >= 0 && !proven[k]) {
         passed_by = true;
-        for (int32_t t : outs) passed_by = passed_by && !contents_read[static_cast<size_t>(t)] && !walked_read[static_cast<size_t>(t)];
+        for (int32_t t : outs)
+          passed_by = passed_by && !contents_read[static_cast<size_t>(t)] && !walked_read[static_cast<size_t>(t)];
       }
       // A step of the program whose every element is a constant (a Slice's
       // offset worked out from dims no change of sizes reaches) holds the

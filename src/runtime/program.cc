@@ -152,7 +152,8 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
         continue;
       }
       m->adapt_shapes_at[si] = static_cast<int32_t>(m->adapt_operands.size());
-      for (int32_t j = b.reach_offsets[k]; j < b.reach_offsets[k + 1]; ++j) m->adapt_operands.push_back(b.reach_inputs[j]);
+      for (int32_t j = b.reach_offsets[k]; j < b.reach_offsets[k + 1]; ++j)
+        m->adapt_operands.push_back(b.reach_inputs[j]);
       for (int32_t j = b.reach_out_offsets[k]; j < b.reach_out_offsets[k + 1]; ++j)
         m->adapt_operands.push_back(b.reach_outputs[j]);
     }
