@@ -1170,11 +1170,13 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // (dims_written; the proven ones below): so after a resolution `dims`
   // holds every tensor's shape at its sizes, and a span into it (an adapting
   // kernel's, ResolvedMethod::shapes) stays valid from one size to the next.
-  for (int32_t t : r.dims_written) {
+  // Tensor t's shape put back to the bound's.
+  auto put_back_dims = [&](int32_t t) {
     std::copy(bound.dims.data() + bound.dim_at[t], bound.dims.data() + bound.dim_at[t + 1],
               r.dims.data() + bound.dim_at[t]);
     changed[t] = 0;
-  }
+  };
+  for (int32_t t : r.dims_written) put_back_dims(t);
   r.dims_written.clear();
   r.fast_dims.resize(kMaxFastOutputs * kRankCap);
   r.fast_ranks.resize(kMaxFastOutputs);
@@ -1291,11 +1293,7 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // back to the bound's where this one walks every step (the proven dims
   // included: they are written again below where it is compiled).
   if (r.proven_written && !compiled_walk) {
-    for (int32_t t : bound.proven_tensors) {
-      std::copy(bound.dims.data() + bound.dim_at[t], bound.dims.data() + bound.dim_at[t + 1],
-                r.dims.data() + bound.dim_at[t]);
-      changed[t] = 0;
-    }
+    for (int32_t t : bound.proven_tensors) put_back_dims(t);
     for (int32_t si : bound.proven_step_index) r.step_slot[si] = -1;
     for (int32_t t : bound.unread_tensors) r.value_slot[t] = -1;
   } else if (!r.proven_written && compiled_walk) {

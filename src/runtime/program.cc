@@ -138,16 +138,13 @@ Status PrepareMethod(const format::LoadedFile& file, const format::ContextDesc& 
     ops::CompileComputedValues(c, sym, &plan.value());
     m->requirements = std::move(sym.requires_equal);
     m->bound_plan = std::make_unique<const ops::CheckedPlan>(std::move(plan).value());
-    for (const PreparedStep& ps : m->steps) {
-      m->bound_kernels.push_back(ps.kernel.get());
-      m->adapts.push_back(ps.kernel && ps.kernel->adapts() ? 1 : 0);
-    }
+    for (const PreparedStep& ps : m->steps) m->bound_kernels.push_back(ps.kernel.get());
     const ops::CheckedPlan& b = *m->bound_plan;
     m->adapt_shapes_at.assign(m->steps.size(), -1);
     for (size_t k = 0; k < b.reach_steps.size(); ++k) {
       const size_t si = static_cast<size_t>(b.reach_steps[k]);
       if (b.reach_flags[k] & ops::CheckedPlan::kReachComputed) continue;
-      if (!m->adapts[si]) {
+      if (!m->steps[si].kernel || !m->steps[si].kernel->adapts()) {
         m->remade_reach.push_back(static_cast<int32_t>(k));
         continue;
       }

@@ -205,9 +205,8 @@ struct PreparedMethod {
   // operands change (ops::ResolvePlan) and remakes only their kernels.
   std::unique_ptr<const ops::CheckedPlan> bound_plan;
   // Plans with symbols, per step (flat, for a resolution): its kernel (as in
-  // `steps`) and whether it adapts (ops::Kernel::adapts).
+  // `steps`).
   std::vector<const ops::Kernel*> bound_kernels;
-  std::vector<uint8_t> adapts;
   // Plans with symbols, from the bound's flat index of the steps a change of
   // sizes reaches: per step reached whose kernel adapts and that is not
   // computed from the shapes, the index in adapt_operands of its operands'
