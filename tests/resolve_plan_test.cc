@@ -11,8 +11,10 @@
 // The same sizes check the methods' symbolic shapes (ops::InferSymbolicPlan):
 // every shape it works out evaluates to the resolution's, every relation it
 // requires holds, BERT's and the decoder's reached tensors are all worked
-// out (resnet18's convolutions over a changing picture are not: none are
-// required), and some outputs read as expected ("1x4x(past_sequence_length+1)x16").
+// out, as are resnet18's (its convolutions and pools over a changing
+// picture, their shapes proven at every size, the Winograd/direct guards
+// evaluated from them), and some outputs read as expected
+// ("1x4x(past_sequence_length+1)x16").
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -85,6 +87,9 @@ struct SymbolicExpectations {
   // Ops none of whose steps is computed from the shapes (a causal mask over
   // the past, which no shape depends on, is made by its kernels).
   std::vector<std::string> made_by_kernels;
+  // At every size, every step of a window op (OpDef::window_shape: the
+  // convolutions and pools) has its shapes proven, guarded ones included.
+  bool windows_proven = false;
 };
 
 // Compiles `methods` with `spec` for the generic target and, for each
@@ -158,6 +163,13 @@ void ExpectResolutionsMatchFullChecks(const std::map<std::string, std::string>& 
       EXPECT_TRUE(every.values == patched.values) << "ShapeValues::FillResolved: another value";
       values_compiled += r.values_compiled;
       shapes_proven += r.shapes_proven;
+      if (auto e = symbolic.find(m.info.name); e != symbolic.end() && e->second.windows_proven) {
+        const auto& proven = m.bound_plan->proven_step_index;
+        for (size_t si = 0; si < c.steps.size(); ++si)
+          if (ops::FindOp(c.steps[si].op)->window_shape)
+            EXPECT_TRUE(r.proven_written && std::find(proven.begin(), proven.end(), si) != proven.end())
+                << m.bound_plan->steps[si].where << " is not proven";
+      }
       // A walked step's shape that a proven step was worked out from and
       // that differs from the symbolic plan's (here: the check made to
       // expect another value) makes the resolution walk every step: the
@@ -369,7 +381,7 @@ TEST(ResolvePlan, ResnetOnAGridOfSizesMatchesTheFullCheck) {
     grid.push_back({512, 511});
     grid.push_back({511, 512});
     return grid;
-  });
+  }, {{"main", SymbolicExpectations{1.0, {{"output", "1x1000"}}, false, {}, true}}});
 }
 
 // A value computed from the shapes that is larger than kMaxShapeValueBytes

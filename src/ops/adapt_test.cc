@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "core/half.h"
+#include "kernels/packing.h"
+#include "ops/conv_geom.h"
+#include "ops/internal/internal.h"
 #include "ops/ops_test_util.h"
 
 namespace fcb::ops::testing {
@@ -60,6 +63,19 @@ void CheckAdapts(const std::string& op, const Attrs& attrs, const std::vector<Te
       ThreadPool pool(threads);
       RunContext ctx{&kernels::GetKernelBundle(target), &pool};
       ctx.shapes = shapes.data();
+      // The scratch the op asks for at the shapes it was made for (a plan's,
+      // planned at the bound: kTraitFixedScratch ops ask the same at every size).
+      std::vector<uint64_t> scratch;
+      if (const OpDef* def = FindOp(op); def && def->scratch) {
+        std::vector<const ir::TensorData*> consts;
+        for (const auto& t : made) consts.push_back(t.get());
+        auto bytes = def->scratch(CreateContext{op, attrs, at.in, at.out, consts});
+        ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+        const uint64_t stride = (bytes.value() + 63) / 64 * 64;
+        scratch.resize(stride * static_cast<uint64_t>(threads) / 8 + 8);
+        ctx.scratch = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) / 64 * 64);
+        ctx.scratch_stride = stride;
+      }
       std::vector<TensorPtr> outs;
       std::vector<void*> out_ptrs;
       for (const auto& w : *want) {
@@ -221,6 +237,204 @@ TEST(Adapts, NormalizationOverMoreRows) {
   CheckAdapts("LayerNormalization", A().I("axis", 1), {F({2, 3, 8}, 1), F({8}, 2)}, {F({2, 5, 8}, 3), F({8}, 4)});
   CheckAdapts("LayerNormalization", A(), {F({4, 8}, 1), F({8}, 2), F({8}, 3)}, {F({1, 8}, 4), F({8}, 5), F({8}, 6)}, 3);
   CheckAdapts("SimplifiedLayerNormalization", A(), {F({3, 12}, 1), F({12}, 2)}, {F({9, 12}, 3), F({12}, 4)});
+}
+
+// An NHWC convolution's parameters: `k` x `k`, stride `s`, pads `pad` on
+// every side, dilation `d`, `group` groups of `oc` output channels.
+internal::SliceConvParams ConvP(int64_t oc, int64_t k, int64_t s, int64_t pad, int64_t d = 1, int64_t group = 1) {
+  internal::SliceConvParams p;
+  p.kernel = {k, k}, p.strides = {s, s}, p.dilations = {d, d}, p.pads = {pad, pad, pad, pad};
+  p.group = group, p.out_channels = oc;
+  p.ep.act = kernels::Act::kRelu;
+  return p;
+}
+Attrs ConvA(const internal::SliceConvParams& p, bool nchw = false) {
+  std::vector<format::AttrDesc> a = EncodeParams(p);
+  if (nchw) {
+    format::AttrDesc d;
+    d.name = std::string(attr::kInputNchw);
+    d.ints = {1};
+    a.push_back(std::move(d));
+  }
+  return Attrs(std::move(a));
+}
+TensorPtr Packed(const std::vector<float>& v) { return F32({static_cast<int64_t>(v.size())}, v); }
+// ConvNhwc's packed weights and bias for `p` over ic input channels
+// (depthwise: 0 PackConv, 1 PackDepthwise, 2 PackGroupedSmall).
+std::pair<TensorPtr, TensorPtr> ConvWeights(const internal::SliceConvParams& p, int64_t ic, int depthwise,
+                                            uint32_t seed) {
+  const int64_t oc = p.out_channels, icg = ic / p.group, kh = p.kernel[0], kw = p.kernel[1];
+  const auto w = Rand(oc * icg * kh * kw, seed, -0.5f, 0.5f);
+  const auto b = Rand(oc, seed + 1);
+  if (depthwise == 1)
+    return {Packed(kernels::PackDepthwise(w.data(), oc, kh, kw)), Packed(kernels::PackDepthwiseBias(b.data(), oc))};
+  if (depthwise == 2)
+    return {Packed(kernels::PackGroupedSmall(w.data(), oc, icg, kh, kw)),
+            Packed(kernels::PackDepthwiseBias(b.data(), oc))};
+  return {Packed(kernels::PackConv(w.data(), oc, icg, kh, kw, p.group)),
+          Packed(kernels::PackConvBias(b.data(), oc, p.group))};
+}
+
+TEST(Adapts, ConvolutionsOverOtherPictures) {
+  // Dense 3x3 with a residual, over a larger and a smaller picture and
+  // another batch; a 1x1 stride 2; a dilated one; depthwise and small
+  // groups; a conv whose output is a channel slice; the NCHW stem read.
+  struct Case {
+    internal::SliceConvParams p;
+    int64_t ic;
+    int depthwise;
+    bool residual, nchw;
+    Shape made, run;  // input 0 (NHWC, or NCHW where nchw)
+  };
+  std::vector<Case> cases = {
+      {ConvP(24, 3, 1, 1), 20, 0, true, false, {1, 9, 11, 20}, {2, 5, 17, 20}},
+      {ConvP(24, 3, 1, 1), 20, 0, true, false, {1, 9, 11, 20}, {1, 3, 2, 20}},
+      {ConvP(40, 1, 2, 0), 16, 0, false, false, {1, 16, 16, 16}, {1, 7, 9, 16}},
+      {ConvP(16, 3, 1, 2, 2), 8, 0, false, false, {1, 12, 12, 8}, {2, 6, 13, 8}},
+      {ConvP(32, 3, 2, 1, 1, 32), 32, 1, false, false, {1, 15, 15, 32}, {1, 8, 30, 32}},
+      {ConvP(32, 3, 1, 1, 1, 8), 32, 2, true, false, {1, 10, 10, 32}, {1, 4, 19, 32}},
+      {ConvP(64, 7, 2, 3), 3, 0, false, true, {1, 3, 64, 64}, {1, 3, 37, 53}},
+  };
+  internal::SliceConvParams sliced = ConvP(16, 3, 1, 1);
+  sliced.out_channel_offset = 8;
+  sliced.out_pixel_channels = 40;
+  cases.push_back({sliced, 16, 0, false, false, {1, 12, 12, 16}, {1, 5, 21, 16}});
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ir::ShapeToString(c.made) + " -> " + ir::ShapeToString(c.run) + " oc " +
+                 std::to_string(c.p.out_channels));
+    internal::SliceConvParams p = c.p;
+    p.depthwise = c.depthwise;
+    const auto [w, b] = ConvWeights(p, c.ic, c.depthwise, seed);
+    const Attrs a = ConvA(p, c.nchw);
+    // The output's shape at each picture, for the residual.
+    auto out_of = [&](const Shape& x) {
+      const int64_t h = c.nchw ? x[2] : x[1], wd = c.nchw ? x[3] : x[2];
+      const int64_t oh = WindowOutputSize(h, p.pads[0], p.pads[2], (p.kernel[0] - 1) * p.dilations[0] + 1,
+                                          p.strides[0], false);
+      const int64_t ow = WindowOutputSize(wd, p.pads[1], p.pads[3], (p.kernel[1] - 1) * p.dilations[1] + 1,
+                                          p.strides[1], false);
+      return Shape{x[0], oh, ow, p.out_channels};
+    };
+    std::vector<TensorPtr> made = {F(c.made, seed + 2), w, b}, run = {F(c.run, seed + 3), w, b};
+    if (c.residual) {
+      made.push_back(F(out_of(c.made), seed + 4));
+      run.push_back(F(out_of(c.run), seed + 5));
+    }
+    CheckAdapts(std::string(opname::ConvNhwc), a, made, run);
+    seed += 10;
+  }
+  // Winograd, with a residual, over more and fewer tiles.
+  const int64_t ic = 20, oc = 24;
+  const auto wt = Rand(oc * ic * 9, 7, -0.5f, 0.5f);
+  const auto bias = Rand(oc, 8);
+  const auto wino = Packed(kernels::PackWinograd(wt.data(), oc, ic));
+  const auto pb = Packed(kernels::PackConvBias(bias.data(), oc, 1));
+  const Attrs wa = ConvA(ConvP(oc, 3, 1, 1));
+  for (const Shape& run : {Shape{2, 13, 9, ic}, Shape{1, 3, 5, ic}, Shape{1, 40, 33, ic}}) {
+    CheckAdapts(std::string(opname::ConvWinogradNhwc), wa, {F({1, 9, 11, ic}, 1), wino, pb, F({1, 9, 11, oc}, 2)},
+                {F(run, 3), wino, pb, F({run[0], run[1], run[2], oc}, 4)});
+  }
+}
+
+// An NHWC pool's parameters: `k` x `k`, stride `s`, pads `pad` on every side.
+Attrs PoolA(int64_t k, int64_t s, int64_t pad, int64_t ceil, int64_t include_pad) {
+  internal::WindowParams w;
+  w.kernel = {k, k}, w.strides = {s, s}, w.pads = {pad, pad, pad, pad};
+  std::vector<format::AttrDesc> a = EncodeParams(w);
+  for (auto [name, v] : {std::pair{attr::kCeilMode, ceil}, std::pair{attr::kCountIncludePad, include_pad}}) {
+    format::AttrDesc d;
+    d.name = std::string(name);
+    d.ints = {v};
+    a.push_back(std::move(d));
+  }
+  return Attrs(std::move(a));
+}
+
+TEST(Adapts, PoolsOverOtherPictures) {
+  for (const char* op : {"MaxPoolNhwc", "AvgPoolNhwc"})
+    for (int64_t ceil : {0, 1}) {
+      const Attrs a = PoolA(3, 2, 1, ceil, 1);
+      for (const Shape& run : {Shape{1, 7, 12, 16}, Shape{2, 4, 3, 16}, Shape{1, 33, 1, 16}})
+        CheckAdapts(op, a, {F({1, 16, 16, 16}, 1)}, {F(run, 2)});
+    }
+  for (const Shape& run : {Shape{1, 7, 12, 24}, Shape{3, 1, 1, 24}})
+    CheckAdapts("GlobalAvgPoolNhwc", A(), {F({1, 5, 5, 24}, 1)}, {F(run, 2)});
+}
+
+// OpDef::window_shape's promise: at every other picture the op's inference
+// accepts exactly where the window's outputs are at least 1 (the residual the
+// output's shape), and gives [N, OH, OW, C] with the window's formula.
+TEST(Adapts, WindowShapesGiveWhatTheInferenceGives) {
+  struct Case {
+    std::string op;
+    Attrs attrs;
+    std::vector<TensorPtr> inputs;  // at the bound
+  };
+  auto Z = [](Shape s) { return ir::TensorData::Make(DType::kF32, std::move(s)); };
+  std::vector<Case> cases;
+  for (auto [p, ic, nchw, residual] : {std::tuple{ConvP(24, 3, 1, 1), int64_t{20}, false, true},
+                                        std::tuple{ConvP(16, 5, 3, 2, 2), int64_t{8}, false, false},
+                                        std::tuple{ConvP(64, 7, 2, 3), int64_t{3}, true, false}}) {
+    const auto [w, b] = ConvWeights(p, ic, 0, 1);
+    std::vector<TensorPtr> in = {Z(nchw ? Shape{1, ic, 40, 40} : Shape{1, 40, 40, ic}), w, b};
+    Case c{std::string(opname::ConvNhwc), ConvA(p, nchw), in};
+    if (residual) {
+      std::vector<TensorInfo> infos;
+      for (const auto& t : in) infos.push_back({t->dtype, t->shape});
+      std::vector<const ir::TensorData*> consts(in.size(), nullptr);
+      std::vector<TensorInfo> out;
+      ASSERT_TRUE(InferOutputs(*FindOp(c.op), InferContext{c.op, c.attrs, infos, consts, 1}, &out).ok());
+      c.inputs.push_back(Z(out[0].shape));
+    }
+    cases.push_back(std::move(c));
+  }
+  for (int64_t ceil : {0, 1}) cases.push_back({"MaxPoolNhwc", PoolA(3, 2, 0, ceil, 0), {Z({1, 40, 40, 16})}});
+  cases.push_back({"AvgPoolNhwc", PoolA(5, 3, 1, 1, 1), {Z({1, 40, 40, 16})}});
+  cases.push_back({"GlobalAvgPoolNhwc", A(), {Z({1, 40, 40, 16})}});
+  int accepted = 0, refused = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    const OpDef* def = FindOp(c.op);
+    ASSERT_TRUE(def && def->window_shape);
+    std::vector<TensorInfo> infos;
+    for (const auto& t : c.inputs) infos.push_back({t->dtype, t->shape});
+    WindowShape ws;
+    ASSERT_TRUE(def->window_shape(c.attrs, infos, &ws));
+    std::vector<TensorInfo> at_bound;
+    const std::vector<const ir::TensorData*> no_consts(infos.size(), nullptr);
+    ASSERT_TRUE(InferOutputs(*def, InferContext{c.op, c.attrs, infos, no_consts, 1}, &at_bound).ok());
+    const int64_t channels = at_bound[0].shape[3];
+    for (int64_t n : {1, 2})
+      for (int64_t h = 1; h <= 24; ++h)
+        for (int64_t w = 1; w <= 24; w += 3) {
+          std::vector<TensorInfo> in = infos;
+          in[0].shape[0] = n;
+          in[0].shape[static_cast<size_t>(ws.h_axis)] = h;
+          in[0].shape[static_cast<size_t>(ws.w_axis)] = w;
+          int64_t o[2];
+          for (int i = 0; i < 2; ++i)
+            o[i] = ws.global ? 1
+                             : WindowOutputSize(i == 0 ? h : w, ws.pad_begin[i], ws.pad_end[i], ws.extent[i],
+                                                ws.stride[i], ws.ceil_mode);
+          if (ws.residual >= 0) in[static_cast<size_t>(ws.residual)].shape = {n, std::max<int64_t>(o[0], 1),
+                                                                              std::max<int64_t>(o[1], 1), channels};
+          std::vector<const ir::TensorData*> consts(in.size(), nullptr);
+          std::vector<TensorInfo> out;
+          const Status st = InferOutputs(*def, InferContext{c.op, c.attrs, in, consts, 1}, &out);
+          const std::string at = "n=" + std::to_string(n) + " h=" + std::to_string(h) + " w=" + std::to_string(w);
+          if (o[0] >= 1 && o[1] >= 1) {
+            ++accepted;
+            ASSERT_TRUE(st.ok()) << at << ": " << st.message();
+            EXPECT_EQ(out[0].shape, (Shape{n, o[0], o[1], channels})) << at;
+          } else {
+            ++refused;
+            EXPECT_FALSE(st.ok()) << at;
+          }
+        }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(refused, 0);  // pictures too small for a window: refused as the window says
 }
 
 TEST(Adapts, KernelsThatDoNotAdaptSayNot) {

@@ -114,6 +114,12 @@ class Kernel {
   // the shapes it was made for). A plan resolved at a run's sizes then runs
   // this kernel (the bound's) instead of making one per size (docs/design.md §13).
   virtual bool adapts() const { return false; }
+  // Where it adapts: whether a kernel made for exactly one run's sizes runs
+  // faster than this one given them (its walk worked out once, not at each
+  // run), so that repeated runs at those sizes are worth making one for
+  // (runtime SpecializeMethod). False where it works out next to nothing
+  // per run (a convolution's geometry).
+  virtual bool worth_specializing() const { return true; }
 };
 
 struct CreateContext {
@@ -185,6 +191,28 @@ enum OpTraits : uint32_t {
   kTraitFixedScratch = 128,
 };
 
+// How a window over the two spatial dims of a 4-D input 0 (an NHWC
+// convolution or pooling) shapes its one output, [N, OH, OW, C]: N is input
+// 0's dim 0, C the channels it has at the bound, and along each spatial dim
+// of size D, OH = floor((D + pad_begin + pad_end - extent) / stride) + 1
+// (ceil_mode: what WindowOutputSize gives), or 1 where `global`.
+struct WindowShape {
+  int64_t h_axis = 1, w_axis = 2;  // input 0's spatial dims (an NCHW read: 2, 3)
+  int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};  // per spatial dim
+  int64_t extent[2] = {1, 1};      // (kernel - 1) * dilation + 1
+  int64_t stride[2] = {1, 1};
+  bool ceil_mode = false, global = false;
+  int32_t residual = -1;  // the input that must have the output's shape, or -1
+};
+// OpDef::window_shape: the op's window at a step whose operands are `inputs`
+// and attributes `attrs` (false where it has none). The promise it makes: its
+// inference accepts input 0 with other sizes along dims 0, h_axis and w_axis
+// (the same dtype and its other dims) wherever those are at least 1, OH and
+// OW are at least 1 and
+// the residual, if any, has the output's shape, every other operand as in
+// `inputs`; and gives the output above.
+using WindowShapeFn = bool (*)(const Attrs& attrs, const std::vector<TensorInfo>& inputs, WindowShape* w);
+
 struct OpDef {
   std::string name;       // ONNX op_type, "<domain>.<op_type>" (RegistryName), or an internal name (ops/names.h)
   bool internal = false;  // true: created by passes, not accepted from ONNX
@@ -235,6 +263,9 @@ struct OpDef {
   //     `s` unchanged, when it cannot.
   bool (*write_channel_slice)(format::StepDesc* s, int64_t offset, int64_t channels) = nullptr;
   bool (*read_nchw_input)(format::StepDesc* s, const ir::Shape& nchw) = nullptr;
+  // A window op's output shape at other input sizes (WindowShape), which a
+  // plan resolved at other sizes works out without the op's inference.
+  WindowShapeFn window_shape = nullptr;
 };
 
 // Whether a step of op `def` reads the contents of its input `input` when its

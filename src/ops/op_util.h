@@ -237,23 +237,26 @@ OpDef Def(std::string name, int min_in, int max_in, int min_out = 1, int max_out
 template <typename F, bool kAdapts = false>
 class FnKernel final : public Kernel {
  public:
-  explicit FnKernel(F f) : f_(std::move(f)) {}
+  explicit FnKernel(F f, bool specialize = true) : f_(std::move(f)), specialize_(specialize) {}
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     return f_(ctx, in, out);
   }
   bool adapts() const override { return kAdapts; }
+  bool worth_specializing() const override { return specialize_; }
 
  private:
   F f_;
+  bool specialize_;
 };
 template <typename F>
 Result<std::unique_ptr<Kernel>> MakeKernel(F f) {
   return std::unique_ptr<Kernel>(new FnKernel<F>(std::move(f)));
 }
-// The same for a lambda that computes at any shapes (Kernel::adapts).
+// The same for a lambda that computes at any shapes (Kernel::adapts);
+// `specialize`: Kernel::worth_specializing.
 template <typename F>
-Result<std::unique_ptr<Kernel>> MakeAdaptingKernel(F f) {
-  return std::unique_ptr<Kernel>(new FnKernel<F, true>(std::move(f)));
+Result<std::unique_ptr<Kernel>> MakeAdaptingKernel(F f, bool specialize = true) {
+  return std::unique_ptr<Kernel>(new FnKernel<F, true>(std::move(f), specialize));
 }
 
 // dtype predicates.

@@ -375,6 +375,21 @@ FastShape FastShapeOf(const format::StepDesc& s, const CheckedStep& cs, const st
       cs.inputs.empty())
     return FastShape::kNone;
   const std::string& op = s.op;
+  // A window over a 4-D input's spatial dims (NHWC convolutions and pools).
+  if (WindowShape w; cs.def->window_shape && cs.inputs[0].shape.size() == 4 && cs.outputs[0].shape.size() == 4 &&
+                     cs.def->window_shape(cs.attrs, cs.inputs, &w)) {
+    const bool axes_ok = w.h_axis >= 1 && w.h_axis < 4 && w.w_axis >= 1 && w.w_axis < 4 && w.h_axis != w.w_axis;
+    const bool residual_ok = w.residual < 0 || (static_cast<size_t>(w.residual) < s.inputs.size() &&
+                                                s.inputs[static_cast<size_t>(w.residual)] >= 0);
+    if (!axes_ok || !residual_ok) return FastShape::kNone;
+    for (size_t i = 0; i < 2; ++i)
+      if (w.pad_begin[i] < 0 || w.pad_end[i] < 0 || w.extent[i] < 1 || w.stride[i] < 1) return FastShape::kNone;
+    *at = static_cast<int32_t>(params->size());
+    params->insert(params->end(), {w.h_axis, w.w_axis, w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1],
+                                   w.extent[0], w.extent[1], w.stride[0], w.stride[1], w.ceil_mode ? 1 : 0,
+                                   w.global ? 1 : 0, w.residual});
+    return FastShape::kWindow;
+  }
   const int64_t rank = static_cast<int64_t>(cs.inputs[0].shape.size());
   static constexpr std::string_view kUnary[] = {"Abs", "Cast", "Ceil", "Erf", "Exp", "Floor", "Gelu", "IsInf",
                                                 "IsNaN", "Log", "LogSoftmax", "Neg", "Not", "Reciprocal", "Relu",
@@ -453,6 +468,10 @@ uint64_t ScratchSlot(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0) {
   if (guard.size() != 3 || out0.size() != 4) return true;
+  return GuardHolds(guard.data(), out0.data());
+}
+
+bool GuardHolds(const int64_t* guard, const int64_t* out0) {
   const int64_t tile = guard[1];
   const int64_t tiles = out0[0] * ((out0[1] + tile - 1) / tile) * ((out0[2] + tile - 1) / tile);
   return guard[0] == 1 ? tiles >= guard[2] : tiles < guard[2];
@@ -919,6 +938,30 @@ bool FastOutputDims(FastShape kind, const int64_t* params, const DimsRef* in, si
   *dtype = b.dtype;
   int64_t* o = out;
   size_t& r = ranks[0];
+  if (kind == FastShape::kWindow) {
+    // Input 0's other dims as at the bound; each spatial output at least 1;
+    // the residual the output's shape (else the inference refuses).
+    if (xr != 4 || b.in0_rank != 4 || b.out0_rank != 4) return false;
+    const auto h = static_cast<size_t>(params[kWinH]), w = static_cast<size_t>(params[kWinW]);
+    for (size_t d = 0; d < 4; ++d)
+      if ((d != 0 && d != h && d != w && x[d] != b.in0[d]) || x[d] < 1 || x[d] > (int64_t{1} << 31)) return false;
+    o[0] = x[0];
+    for (size_t i = 0; i < 2; ++i) {
+      o[1 + i] = params[kWinGlobal] ? 1
+                                    : WindowOutputSize(x[i == 0 ? h : w], params[kWinPadBegin + i],
+                                                       params[kWinPadEnd + i], params[kWinExtent + i],
+                                                       params[kWinStride + i], params[kWinCeil] != 0);
+      if (o[1 + i] < 1) return false;
+    }
+    o[3] = b.out0[3];
+    r = 4;
+    const int64_t res = params[kWinResidual];
+    if (res >= 0) {
+      const auto ri = static_cast<size_t>(res);
+      if (ri >= n_in || !in[ri].present() || in[ri].n != 4 || !std::equal(o, o + 4, in[ri].d)) return false;
+    }
+    return true;
+  }
   switch (kind) {
     case FastShape::kSameAsInput0:
       if (xr > kRankCap) return false;
@@ -1312,6 +1355,11 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
       dims[bound.proven_dim_index[j]] = slots[bound.proven_dim_slot[j]];
     r.scratch_bytes = std::max(r.scratch_bytes, bound.proven_scratch);
     r.shapes_proven = static_cast<uint32_t>(bound.proven_step_index.size());
+    const size_t n_guards = bound.proven_guards.size() / CheckedPlan::kProvenGuard;
+    for (size_t j = 0; j < n_guards; ++j) {
+      const int64_t* g = bound.proven_guards.data() + j * CheckedPlan::kProvenGuard;
+      r.guarded_off[static_cast<size_t>(g[0])] = !GuardHolds(g + 2, dims + bound.dim_at[static_cast<size_t>(g[1])]);
+    }
   }
   const size_t n_walk = compiled_walk ? bound.reach_walk.size() : nk;
   for (size_t w = 0; w < n_walk; ++w) {

@@ -122,6 +122,11 @@ struct CheckedPlan {
   // where the program evaluates).
   std::vector<int32_t> proven_step_index, proven_tensors, proven_dim_index, proven_dim_slot;
   uint64_t proven_scratch = 0;
+  // The proven steps with a guard (StepDesc::guard of 3 values), kProvenGuard
+  // values each: the step, its output 0 (of rank 4), then the guard's; a
+  // resolution evaluates them over the proven shapes (GuardHolds).
+  static constexpr size_t kProvenGuard = 5;
+  std::vector<int64_t> proven_guards;
   std::vector<int32_t> verify_tensor, verify_dim, verify_slot;
   bool walk_compiled = false;
   std::vector<uint8_t> reach_flags;
@@ -361,6 +366,13 @@ enum class FastShape : uint8_t {
   kConstantOfShape,  // the shape an int64 value known at these sizes
   kRange,         // integer start, limit and delta known at these sizes
   kSplit,         // the axis, the output count and each output's size along it (the axis keeps its size)
+  kWindow,        // OpDef::window_shape's WindowShape, its fields as WindowParam lays them out
+};
+// Where a kWindow's parameters hold each field of its WindowShape (per
+// spatial dim: H's, then W's one after).
+enum WindowParam : size_t {
+  kWinH = 0, kWinW, kWinPadBegin, kWinPadEnd = kWinPadBegin + 2, kWinExtent = kWinPadEnd + 2,
+  kWinStride = kWinExtent + 2, kWinCeil = kWinStride + 2, kWinGlobal, kWinResidual, kWinParams
 };
 // Which way step `s`, checked at the bound as `cs`, is shaped (`weights`: per
 // tensor, non-null for a weight); its parameters are appended to `params`,
@@ -422,6 +434,8 @@ std::shared_ptr<ir::TensorData> SpareTensor(std::vector<std::shared_ptr<ir::Tens
 // Whether a step with guard `guard` (StepDesc::guard; empty: none) runs when
 // its output 0 has shape `out0`.
 bool GuardHolds(const std::vector<int64_t>& guard, const ir::Shape& out0);
+// The same for a guard of 3 values {kind, tile, threshold} and an output of rank 4, read in place.
+bool GuardHolds(const int64_t* guard, const int64_t* out0);
 
 // The largest value (all outputs of a step, in bytes planned at the bound) a
 // plan with symbols computes from the shapes at load and at each new size

@@ -23,6 +23,24 @@ constexpr size_t kMaxRequirements = 64;
 
 bool IsIntType(ir::DType t) { return t == ir::DType::kI64 || t == ir::DType::kI32; }
 
+// A window step's output (FastShape::kWindow, its parameters `params`) over
+// input x of rank 4 with `channels` output channels: [N, OH, OW, channels],
+// each spatial output floor(span / stride) + 1 where the span (written to
+// spans[i]) is the input's dim plus the pads less the window's extent, or 1
+// for a global window. Nothing for ceil_mode (no expression gives its last
+// window's rule).
+std::optional<SymShape> WindowOutputExprs(const SymShape& x, const int64_t* params, int64_t channels,
+                                          DimExpr spans[2]) {
+  if (x.size() != 4 || !params || (params[kWinCeil] && !params[kWinGlobal])) return std::nullopt;
+  SymShape o{x[0], DimExpr(1), DimExpr(1), DimExpr(channels)};
+  for (size_t i = 0; i < 2 && !params[kWinGlobal]; ++i) {
+    const DimExpr& d = x[static_cast<size_t>(params[i == 0 ? kWinH : kWinW])];
+    spans[i] = d + DimExpr(params[kWinPadBegin + i] + params[kWinPadEnd + i] - params[kWinExtent + i]);
+    o[1 + i] = ir::FloorDiv(spans[i], DimExpr(params[kWinStride + i])) + DimExpr(1);
+  }
+  return o;
+}
+
 class Walker {
  public:
   Walker(const format::ContextDesc& c, const CheckedPlan& bound, SymbolicPlan* out) : c_(c), b_(bound), p_(*out) {}
@@ -318,6 +336,18 @@ class Walker {
             if (floors) v = ValueOp(*av, *bv, [](const DimExpr& p, const DimExpr& q) { return ir::FloorDiv(p, q); });
           }
         }
+        break;
+      }
+      case FastShape::kWindow: {
+        // The residual has the output's shape at every run the plan accepts.
+        DimExpr spans[2];
+        if (b.outputs[0].shape.size() != 4) break;
+        o = WindowOutputExprs(*x, params, b.outputs[0].shape[3], spans);
+        if (!o) break;
+        for (size_t d = 0; d < 4; ++d) (*o)[d] = (*o)[d].Simplify(p_.symbols);
+        const SymShape* res = params[kWinResidual] >= 0 ? in(static_cast<size_t>(params[kWinResidual])) : nullptr;
+        for (size_t d = 0; res && res->size() == 4 && d < 4; ++d)
+          if ((*res)[d] != (*o)[d]) Require((*res)[d], (*o)[d]);
         break;
       }
       case FastShape::kTranspose:
@@ -654,6 +684,10 @@ std::optional<std::vector<SymShape>> ProvenOutputs(const format::ContextDesc& c,
     auto r = e.Bounds(symbols);
     return r.ok() && r.value().lo >= lo;
   };
+  auto at_most = [&](const DimExpr& e, int64_t hi) {
+    auto r = e.Bounds(symbols);
+    return r.ok() && r.value().hi <= hi;
+  };
   auto in = [&](size_t i) -> const SymShape* {
     return i < s.inputs.size() && s.inputs[i] >= 0 && shape_of[s.inputs[i]] ? &*shape_of[s.inputs[i]] : nullptr;
   };
@@ -837,6 +871,29 @@ std::optional<std::vector<SymShape>> ProvenOutputs(const format::ContextDesc& c,
       }
       break;
     }
+    case FastShape::kWindow: {
+      // Input 0's other dims the bound's, its batch and spatial dims never
+      // below 1, each span never negative (every output at least 1); the
+      // residual exactly the output.
+      if (x.size() != 4 || cs.outputs[0].shape.size() != 4) return std::nullopt;
+      const auto h = static_cast<size_t>(params[kWinH]), w = static_cast<size_t>(params[kWinW]);
+      for (size_t d = 0; d < 4; ++d)
+        if (d == 0 || d == h || d == w ? !at_least(x[d], 1) || !at_most(x[d], int64_t{1} << 31)
+                                       : x[d].AsConstant() != cs.inputs[0].shape[d])
+          return std::nullopt;
+      DimExpr spans[2];
+      auto wo = WindowOutputExprs(x, params, cs.outputs[0].shape[3], spans);
+      if (!wo) return std::nullopt;
+      for (size_t i = 0; i < 2 && !params[kWinGlobal]; ++i)
+        if (!at_least(spans[i], 0)) return std::nullopt;
+      o = std::move(*wo);
+      for (DimExpr& d : o) d = d.Simplify(symbols);
+      if (params[kWinResidual] >= 0) {
+        const SymShape* res = in(static_cast<size_t>(params[kWinResidual]));
+        if (!res || *res != o) return std::nullopt;
+      }
+      break;
+    }
     case FastShape::kReshape: {
       // The target's elements: each a constant or never below 1 (so never
       // 0 or -1 at a run); one -1 at most, taking what the others leave,
@@ -906,6 +963,7 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
   b.proven_dim_index.clear();
   b.proven_dim_slot.clear();
   b.proven_scratch = 0;
+  b.proven_guards.clear();
   b.verify_tensor.clear();
   b.verify_dim.clear();
   b.verify_slot.clear();
@@ -963,9 +1021,12 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
       }
       continue;
     }
+    // A guarded step too: its guard is evaluated from its proven output
+    // (CheckedPlan::proven_guards).
     std::optional<std::vector<SymShape>> o;
-    if (!(b.reach_flags[k] & (CheckedPlan::kReachScratch | CheckedPlan::kReachGuard | CheckedPlan::kReachComputed)))
+    if (!(b.reach_flags[k] & (CheckedPlan::kReachScratch | CheckedPlan::kReachComputed)))
       o = ProvenOutputs(c, b, k, shape_of, values_of, sym.symbols);
+    if (o && (b.reach_flags[k] & CheckedPlan::kReachGuard) && (o->empty() || (*o)[0].size() != 4)) o.reset();
     // Its other operands (a normalization's scale, a GEMM's packed weights,
     // a Reshape's target) as at the bound at every size: what the bound's
     // check accepted for them holds.
@@ -975,8 +1036,11 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
       for (size_t i = 0; o && i < s.inputs.size(); ++i) {
         const int32_t t = s.inputs[i];
         if (t < 0) continue;
-        const bool ruled = kind == FastShape::kBroadcast || kind == FastShape::kConcat ||
-                           ((kind == FastShape::kMatMul || kind == FastShape::kGather) && i < 2) || i == 0;
+        const bool ruled =
+            kind == FastShape::kBroadcast || kind == FastShape::kConcat ||
+            ((kind == FastShape::kMatMul || kind == FastShape::kGather) && i < 2) || i == 0 ||
+            (kind == FastShape::kWindow && static_cast<int64_t>(i) == b.reach_params[static_cast<size_t>(
+                                                                       b.reach_param_at[k]) + kWinResidual]);
         const auto fixed = shape_of[t] ? ir::StaticShape(*shape_of[t]) : std::nullopt;
         if (!shape_of[t] || (!ruled && (!fixed || i >= cs.inputs.size() || *fixed != cs.inputs[i].shape))) o.reset();
       }
@@ -1120,8 +1184,12 @@ void CompileComputedValues(const format::ContextDesc& c, const SymbolicPlan& sym
     }
     const ir::DimProgram& pr = program.value();
     for (int32_t k : proven_k) {
-      b.proven_step_index.push_back(b.reach_steps[static_cast<size_t>(k)]);
+      const int32_t si = b.reach_steps[static_cast<size_t>(k)];
+      b.proven_step_index.push_back(si);
       b.proven_scratch = std::max(b.proven_scratch, (b.reach_scratch[static_cast<size_t>(k)] + 63) / 64 * 64);
+      const format::StepDesc& s = c.steps[static_cast<size_t>(si)];
+      if (s.guard.size() == 3)
+        b.proven_guards.insert(b.proven_guards.end(), {si, s.outputs[0], s.guard[0], s.guard[1], s.guard[2]});
     }
     for (const auto& ps : proven_shapes) b.proven_tensors.push_back(ps.first);
     b.proven_dim_index = std::move(proven_dim_index);

@@ -310,7 +310,7 @@ Status SpecializeMethod(const PreparedMethod& m, ResolvedMethod* r) {
   std::vector<ops::TensorInfo> inputs, outputs;
   std::vector<const ir::TensorData*> constants;
   for (size_t si = 0; si < r->shapes_at.size(); ++si) {
-    if (r->shapes_at[si] < 0) continue;
+    if (r->shapes_at[si] < 0 || !r->kernels[si]->worth_specializing()) continue;
     r->kernels_set.push_back(static_cast<int32_t>(si));
     // Unchanged at these sizes or guarded off: the bound's kernel as it is.
     if (!r->plan.changed(si) || r->plan.guarded_off[si]) {

@@ -126,28 +126,33 @@ int64_t PixelGrain(const kernels::ConvGeom& g) {
 
 class ConvNhwcKernel : public Kernel {
  public:
-  ConvNhwcKernel(Config cfg, std::vector<float> widened) : cfg_(cfg), widened_(std::move(widened)) {}
+  ConvNhwcKernel(Config cfg, std::vector<float> widened, size_t n_inputs)
+      : cfg_(cfg), widened_(std::move(widened)), n_inputs_(n_inputs) {}
+  // Any sizes its inference accepts: the geometry is worked out at each run.
+  bool adapts() const override { return true; }
+  bool worth_specializing() const override { return false; }
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
+    const kernels::ConvGeom g = internal::ConvGeomAt(ctx, n_inputs_, cfg_.g);
     const float* x = static_cast<const float*>(in[0]);
     const float* w = widened_.empty() ? static_cast<const float*>(in[1]) : widened_.data();
     const float* b = static_cast<const float*>(in[2]);
     const float* r = cfg_.has_residual ? static_cast<const float*>(in[3]) : nullptr;
     float* y = static_cast<float*>(out[0]) + cfg_.slice.offset;
-    const int64_t pixels = cfg_.g.n * cfg_.g.oh * cfg_.g.ow;
+    const int64_t pixels = g.n * g.oh * g.ow;
     if (cfg_.depthwise) {
-      ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
-        ctx.k->f32.depthwise(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
+      ctx.pool->ParallelFor(pixels, PixelGrain(g), [&](int64_t begin, int64_t end) {
+        ctx.k->f32.depthwise(g, x, w, b, r, y, cfg_.ep, begin, end);
       });
       return Status::Ok();
     }
     if (cfg_.grouped_small) {
-      ctx.pool->ParallelFor(pixels, PixelGrain(cfg_.g), [&](int64_t begin, int64_t end) {
-        ctx.k->f32.grouped_small(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end);
+      ctx.pool->ParallelFor(pixels, PixelGrain(g), [&](int64_t begin, int64_t end) {
+        ctx.k->f32.grouped_small(g, x, w, b, r, y, cfg_.ep, begin, end);
       });
       return Status::Ok();
     }
-    if (SplitChannels(ctx.pool->num_threads())) {
-      RunChannelSplit(ctx, x, w, b, r, y);
+    if (SplitChannels(g, ctx.pool->num_threads())) {
+      RunChannelSplit(ctx, g, x, w, b, r, y);
       return Status::Ok();
     }
     // Large maps in several chunks per thread (ThreadPool::RunChunks), so a
@@ -157,9 +162,9 @@ class ConvNhwcKernel : public Kernel {
     // per thread (each chunk streams all the weights).
     const int per_thread = ctx.pool->ChunksPerThreadFor(pixels, 256);
     ctx.pool->ParallelForThreads(
-        pixels, PixelGrain(cfg_.g),
+        pixels, PixelGrain(g),
         [&](int t, int64_t begin, int64_t end) {
-          ctx.k->f32.conv(cfg_.g, x, w, b, r, y, cfg_.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
+          ctx.k->f32.conv(g, x, w, b, r, y, cfg_.ep, begin, end, static_cast<float*>(ctx.ThreadScratch(t)));
         },
         per_thread);
     return Status::Ok();
@@ -174,8 +179,7 @@ class ConvNhwcKernel : public Kernel {
   // cases switch (weights >= 4x the input): measured on ResNet-18 at 2
   // threads, a 28x28x128 3x3 conv (weights 1.5x the input) ran 10% slower
   // split by channels, while the 7x7x512 ones ran 15% faster.
-  bool SplitChannels(int threads) const {
-    const auto& g = cfg_.g;
+  static bool SplitChannels(const kernels::ConvGeom& g, int threads) {
     if (threads < 2 || g.groups != 1) return false;
     const int64_t pixels = g.n * g.oh * g.ow;
     return 4 * pixels <= g.kh * g.kw * g.oc && g.oc >= 2 * kChannelUnit * threads;
@@ -185,9 +189,8 @@ class ConvNhwcKernel : public Kernel {
   // are a conv of (p1 - p0) * 16 output channels whose weights start at panel
   // p0; bias, output and residual shift by the first channel while the pixel
   // strides stay those of the full tensors.
-  void RunChannelSplit(const RunContext& ctx, const float* x, const float* w, const float* b,
-                       const float* r, float* y) const {
-    const auto& g = cfg_.g;
+  void RunChannelSplit(const RunContext& ctx, const kernels::ConvGeom& g, const float* x, const float* w,
+                       const float* b, const float* r, float* y) const {
     const int64_t units = (g.oc + kChannelUnit - 1) / kChannelUnit;
     const int64_t unit_macs = g.n * g.oh * g.ow * g.kh * g.kw * g.ic * kChannelUnit;
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, unit_macs));
@@ -208,6 +211,7 @@ class ConvNhwcKernel : public Kernel {
 
   Config cfg_;
   std::vector<float> widened_;  // fp32 copy of bf16 weights, else empty
+  size_t n_inputs_;             // the step's (RunContext::shapes: its output's shape follows them)
 };
 
 // Weight-only int8 depthwise weights [ky][kx][Cp] and their scales [Cp],
@@ -228,10 +232,10 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
   if (c.inputs[1].dtype == ir::DType::kI8) {
     FCB_ASSIGN_OR_RETURN(std::vector<float> widened, WidenInt8(c));
-    return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
+    return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened), c.inputs.size()));
   }
   FCB_ASSIGN_OR_RETURN(std::vector<float> widened, internal::WidenIfBf16(kOp, c, 1));
-  return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened)));
+  return std::unique_ptr<Kernel>(new ConvNhwcKernel(cfg, std::move(widened), c.inputs.size()));
 }
 
 Result<uint64_t> Scratch(const CreateContext& c) {
@@ -312,6 +316,24 @@ uint64_t Flops(const CreateContext& c) {
   return cfg.ok() ? internal::ConvFlops(cfg.value().g) : 0;
 }
 
+// OpDef::window_shape: the window over input 0 (NHWC, or NCHW where
+// input_nchw), the residual input 3. An NCHW read's plane path must hold at
+// every output width (PlanarConvApplies: its segment may not depend on it).
+bool Window(const Attrs& a, const std::vector<TensorInfo>& in, WindowShape* w) {
+  auto cfg = Resolve(a, in);
+  auto p = DecodeParams<Params>(kOp, a);
+  if (!cfg.ok() || !p.ok()) return false;
+  if (cfg.value().g.in_nchw) {
+    kernels::ConvGeom wide = cfg.value().g;
+    wide.ow = int64_t{1} << 30;
+    if (!kernels::PlanarConvApplies(wide)) return false;
+    w->h_axis = 2, w->w_axis = 3;
+  }
+  p.value().ToWindowShape(w);
+  w->residual = cfg.value().has_residual ? 3 : -1;
+  return true;
+}
+
 // OpDef::read_nchw_input: a conv the plane path takes (the RGB stems) reads
 // its input as NCHW of shape `nchw` (input_nchw = 1).
 bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
@@ -329,11 +351,12 @@ bool ReadNchwInput(format::StepDesc* s, const ir::Shape& nchw) {
 OpDef DefineConvNhwc() {
   OpDef d = internal::LoweredOp(kOp, 3, 5, Infer, Create, Scratch);
   d.flops = Flops;
-  d.traits = kTraitTakesActivation | kTraitTakesResidual;
+  d.traits = kTraitTakesActivation | kTraitTakesResidual | kTraitFixedScratch;
   d.lowerings = {{kOp, 10, Lower}};
   d.layouts = {{"Conv", FromConv}};
   d.write_channel_slice = internal::WriteChannelSlice<Params>;
   d.read_nchw_input = ReadNchwInput;
+  d.window_shape = Window;
   return d;
 }
 

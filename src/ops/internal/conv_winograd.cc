@@ -59,9 +59,13 @@ Status Infer(const InferContext& c, std::vector<TensorInfo>* out) {
 
 Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(Config cfg, Resolve(c.attrs, c.inputs));
-  const int64_t tiles = cfg.g.n * ((cfg.g.oh + 3) / 4) * ((cfg.g.ow + 3) / 4);
   const int64_t panels = PanelCount(cfg.g.oc);
-  return MakeKernel([cfg, tiles, panels](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  const size_t n_inputs = c.inputs.size();
+  // Any sizes its inference accepts: the geometry and tiles are worked out at each run.
+  return MakeAdaptingKernel([cfg, panels, n_inputs](const RunContext& ctx, const void* const* in,
+                                                    void* const* out) -> Status {
+    const kernels::ConvGeom g = internal::ConvGeomAt(ctx, n_inputs, cfg.g);
+    const int64_t tiles = g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4);
     const float* x = static_cast<const float*>(in[0]);
     const float* w = static_cast<const float*>(in[1]);
     const float* b = static_cast<const float*>(in[2]);
@@ -83,13 +87,13 @@ Result<std::unique_ptr<Kernel>> Create(const CreateContext& c) {
       float* scratch = static_cast<float*>(ctx.ThreadScratch(t));
       while (begin < end) {
         const int64_t k = begin / tiles, stop = std::min(end, (k + 1) * tiles);
-        ctx.k->f32.winograd(cfg.g, x, w, b, r, y, cfg.ep, begin - k * tiles, stop - k * tiles, cut(k), cut(k + 1),
+        ctx.k->f32.winograd(g, x, w, b, r, y, cfg.ep, begin - k * tiles, stop - k * tiles, cut(k), cut(k + 1),
                             scratch);
         begin = stop;
       }
     });
     return Status::Ok();
-  });
+  }, /*specialize=*/false);
 }
 
 Result<uint64_t> Scratch(const CreateContext&) { return kernels::kWinogradScratchFloats * sizeof(float); }
@@ -140,6 +144,16 @@ Result<bool> Lower(LowerContext& c, int ni) {
   return true;
 }
 
+// OpDef::window_shape: the window over NHWC input 0, the residual input 3.
+bool Window(const Attrs& a, const std::vector<TensorInfo>& in, WindowShape* w) {
+  auto cfg = Resolve(a, in);
+  auto p = DecodeParams<internal::SliceConvParams>(kOp, a);
+  if (!cfg.ok() || !p.ok()) return false;
+  p.value().ToWindowShape(w);
+  w->residual = cfg.value().has_residual ? 3 : -1;
+  return true;
+}
+
 uint64_t Flops(const CreateContext& c) {
   auto cfg = Resolve(c.attrs, c.inputs);
   return cfg.ok() ? internal::ConvFlops(cfg.value().g) : 0;
@@ -152,6 +166,8 @@ OpDef DefineConvWinogradNhwc() {
   d.flops = Flops;
   d.lowerings = {{opname::ConvNhwc, 20, Lower}};
   d.write_channel_slice = internal::WriteChannelSlice<internal::SliceConvParams>;
+  d.traits = kTraitFixedScratch;
+  d.window_shape = Window;
   return d;
 }
 

@@ -64,6 +64,15 @@ struct WindowParams {
     kernel = {w.kh, w.kw}, strides = {w.sh, w.sw}, dilations = {w.dh, w.dw};
     pads = {w.pad_t, w.pad_l, w.pad_b, w.pad_r};
   }
+  // Its pads, extents and strides as OpDef::window_shape gives them.
+  void ToWindowShape(WindowShape* w) const {
+    for (size_t i = 0; i < 2; ++i) {
+      w->pad_begin[i] = pads[i];
+      w->pad_end[i] = pads[i + 2];
+      w->extent[i] = (kernel[i] - 1) * dilations[i] + 1;
+      w->stride[i] = strides[i];
+    }
+  }
 };
 
 // ---- the NHWC convolution family (ConvNhwc, ConvWinogradNhwc, ConvExpandDwNhwc)
@@ -127,6 +136,20 @@ bool WriteChannelSlice(format::StepDesc* s, int64_t offset, int64_t channels) {
 // The geometry of `p` on NHWC input x (validated: groups divide the
 // channels, the window fits, the output's size is sane).
 Result<kernels::ConvGeom> ConvGeometry(std::string_view op, const ConvParams& p, const TensorInfo& x);
+// A conv kernel's geometry at a run (RunContext::shapes, where it adapts):
+// `made`'s, its batch and sizes those of input 0 (NHWC, or NCHW where
+// in_nchw) and output 0 (at shapes[n_inputs]) there.
+inline kernels::ConvGeom ConvGeomAt(const RunContext& ctx, size_t n_inputs, const kernels::ConvGeom& made) {
+  kernels::ConvGeom g = made;
+  if (!ctx.shapes) return g;
+  const std::span<const int64_t> x = ctx.shapes[0], y = ctx.shapes[n_inputs];
+  g.n = x[0];
+  g.ih = g.in_nchw ? x[2] : x[1];
+  g.iw = g.in_nchw ? x[3] : x[2];
+  g.oh = y[1];
+  g.ow = y[2];
+  return g;
+}
 // A convolution's arithmetic: 2 x N x OH x OW x OC x KH x KW x IC/groups
 // (the direct form's, whatever algorithm runs it), for OpDef::flops.
 uint64_t ConvFlops(const kernels::ConvGeom& g);

@@ -53,12 +53,20 @@ Status InferPool(const InferContext& c, std::vector<TensorInfo>* out) {
 class PoolKernel : public Kernel {
  public:
   PoolKernel(kernels::PoolGeom g, bool is_max) : g_(g), max_(is_max) {}
+  // Any sizes its inference accepts: the batch and sizes are read at each run.
+  bool adapts() const override { return true; }
+  bool worth_specializing() const override { return false; }
   Status Run(const RunContext& ctx, const void* const* in, void* const* out) const override {
     const float* x = static_cast<const float*>(in[0]);
     float* y = static_cast<float*>(out[0]);
+    kernels::PoolGeom g = g_;
+    if (ctx.shapes) {
+      g.n = ctx.shapes[0][0], g.ih = ctx.shapes[0][1], g.iw = ctx.shapes[0][2];
+      g.oh = ctx.shapes[1][1], g.ow = ctx.shapes[1][2];
+    }
     const auto fn = max_ ? ctx.k->f32.maxpool : ctx.k->f32.avgpool;
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g_.kh * g_.kw * g_.c));
-    ctx.pool->ParallelFor(g_.n * g_.oh * g_.ow, grain, [&](int64_t b, int64_t e) { fn(g_, x, y, b, e); });
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.kh * g.kw * g.c));
+    ctx.pool->ParallelFor(g.n * g.oh * g.ow, grain, [&](int64_t b, int64_t e) { fn(g, x, y, b, e); });
     return Status::Ok();
   }
 
@@ -70,6 +78,16 @@ class PoolKernel : public Kernel {
 Result<std::unique_ptr<Kernel>> CreatePool(const CreateContext& c) {
   FCB_ASSIGN_OR_RETURN(kernels::PoolGeom g, Resolve(c.op, c.attrs, c.inputs[0]));
   return std::unique_ptr<Kernel>(new PoolKernel(g, c.op == opname::MaxPoolNhwc));
+}
+
+// OpDef::window_shape of MaxPoolNhwc and AvgPoolNhwc.
+template <const std::string_view& kName>
+bool PoolWindow(const Attrs& a, const std::vector<TensorInfo>& in, WindowShape* w) {
+  auto p = DecodeParams<PoolParams>(kName, a);
+  if (in.empty() || !p.ok() || !Resolve(kName, a, in[0]).ok()) return false;
+  p.value().ToWindowShape(w);
+  w->ceil_mode = p.value().ceil_mode != 0;
+  return true;
 }
 
 // ONNX MaxPool / AveragePool -> the NHWC form with explicit pads.
@@ -96,13 +114,22 @@ Status InferGlobalAvg(const InferContext& c, std::vector<TensorInfo>* out) {
 
 Result<std::unique_ptr<Kernel>> CreateGlobalAvg(const CreateContext& c) {
   const auto& s = c.inputs[0].shape;
-  const int64_t n = s[0], hw = s[1] * s[2], ch = s[3];
-  return MakeKernel([n, hw, ch](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+  const ir::Shape made = s;
+  // Any sizes its inference accepts: the batch and the pixels are read at each run.
+  return MakeAdaptingKernel([made](const RunContext& ctx, const void* const* in, void* const* out) -> Status {
+    const std::span<const int64_t> s = ctx.ShapeOf(0, made);
+    const int64_t n = s[0], hw = s[1] * s[2], ch = s[3];
     const float* x = static_cast<const float*>(in[0]);
     float* y = static_cast<float*>(out[0]);
     ctx.pool->ParallelFor(n, 1, [&](int64_t b, int64_t e) { ctx.k->f32.global_avgpool(n, hw, ch, x, y, b, e); });
     return Status::Ok();
-  });
+  }, /*specialize=*/false);
+}
+
+bool GlobalAvgWindow(const Attrs&, const std::vector<TensorInfo>& in, WindowShape* w) {
+  if (in.empty() || !internal::ExpectNhwc(opname::GlobalAvgPoolNhwc, in[0], "input").ok()) return false;
+  w->global = true;
+  return true;
 }
 
 Result<bool> FromGlobalAvg(LayoutContext& c, const ir::Node& n) {
@@ -159,18 +186,21 @@ Result<bool> FromMeanOverHw(LayoutContext& c, const ir::Node& n) {
 OpDef DefineMaxPoolNhwc() {
   OpDef d = internal::LoweredOp(opname::MaxPoolNhwc, 1, 1, InferPool, CreatePool);
   d.layouts = {{"MaxPool", FromPool}};
+  d.window_shape = PoolWindow<opname::MaxPoolNhwc>;
   return d;
 }
 
 OpDef DefineAvgPoolNhwc() {
   OpDef d = internal::LoweredOp(opname::AvgPoolNhwc, 1, 1, InferPool, CreatePool);
   d.layouts = {{"AveragePool", FromPool}};
+  d.window_shape = PoolWindow<opname::AvgPoolNhwc>;
   return d;
 }
 
 OpDef DefineGlobalAvgPoolNhwc() {
   OpDef d = internal::LoweredOp(opname::GlobalAvgPoolNhwc, 1, 1, InferGlobalAvg, CreateGlobalAvg);
   d.layouts = {{"GlobalAveragePool", FromGlobalAvg}, {"ReduceMean", FromMeanOverHw}};
+  d.window_shape = GlobalAvgWindow;
   return d;
 }
 
