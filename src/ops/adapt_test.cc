@@ -352,14 +352,14 @@ Attrs PoolA(int64_t k, int64_t s, int64_t pad, int64_t ceil, int64_t include_pad
 }
 
 TEST(Adapts, PoolsOverOtherPictures) {
-  for (const char* op : {"MaxPoolNhwc", "AvgPoolNhwc"})
+  for (std::string_view op : {opname::MaxPoolNhwc, opname::AvgPoolNhwc})
     for (int64_t ceil : {0, 1}) {
       const Attrs a = PoolA(3, 2, 1, ceil, 1);
       for (const Shape& run : {Shape{1, 7, 12, 16}, Shape{2, 4, 3, 16}, Shape{1, 33, 1, 16}})
-        CheckAdapts(op, a, {F({1, 16, 16, 16}, 1)}, {F(run, 2)});
+        CheckAdapts(std::string(op), a, {F({1, 16, 16, 16}, 1)}, {F(run, 2)});
     }
   for (const Shape& run : {Shape{1, 7, 12, 24}, Shape{3, 1, 1, 24}})
-    CheckAdapts("GlobalAvgPoolNhwc", A(), {F({1, 5, 5, 24}, 1)}, {F(run, 2)});
+    CheckAdapts(std::string(opname::GlobalAvgPoolNhwc), A(), {F({1, 5, 5, 24}, 1)}, {F(run, 2)});
 }
 
 // OpDef::window_shape's promise: at every other picture the op's inference
@@ -389,9 +389,10 @@ TEST(Adapts, WindowShapesGiveWhatTheInferenceGives) {
     }
     cases.push_back(std::move(c));
   }
-  for (int64_t ceil : {0, 1}) cases.push_back({"MaxPoolNhwc", PoolA(3, 2, 0, ceil, 0), {Z({1, 40, 40, 16})}});
-  cases.push_back({"AvgPoolNhwc", PoolA(5, 3, 1, 1, 1), {Z({1, 40, 40, 16})}});
-  cases.push_back({"GlobalAvgPoolNhwc", A(), {Z({1, 40, 40, 16})}});
+  for (int64_t ceil : {0, 1})
+    cases.push_back({std::string(opname::MaxPoolNhwc), PoolA(3, 2, 0, ceil, 0), {Z({1, 40, 40, 16})}});
+  cases.push_back({std::string(opname::AvgPoolNhwc), PoolA(5, 3, 1, 1, 1), {Z({1, 40, 40, 16})}});
+  cases.push_back({std::string(opname::GlobalAvgPoolNhwc), A(), {Z({1, 40, 40, 16})}});
   int accepted = 0, refused = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);

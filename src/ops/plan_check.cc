@@ -1186,18 +1186,8 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // too. A resolution runs with cold caches: this touches what changes
   // rather than every tensor's and step's entry.
   if (r.step_slot.size() != ns || r.value_slot.size() != nt || changed.size() != nt ||
-      r.dims.size() != bound.dims.size()) {
-    r.step_slot.assign(ns, -1);
-    r.value_slot.assign(nt, -1);
-    changed.assign(nt, 0);
-    r.dims = bound.dims;
-    r.dims_written.clear();
-    r.slotted_steps.clear();
-    r.unread_marked.clear();
-    r.values.clear();
-    r.value_tensors.clear();
-    r.proven_written = false;
-  }
+      r.dims.size() != bound.dims.size())
+    ReserveResolvedPlan(c, bound, &r);
   for (int32_t si : r.slotted_steps) r.step_slot[si] = -1;
   for (int32_t t : r.unread_marked) r.value_slot[t] = -1;
   for (int32_t t : r.value_tensors) r.value_slot[t] = -1, changed[t] = 0;
@@ -1596,6 +1586,34 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
 }
 
 }  // namespace
+
+void ReserveResolvedPlan(const format::ContextDesc& c, const CheckedPlan& bound, ResolvedPlan* out) {
+  ResolvedPlan& r = *out;
+  const size_t nt = c.tensors.size(), ns = c.steps.size(), nk = bound.reach_steps.size();
+  r.bound = &bound;
+  r.step_slot.assign(ns, -1);
+  r.value_slot.assign(nt, -1);
+  r.changed_tensors.assign(nt, 0);
+  r.dims = bound.dims;
+  r.dims_written.clear();
+  r.slotted_steps.clear();
+  r.unread_marked.clear();
+  r.values.clear();
+  r.value_tensors.clear();
+  r.proven_written = false;
+  r.guarded_off = bound.guarded_off;
+  // What a resolution appends to, at most once per tensor or step.
+  r.dims_written.reserve(nt);
+  r.slotted_steps.reserve(nk);
+  r.unread_marked.reserve(nt);
+  if (r.steps.size() < nk) r.steps.resize(nk);
+  r.fast_dims.resize(kMaxFastOutputs * kRankCap);
+  r.fast_ranks.resize(kMaxFastOutputs);
+  r.fast_refs.resize(kMaxFastOperands);
+  r.fast_values.resize(kMaxFastOperands);
+  r.symbol_values.reserve(c.symbols.size());
+  r.program_slots.reserve(bound.value_program.num_slots());
+}
 
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out) {

@@ -330,6 +330,13 @@ struct ResolvedPlan {
 Status ResolvePlan(const format::ContextDesc& c, const CheckedPlan& bound, const std::vector<ir::Shape>& input_shapes,
                    ResolvedPlan* out);
 
+// Sizes `out`'s storage for resolutions of plan `c` (checked at the bound as
+// `bound`): what ResolvePlan allocates at the first resolution into it,
+// every tensor's shape and step as at the bound. The runtime reserves its
+// cache's resolutions when an execution is made, so that a run at new sizes
+// allocates next to nothing.
+void ReserveResolvedPlan(const format::ContextDesc& c, const CheckedPlan& bound, ResolvedPlan* out);
+
 // Where a ResolvedPlan differs from what CheckPlan gives at the same input
 // shapes (`full`): every tensor's dtype and shape, which values are computed
 // from the shapes and their bytes, which steps are computed, guarded off or

@@ -105,6 +105,10 @@ class ExecutionImpl {
     bool specialized = false;  // SpecializeMethod done (on the second run at these sizes)
   };
   std::vector<CacheEntry> cache;
+  // The storage of the entries the cache has yet to fill, reserved when the
+  // execution was made (ReserveResolution): a first run at new sizes then
+  // allocates next to nothing.
+  std::vector<std::unique_ptr<ResolvedMethod>> spare;
   // Per cache entry, the symbols' values it was resolved at (entry j's at
   // [j * symbols, (j + 1) * symbols)): the inputs' shapes follow from them
   // (SetInput holds every other dim to the method's), and a lookup reads
@@ -285,6 +289,10 @@ Status ExecutionImpl::Resolve() {
     cache.emplace_back();
     cache_keys.resize(cache.size() * n_sym);
     entry = &cache.back();
+    if (!spare.empty()) {
+      entry->method = std::move(spare.back());
+      spare.pop_back();
+    }
   }
   const size_t slot = static_cast<size_t>(entry - cache.data());
   auto r = ResolveMethod(ProgramAccess::Of(*program), m, input_shapes, std::move(entry->method));
@@ -369,6 +377,11 @@ Result<std::unique_ptr<Execution>> Execution::Create(std::shared_ptr<const Progr
     impl->step_out.push_back(std::move(out));
   }
   for (const auto& in : m->info.inputs) impl->input_shapes.push_back(in.shape);
+  if (m->dynamic()) {
+    impl->cache.reserve(ExecutionImpl::kCacheEntries);
+    impl->cache_keys.reserve(ExecutionImpl::kCacheEntries * m->context->symbols.size());
+    for (size_t k = 0; k < ExecutionImpl::kCacheEntries; ++k) impl->spare.push_back(ReserveResolution(*m));
+  }
   if (fault::Hit(fault::Kind::kThreads, method))
     return ResourceExhausted("cannot start " + std::to_string(num_threads) + " threads for method '" + method +
                              "' (injected fault)");

@@ -235,12 +235,31 @@ Status PrepareState(const format::ContextDesc& c, PreparedMethod* m, std::vector
 
 }  // namespace
 
+std::unique_ptr<ResolvedMethod> ReserveResolution(const PreparedMethod& m) {
+  auto r = std::make_unique<ResolvedMethod>();
+  const format::ContextDesc& c = *m.context;
+  if (!m.bound_plan) return r;
+  ops::ReserveResolvedPlan(c, *m.bound_plan, &r->plan);
+  r->kernels.assign(m.bound_kernels.begin(), m.bound_kernels.end());
+  r->shapes_at.assign(m.adapt_shapes_at.begin(), m.adapt_shapes_at.end());
+  r->kernels_set.reserve(c.steps.size());
+  r->made.reserve(m.remade_reach.size());
+  for (int32_t t : m.adapt_operands) r->shapes.push_back(t >= 0 ? r->plan.dims_of(t) : std::span<const int64_t>());
+  r->shapes_base = r->plan.dims.data();
+  r->output_shapes.resize(c.outputs.size());
+  for (size_t k = 0; k < c.outputs.size(); ++k) r->output_shapes[k].reserve(c.tensors[c.outputs[k]].shape.size());
+  r->shape_values.FillResolved(m.shape_values, *m.bound_plan, r->plan);
+  r->shape_values.set_steps.reserve(c.steps.size());
+  r->shape_values.set_tensors.reserve(c.tensors.size());
+  return r;
+}
+
 Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const PreparedMethod& m,
                                                       const std::vector<ir::Shape>& shapes,
                                                       std::unique_ptr<ResolvedMethod> reuse) {
   const format::ContextDesc& c = *m.context;
   if (!m.bound_plan) return InvalidArgument("method '" + c.method + "': input shapes given for a plan without symbols");
-  auto r = reuse ? std::move(reuse) : std::make_unique<ResolvedMethod>();
+  auto r = reuse ? std::move(reuse) : ReserveResolution(m);
   // The kernels made for the sizes it held: retired (freed later, off this
   // run's path), the generation retired before them freed now.
   r->retired.clear();

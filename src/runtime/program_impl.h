@@ -274,6 +274,12 @@ uint64_t ExecutionBytes(uint64_t arena, uint64_t scratch, int threads);
 std::string MemoryLimitError(const std::string& method, uint64_t arena, uint64_t scratch, int threads,
                              uint64_t limit, bool from_options);
 
+// Storage for resolutions of method `m` (a plan with symbols): a
+// ResolvedMethod sized as its first resolution would size it, holding the
+// bound's shapes and kernels, which ResolveMethod resolves into (reuse)
+// allocating next to nothing. An execution reserves its cache's when made.
+std::unique_ptr<ResolvedMethod> ReserveResolution(const PreparedMethod& m);
+
 // Kernels for a method with ranges at the input shapes `shapes` (checked by
 // the caller against the ranges): its plan resolved at those sizes
 // (ops::CheckPlan). Errors name the method and the step. `reuse`, where
