@@ -455,5 +455,101 @@ TEST(ResolvePlan, LargeValuesFromTheShapesStayComputedWhereAShapeDependsOnThem) 
   }
 }
 
+// A conv and a max pool with auto_pad SAME (UPPER, LOWER) at `stride`, over
+// an input [n, 3, h, w] whose dims are symbols, written to `path`.
+void WriteSamePaddedModel(const std::string& path, int64_t stride) {
+  onnx::ModelProto m = testing::MakeModel(13);
+  testing::AddInput(m, "x", {"n", 3, "h", "w"});
+  std::vector<float> w(8 * 3 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.125f * static_cast<float>(static_cast<int>(i % 11) - 5);
+  testing::AddInit(m, testing::FloatTensor("w", {8, 3, 3, 3}, w));
+  onnx::NodeProto* conv = testing::AddNode(m, "Conv", {"x", "w"}, {"c"});
+  conv->set_name("conv");
+  testing::AttrInts(conv, "kernel_shape", {3, 3});
+  testing::AttrInts(conv, "strides", {stride, stride});
+  auto* pad = conv->add_attribute();
+  pad->set_name("auto_pad");
+  pad->set_type(onnx::AttributeProto::STRING);
+  pad->set_s("SAME_UPPER");
+  onnx::NodeProto* pool = testing::AddNode(m, "MaxPool", {"c"}, {"y"});
+  testing::AttrInts(pool, "kernel_shape", {2, 2});
+  testing::AttrInts(pool, "strides", {stride, stride});
+  auto* pool_pad = pool->add_attribute();
+  pool_pad->set_name("auto_pad");
+  pool_pad->set_type(onnx::AttributeProto::STRING);
+  pool_pad->set_s("SAME_LOWER");
+  testing::AddOutput(m, "y");
+  std::ofstream f(path, std::ios::binary);
+  ASSERT_TRUE(m.SerializeToOstream(&f));
+}
+
+// Runs `program`'s method at input shape `shape` (values from the index):
+// the output's shape and values.
+std::pair<std::vector<int64_t>, std::vector<float>> RunAt(const std::shared_ptr<const Program>& program,
+                                                          const std::vector<int64_t>& shape) {
+  auto ex = Execution::Create(program, "main", 1);
+  EXPECT_TRUE(ex.ok()) << ex.status().message();
+  if (!ex.ok()) return {};
+  std::vector<float> in(static_cast<size_t>(ir::NumElements(shape)));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 0.01f * static_cast<float>(static_cast<int>(i * 7 % 23) - 11);
+  EXPECT_TRUE(ex.value()->SetInput("x", in.data(), in.size() * 4, shape).ok());
+  const Status st = ex.value()->Run();
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return {};
+  const std::vector<int64_t> out_shape = ex.value()->output_shape(0);
+  const auto* y = static_cast<const float*>(ex.value()->output_data(0));
+  return {out_shape, std::vector<float>(y, y + ir::NumElements(out_shape))};
+}
+
+// auto_pad SAME pads by the input's size: with a stride above 1 along a dim
+// chosen at each run the padding changes with the size, which compiled
+// windows (fixed pads) cannot follow: refused, naming the node and the fix.
+// With a unit stride (the padding the same at every size) or a stride
+// above 1 along dims that are fixed (a batch range), it compiles, and every
+// size gives what a file compiled for exactly that size gives.
+TEST(ResolvePlan, SamePaddingThatChangesWithTheSizeIsRefused) {
+  TempDir tmp;
+  const std::string strided = tmp.File("same_s2.onnx"), unit = tmp.File("same_s1.onnx");
+  WriteSamePaddedModel(strided, 2);
+  WriteSamePaddedModel(unit, 1);
+  CompileSpec spec;
+  spec.targets = {"generic"};
+  spec.input_shapes["main:x"] = {1, 3, {8, 40}, {8, 40}};
+  auto refused = CompileMethods({{"main", strided}}, spec, tmp.File("refused.fcb"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("node 'conv' (Conv): auto_pad SAME_UPPER with stride 2 pads its input "
+                                            "'x' by its size along dim 2, which is chosen at each run (8..40 here)"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("fix that dimension with --input-shape"), std::string::npos);
+  EXPECT_FALSE(testing::FileExists(tmp.File("refused.fcb")));
+
+  struct Accepted {
+    std::string model;
+    std::vector<InputDim> dims;
+    std::vector<std::vector<int64_t>> sizes;
+  };
+  const std::vector<Accepted> accepted = {
+      {unit, {1, 3, {8, 40}, {8, 40}}, {{1, 3, 8, 8}, {1, 3, 13, 40}, {1, 3, 40, 21}, {1, 3, 9, 9}}},
+      {strided, {{1, 3}, 3, 17, 18}, {{2, 3, 17, 18}, {1, 3, 17, 18}, {3, 3, 17, 18}}},
+  };
+  for (const Accepted& a : accepted) {
+    spec.input_shapes["main:x"] = a.dims;
+    auto ranged = CompileForGeneric({{"main", a.model}}, spec, tmp.File("ranged.fcb"));
+    ASSERT_TRUE(ranged.ok()) << ranged.status().message();
+    for (const auto& size : a.sizes) {
+      SCOPED_TRACE(a.model + " at " + ir::ShapeToString(size));
+      CompileSpec exact = spec;
+      exact.input_shapes["main:x"] = {size[0], size[1], size[2], size[3]};
+      auto fixed = CompileForGeneric({{"main", a.model}}, exact, tmp.File("exact.fcb"));
+      ASSERT_TRUE(fixed.ok()) << fixed.status().message();
+      const auto got = RunAt(ranged.value(), size), want = RunAt(fixed.value(), size);
+      ASSERT_EQ(got.first, want.first);
+      ASSERT_EQ(got.second.size(), want.second.size());
+      for (size_t i = 0; i < got.second.size(); ++i) ASSERT_NEAR(got.second[i], want.second[i], 1e-5) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fcb

@@ -69,6 +69,44 @@ ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& m
 
 // The graph inputs a com.microsoft.GroupQueryAttention reads as its past
 // (inputs 3 and 4): what kv_capacity turns into a static buffer.
+// With ranges (`bound`: the method imported at the upper ends, `low` at the
+// low ends): a window node whose auto_pad (SAME_UPPER, SAME_LOWER) works its
+// padding out from its input's size, with a stride above 1 along a spatial
+// dim chosen at each run, pads differently at different sizes (by the size
+// modulo the stride); the compiled windows' pads are fixed when compiled, so
+// it is refused, naming the node and the ways out. (A unit stride's SAME
+// padding is the window's extent less 1 at every size; ConvTranspose's does
+// not depend on the size either.)
+Status CheckPaddingFollowsSizes(const ir::Graph& bound, const ir::Graph& low) {
+  static constexpr std::string_view kOps[] = {"Conv", "MaxPool", "AveragePool", "LpPool", "QLinearConv",
+                                              "ConvInteger"};
+  std::map<std::string, const ir::Shape*> low_shape;
+  for (const auto& v : low.values) low_shape.emplace(v.name, &v.shape);
+  for (const ir::Node& n : bound.nodes) {
+    if (!n.domain.empty() || std::find(std::begin(kOps), std::end(kOps), n.op_type) == std::end(kOps) ||
+        n.inputs.empty() || n.inputs[0] < 0)
+      continue;
+    const std::string pad = n.GetString("auto_pad", "NOTSET");
+    if (pad != "SAME_UPPER" && pad != "SAME_LOWER") continue;
+    const ir::Value& x = bound.values[static_cast<size_t>(n.inputs[0])];
+    const auto it = low_shape.find(x.name);
+    if (it == low_shape.end() || it->second->size() != x.shape.size()) continue;
+    const std::vector<int64_t> strides = n.GetInts("strides");
+    for (size_t d = 2; d < x.shape.size(); ++d) {
+      const int64_t stride = d - 2 < strides.size() ? strides[d - 2] : 1;
+      if (stride <= 1 || (*it->second)[d] == x.shape[d]) continue;
+      return InvalidArgument("node '" + n.name + "' (" + n.op_type + "): auto_pad " + pad + " with stride " +
+                             std::to_string(stride) + " pads its input '" + x.name + "' by its size along dim " +
+                             std::to_string(d) + ", which is chosen at each run (" +
+                             std::to_string((*it->second)[d]) + ".." + std::to_string(x.shape[d]) +
+                             " here), so the padding would change with the size; fcb compiles windows with fixed "
+                             "padding: fix that dimension with --input-shape, or export the model with explicit "
+                             "pads");
+    }
+  }
+  return Status::Ok();
+}
+
 std::set<std::string> GqaPastInputs(const ir::Graph& g) {
   std::set<int> inputs(g.inputs.begin(), g.inputs.end());
   std::set<std::string> out;
@@ -535,20 +573,34 @@ Result<CompileReport> CompileMethodsImpl(const std::map<std::string, std::string
     // choice depends on a size consult (LowerContext::LowShape). Empty when
     // that import fails: choices are then made for the bound alone.
     std::map<GraphKey, std::map<std::string, ir::Shape>> low_shapes;
+    std::optional<Result<ir::Graph>> low_import;  // the method imported at the low ends, once
+    auto import_low = [&]() -> const Result<ir::Graph>& {
+      if (!low_import) {
+        ir::ImportOptions o = ImportOptionsFor(spec, method);
+        for (auto& [input, dims] : o.input_shapes)
+          for (auto& d : dims) d = ir::InputDim(d.lo);
+        low_import = importer(path, o);
+      }
+      return *low_import;
+    };
     auto low_shapes_for = [&](const GraphKey& key) -> const std::map<std::string, ir::Shape>* {
       if (auto it = low_shapes.find(key); it != low_shapes.end()) return &it->second;
       std::map<std::string, ir::Shape>& names = low_shapes[key];
-      ir::ImportOptions o = ImportOptionsFor(spec, method);
-      for (auto& [input, dims] : o.input_shapes)
-        for (auto& d : dims) d = ir::InputDim(d.lo);
-      auto low = importer(path, o);
+      const Result<ir::Graph>& low = import_low();
       if (!low.ok()) return &names;
-      ir::Graph g = std::move(low).value();
+      ir::Graph g = low.value();
       if (!SelectOutputs(spec, method, &g).ok()) return &names;
       if (!optimize_graph(g, key).ok()) return &names;
       for (const auto& v : g.values) names.emplace(v.name, v.shape);
       return &names;
     };
+    if (imported.value().dynamic() && import_low().ok()) {
+      if (Status st = CheckPaddingFollowsSizes(imported.value(), import_low().value()); !st.ok()) {
+        failures.push_back("method '" + method + "' (" + path + "): " + st.message());
+        note(st.code());
+        continue;
+      }
+    }
     for (size_t i = 0; i < spec.targets.size(); ++i) {
       const std::string& target = spec.targets[i];
       const auto& g = optimize(graph_key(i));
