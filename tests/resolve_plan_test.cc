@@ -463,21 +463,19 @@ void WriteSamePaddedModel(const std::string& path, int64_t stride) {
   std::vector<float> w(8 * 3 * 3 * 3);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.125f * static_cast<float>(static_cast<int>(i % 11) - 5);
   testing::AddInit(m, testing::FloatTensor("w", {8, 3, 3, 3}, w));
-  onnx::NodeProto* conv = testing::AddNode(m, "Conv", {"x", "w"}, {"c"});
-  conv->set_name("conv");
-  testing::AttrInts(conv, "kernel_shape", {3, 3});
-  testing::AttrInts(conv, "strides", {stride, stride});
-  auto* pad = conv->add_attribute();
-  pad->set_name("auto_pad");
-  pad->set_type(onnx::AttributeProto::STRING);
-  pad->set_s("SAME_UPPER");
-  onnx::NodeProto* pool = testing::AddNode(m, "MaxPool", {"c"}, {"y"});
-  testing::AttrInts(pool, "kernel_shape", {2, 2});
-  testing::AttrInts(pool, "strides", {stride, stride});
-  auto* pool_pad = pool->add_attribute();
-  pool_pad->set_name("auto_pad");
-  pool_pad->set_type(onnx::AttributeProto::STRING);
-  pool_pad->set_s("SAME_LOWER");
+  auto window = [&](const std::string& op, std::vector<std::string> in, const std::string& out, int64_t k,
+                    const char* auto_pad) {
+    onnx::NodeProto* n = testing::AddNode(m, op, in, {out});
+    n->set_name(out == "c" ? "conv" : "pool");
+    testing::AttrInts(n, "kernel_shape", {k, k});
+    testing::AttrInts(n, "strides", {stride, stride});
+    auto* pad = n->add_attribute();
+    pad->set_name("auto_pad");
+    pad->set_type(onnx::AttributeProto::STRING);
+    pad->set_s(auto_pad);
+  };
+  window("Conv", {"x", "w"}, "c", 3, "SAME_UPPER");
+  window("MaxPool", {"c"}, "y", 2, "SAME_LOWER");
   testing::AddOutput(m, "y");
   std::ofstream f(path, std::ios::binary);
   ASSERT_TRUE(m.SerializeToOstream(&f));
