@@ -67,8 +67,6 @@ ir::ImportOptions ImportOptionsFor(const CompileSpec& spec, const std::string& m
   return o;
 }
 
-// The graph inputs a com.microsoft.GroupQueryAttention reads as its past
-// (inputs 3 and 4): what kv_capacity turns into a static buffer.
 // With ranges (`bound`: the method imported at the upper ends, `low` at the
 // low ends): a window node whose auto_pad (SAME_UPPER, SAME_LOWER) works its
 // padding out from its input's size, with a stride above 1 along a spatial
@@ -107,6 +105,8 @@ Status CheckPaddingFollowsSizes(const ir::Graph& bound, const ir::Graph& low) {
   return Status::Ok();
 }
 
+// The graph inputs a com.microsoft.GroupQueryAttention reads as its past
+// (inputs 3 and 4): what kv_capacity turns into a static buffer.
 std::set<std::string> GqaPastInputs(const ir::Graph& g) {
   std::set<int> inputs(g.inputs.begin(), g.inputs.end());
   std::set<std::string> out;

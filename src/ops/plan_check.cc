@@ -1168,9 +1168,6 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // (changed_tensors and dims, value_slot, step_slot) with what differs at
   // these sizes.
   r.bound = &bound;
-  // One Step per step reached, reused from a recycled resolution (their
-  // output vectors keep their storage).
-  if (r.steps.size() < nk) r.steps.resize(nk);
   size_t used = 0;
   // Per tensor: its shape (kShape) or its value computed from the shapes
   // (kValue) differs from the bound's.
@@ -1185,8 +1182,11 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   // the values it passes by: below), which stays where this one is compiled
   // too. A resolution runs with cold caches: this touches what changes
   // rather than every tensor's and step's entry.
+  // Storage not yet sized for this plan (the first resolution into it) is
+  // sized here (ReserveResolvedPlan: also one Step per step reached, reused
+  // from one resolution to the next, and the in-place shaping's buffers).
   if (r.step_slot.size() != ns || r.value_slot.size() != nt || changed.size() != nt ||
-      r.dims.size() != bound.dims.size())
+      r.dims.size() != bound.dims.size() || r.steps.size() < nk || r.fast_dims.size() != kMaxFastOutputs * kRankCap)
     ReserveResolvedPlan(c, bound, &r);
   for (int32_t si : r.slotted_steps) r.step_slot[si] = -1;
   for (int32_t t : r.unread_marked) r.value_slot[t] = -1;
@@ -1211,10 +1211,6 @@ Status Resolve(const format::ContextDesc& c, const CheckedPlan& bound, const std
   };
   for (int32_t t : r.dims_written) put_back_dims(t);
   r.dims_written.clear();
-  r.fast_dims.resize(kMaxFastOutputs * kRankCap);
-  r.fast_ranks.resize(kMaxFastOutputs);
-  r.fast_refs.resize(kMaxFastOperands);
-  r.fast_values.resize(kMaxFastOperands);
   auto rank_of = [&](int32_t t) { return static_cast<size_t>(bound.dim_at[t + 1] - bound.dim_at[t]); };
   // The values of the resolution this one is made over, by tensor: their
   // storage is reused for the same tensors' values where no one else holds

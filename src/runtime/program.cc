@@ -244,8 +244,11 @@ std::unique_ptr<ResolvedMethod> ReserveResolution(const PreparedMethod& m) {
   r->shapes_at.assign(m.adapt_shapes_at.begin(), m.adapt_shapes_at.end());
   r->kernels_set.reserve(c.steps.size());
   r->made.reserve(m.remade_reach.size());
+  // A kernel that adapts runs at every size given its operands' shapes: spans
+  // into the plan's flat dims, which hold every shape at the sizes resolved
+  // into this storage (ops::ResolvePlan never reallocates them), so they are
+  // made once, here.
   for (int32_t t : m.adapt_operands) r->shapes.push_back(t >= 0 ? r->plan.dims_of(t) : std::span<const int64_t>());
-  r->shapes_base = r->plan.dims.data();
   r->output_shapes.resize(c.outputs.size());
   for (size_t k = 0; k < c.outputs.size(); ++k) r->output_shapes[k].reserve(c.tensors[c.outputs[k]].shape.size());
   r->shape_values.FillResolved(m.shape_values, *m.bound_plan, r->plan);
@@ -274,26 +277,14 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
   const ops::CheckedPlan& bound = *m.bound_plan;
   std::vector<ops::TensorInfo> inputs, outputs;  // one step's operands, reused (create keeps nothing of them)
   std::vector<const ir::TensorData*> constants;
-  // The bound's kernels and shapes_at, put back where an earlier resolution
-  // into this storage (or its specialization) set others.
-  if (r->kernels.size() != m.bound_kernels.size() || r->shapes_at.size() != m.adapt_shapes_at.size()) {
-    r->kernels.assign(m.bound_kernels.begin(), m.bound_kernels.end());
-    r->shapes_at.assign(m.adapt_shapes_at.begin(), m.adapt_shapes_at.end());
-  } else {
-    for (int32_t si : r->kernels_set) {
-      r->kernels[static_cast<size_t>(si)] = m.bound_kernels[static_cast<size_t>(si)];
-      r->shapes_at[static_cast<size_t>(si)] = m.adapt_shapes_at[static_cast<size_t>(si)];
-    }
+  // The bound's kernels and shapes_at (ReserveResolution set them, and the
+  // adapting kernels' spans, which stay valid), put back where an earlier
+  // resolution into this storage (or its specialization) set others.
+  for (int32_t si : r->kernels_set) {
+    r->kernels[static_cast<size_t>(si)] = m.bound_kernels[static_cast<size_t>(si)];
+    r->shapes_at[static_cast<size_t>(si)] = m.adapt_shapes_at[static_cast<size_t>(si)];
   }
   r->kernels_set.clear();
-  // A kernel that adapts runs at every size given its operands' shapes: spans
-  // into the plan's flat dims, which hold every shape at the sizes resolved,
-  // so they are made once for this storage.
-  if (r->shapes_base != p.dims.data() || r->shapes.size() != m.adapt_operands.size()) {
-    r->shapes.clear();
-    for (int32_t t : m.adapt_operands) r->shapes.push_back(t >= 0 ? p.dims_of(t) : std::span<const int64_t>());
-    r->shapes_base = p.dims.data();
-  }
   // The kernels that do not adapt, remade where the step is reached at these
   // sizes: the bound's where none of its operands' shapes or values from the
   // shapes changed (kernels are immutable) or where it is guarded off.
@@ -307,7 +298,6 @@ Result<std::unique_ptr<ResolvedMethod>> ResolveMethod(const ProgramImpl&, const 
     r->kernels[si] = r->made.back().get();
     r->kernels_set.push_back(static_cast<int32_t>(si));
   }
-  r->output_shapes.resize(c.outputs.size());
   for (size_t k = 0; k < c.outputs.size(); ++k) {
     const std::span<const int64_t> shape = p.dims_of(c.outputs[k]);
     r->output_shapes[k].assign(shape.begin(), shape.end());

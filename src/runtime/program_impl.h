@@ -158,11 +158,10 @@ struct ResolvedMethod {
   // adapt_shapes_at, but -1 where a kernel made for exactly these sizes
   // replaced the bound's (SpecializeMethod). `shapes` are spans into the
   // plan's flat dims (which always hold every shape at the sizes resolved,
-  // ops::ResolvedPlan::dims), made once for this storage (`shapes_base`: the
-  // dims they point into) and valid at every size resolved into it.
+  // ops::ResolvedPlan::dims), made once for this storage (ReserveResolution)
+  // and valid at every size resolved into it.
   std::vector<int32_t> shapes_at;
   std::vector<std::span<const int64_t>> shapes;
-  const int64_t* shapes_base = nullptr;
   // The steps whose kernel or shapes_at differ from the bound's (a kernel
   // made here or by SpecializeMethod): put back at the next resolution into
   // this storage.
